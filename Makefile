@@ -1,0 +1,30 @@
+# Two entry points: `make run` starts a broker, `make test` runs every test.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test lint bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test,bench]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/kaflet broker $(ARGS)
+
+test: $(STAMP)
+	$(BIN)/ruff check kaflet tests benchmarks
+	$(BIN)/pytest -q $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check kaflet tests benchmarks
+	$(BIN)/mypy kaflet/protocol kaflet/log kaflet/metadata
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench.py $(ARGS)
+
+clean:
+	rm -rf $(VENV) data

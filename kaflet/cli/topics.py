@@ -1,0 +1,285 @@
+"""`kaflet topics`: create, list, describe, alter and delete topics (like kafka-topics.sh)."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import click
+from confluent_kafka import KafkaError, KafkaException, TopicCollection
+from confluent_kafka.admin import (
+    AdminClient,
+    ClusterMetadata,
+    ConfigResource,
+    ConfigSource,
+    NewPartitions,
+    NewTopic,
+    TopicMetadata,
+)
+
+from kaflet.cli.common import (
+    CliError,
+    bootstrap_option,
+    client_config,
+    config_file_option,
+    describe_kafka_error,
+    is_code,
+    parse_key_values,
+    timeout_option,
+    unreachable_message,
+)
+
+_ACTIONS = ("create", "list", "describe", "alter", "delete")
+
+
+class _Admin:
+    """An AdminClient plus the context needed to word its errors."""
+
+    def __init__(self, bootstrap: str, config_file: str | None, timeout_s: float) -> None:
+        conf = client_config(bootstrap, config_file, timeout_s=timeout_s)
+        # The admin client is a producer-type handle whose metadata requests would
+        # otherwise ask the broker to auto-create the topic we are asking about.
+        conf["allow.auto.create.topics"] = False
+        self.bootstrap = bootstrap
+        self.timeout_s = timeout_s
+        try:
+            self.client = AdminClient(conf)
+        except (KafkaException, ValueError, TypeError) as exc:
+            raise CliError(f"Invalid client configuration: {describe_kafka_error(exc)}") from exc
+
+    def metadata(self, topic: str | None = None) -> ClusterMetadata:
+        """Fetch metadata; this doubles as the "is the broker up?" probe."""
+        try:
+            return self.client.list_topics(topic=topic, timeout=self.timeout_s)
+        except KafkaException as exc:
+            raise CliError(describe_kafka_error(exc, bootstrap=self.bootstrap, timeout_s=self.timeout_s)) from exc
+
+    def existing_topic(self, topic: str) -> TopicMetadata | None:
+        """Metadata of `topic`, or None when the broker says it does not exist."""
+        meta = self.metadata(topic).topics.get(topic)
+        if meta is None or (meta.error is not None and meta.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
+            return None
+        if meta.error is not None and meta.error.code() != KafkaError.LEADER_NOT_AVAILABLE:
+            raise CliError(describe_kafka_error(meta.error, topic=topic))
+        return meta
+
+    def wait(self, futures: dict[Any, Any], topic: str | None = None) -> dict[Any, Any]:
+        """Resolve admin futures, converting the first failure into a CliError."""
+        results = {}
+        for key, fut in futures.items():
+            try:
+                # Guard the future too: librdkafka's own request timeout is the real bound.
+                results[key] = fut.result(timeout=self.timeout_s + 5)
+            except KafkaException as exc:
+                name = topic or (key if isinstance(key, str) else getattr(key, "name", None))
+                raise CliError(
+                    describe_kafka_error(exc, topic=name, bootstrap=self.bootstrap, timeout_s=self.timeout_s)
+                ) from exc
+            except TimeoutError as exc:
+                raise CliError(unreachable_message(self.bootstrap, self.timeout_s)) from exc
+        return results
+
+
+def _topic_id(uuid: Any) -> str:
+    """Kafka prints topic ids as URL-safe base64 without padding (Uuid.toString)."""
+    if uuid is None:
+        return "none"
+    msb = uuid.get_most_significant_bits() & (2**64 - 1)
+    lsb = uuid.get_least_significant_bits() & (2**64 - 1)
+    raw = msb.to_bytes(8, "big") + lsb.to_bytes(8, "big")
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _ids(nodes: list[int]) -> str:
+    return ",".join(str(n) for n in nodes)
+
+
+@click.command("topics")
+@bootstrap_option()
+@click.option("--create", "create", is_flag=True, help="Create a new topic.")
+@click.option("--list", "list_", is_flag=True, help="List all topics.")
+@click.option("--describe", is_flag=True, help="Describe one topic, or all topics.")
+@click.option("--alter", is_flag=True, help="Increase the number of partitions of a topic.")
+@click.option("--delete", is_flag=True, help="Delete a topic.")
+@click.option("--topic", metavar="NAME", help="The topic to act on.")
+@click.option("--partitions", type=click.IntRange(min=1), help="Partition count (create: broker default if omitted).")
+@click.option("--replication-factor", type=click.IntRange(min=1), help="Replication factor (create only).")
+@click.option("--config", "configs", multiple=True, metavar="KEY=VALUE", help="Topic config override (create only).")
+@click.option("--if-not-exists", is_flag=True, help="With --create: succeed quietly if the topic exists.")
+@click.option("--if-exists", is_flag=True, help="With --alter/--delete/--describe: succeed quietly if it does not.")
+@click.option("--exclude-internal", is_flag=True, help="With --list/--describe: hide internal topics (__*).")
+@config_file_option()
+@timeout_option()
+def topics(
+    bootstrap: str,
+    create: bool,
+    list_: bool,
+    describe: bool,
+    alter: bool,
+    delete: bool,
+    topic: str | None,
+    partitions: int | None,
+    replication_factor: int | None,
+    configs: tuple[str, ...],
+    if_not_exists: bool,
+    if_exists: bool,
+    exclude_internal: bool,
+    config_file: str | None,
+    timeout_s: float,
+) -> None:
+    """Create, list, describe, alter or delete topics."""
+    chosen = [name for name, on in zip(_ACTIONS, (create, list_, describe, alter, delete), strict=True) if on]
+    if len(chosen) != 1:
+        raise click.UsageError("Exactly one of --create, --list, --describe, --alter or --delete is required.")
+    action = chosen[0]
+    if action in ("create", "alter", "delete") and not topic:
+        raise click.UsageError(f"--topic is required with --{action}.")
+    if action == "alter" and partitions is None:
+        raise click.UsageError("--alter needs --partitions (the new, larger partition count).")
+    if configs and action != "create":
+        raise click.UsageError("--config is only valid with --create.")
+    if replication_factor is not None and action != "create":
+        raise click.UsageError("--replication-factor is only valid with --create.")
+    if partitions is not None and action not in ("create", "alter"):
+        raise click.UsageError("--partitions is only valid with --create or --alter.")
+    topic_configs = parse_key_values(configs, "--config")
+
+    admin = _Admin(bootstrap, config_file, timeout_s)
+    if action == "create":
+        assert topic is not None
+        _create(admin, topic, partitions, replication_factor, topic_configs, if_not_exists)
+    elif action == "list":
+        _list(admin, exclude_internal)
+    elif action == "describe":
+        _describe(admin, topic, exclude_internal, if_exists)
+    elif action == "alter":
+        assert topic is not None and partitions is not None
+        _alter(admin, topic, partitions, if_exists)
+    else:
+        assert topic is not None
+        _delete(admin, topic, if_exists)
+
+
+def _create(admin: _Admin, topic: str, partitions: int | None, replication_factor: int | None,
+            configs: dict[str, str], if_not_exists: bool) -> None:
+    admin.metadata()  # fail fast, with the right message, if no broker answers
+    # -1 asks the broker to apply its num.partitions / default.replication.factor.
+    new = NewTopic(topic, num_partitions=partitions or -1, replication_factor=replication_factor or -1,
+                   config=configs)
+    try:
+        admin.wait(admin.client.create_topics([new], request_timeout=admin.timeout_s), topic)
+    except CliError:
+        if if_not_exists and admin.existing_topic(topic) is not None:
+            return
+        raise
+    click.echo(f"Created topic {topic}.")
+
+
+def _list(admin: _Admin, exclude_internal: bool) -> None:
+    for name in sorted(admin.metadata().topics):
+        if exclude_internal and name.startswith("__"):
+            continue
+        click.echo(name)
+
+
+def _describe(admin: _Admin, topic: str | None, exclude_internal: bool, if_exists: bool) -> None:
+    if topic:
+        meta = admin.existing_topic(topic)
+        if meta is None:
+            if if_exists:
+                return
+            raise CliError(f"Topic '{topic}' does not exist.")
+        metas = [meta]
+    else:
+        metas = [m for name, m in sorted(admin.metadata().topics.items())
+                 if not (exclude_internal and name.startswith("__"))]
+    if not metas:
+        return
+    names = [m.topic for m in metas]
+    topic_ids = _topic_ids(admin, names)
+    configs = _topic_configs(admin, names)
+    for meta in metas:
+        parts = sorted(meta.partitions.values(), key=lambda p: p.id)
+        rf = len(parts[0].replicas) if parts else 0
+        click.echo(
+            f"Topic: {meta.topic}\tTopicId: {topic_ids.get(meta.topic, 'none')}\tPartitionCount: {len(parts)}"
+            f"\tReplicationFactor: {rf}\tConfigs: {configs.get(meta.topic, '')}"
+        )
+        for p in parts:
+            leader = "none" if p.leader < 0 else str(p.leader)
+            click.echo(
+                f"\tTopic: {meta.topic}\tPartition: {p.id}\tLeader: {leader}"
+                f"\tReplicas: {_ids(p.replicas)}\tIsr: {_ids(p.isrs)}"
+            )
+
+
+def _topic_ids(admin: _Admin, names: list[str]) -> dict[str, str]:
+    """Best effort: older brokers cannot describe topics by id, so fall back to 'none'."""
+    out: dict[str, str] = {}
+    try:
+        futures = admin.client.describe_topics(TopicCollection(names), request_timeout=admin.timeout_s)
+    except KafkaException:
+        return out
+    for name, fut in futures.items():
+        try:
+            out[name] = _topic_id(fut.result(timeout=admin.timeout_s + 5).topic_id)
+        except (KafkaException, TimeoutError):
+            continue
+    return out
+
+
+def _topic_configs(admin: _Admin, names: list[str]) -> dict[str, str]:
+    """Non-default topic configs as `k=v,k=v`, like kafka-topics --describe."""
+    out: dict[str, str] = {}
+    resources = [ConfigResource(ConfigResource.Type.TOPIC, name) for name in names]
+    try:
+        futures = admin.client.describe_configs(resources, request_timeout=admin.timeout_s)
+    except KafkaException:
+        return out
+    for res, fut in futures.items():
+        try:
+            entries = fut.result(timeout=admin.timeout_s + 5)
+        except KafkaException as exc:
+            # A broker without DescribeConfigs still has topics worth describing.
+            if is_code(exc, KafkaError._UNSUPPORTED_FEATURE, KafkaError.UNSUPPORTED_VERSION):
+                continue
+            raise CliError(describe_kafka_error(exc, topic=res.name, bootstrap=admin.bootstrap,
+                                                timeout_s=admin.timeout_s)) from exc
+        except TimeoutError:
+            continue
+        shown = [
+            f"{e.name}={'<sensitive>' if e.is_sensitive else e.value}"
+            for e in sorted(entries.values(), key=lambda e: e.name)
+            if not e.is_default and e.source != ConfigSource.DEFAULT_CONFIG.value
+        ]
+        out[res.name] = ",".join(shown)
+    return out
+
+
+def _alter(admin: _Admin, topic: str, partitions: int, if_exists: bool) -> None:
+    meta = admin.existing_topic(topic)
+    if meta is None:
+        if if_exists:
+            return
+        raise CliError(f"Topic '{topic}' does not exist.")
+    current = len(meta.partitions)
+    if partitions <= current:
+        raise CliError(f"Topic '{topic}' already has {current} partitions; the count can only be increased.")
+    futures = admin.client.create_partitions([NewPartitions(topic, partitions)], request_timeout=admin.timeout_s)
+    admin.wait(futures, topic)
+    click.echo(f"Increased the partitions of topic {topic} from {current} to {partitions}.")
+
+
+def _delete(admin: _Admin, topic: str, if_exists: bool) -> None:
+    if admin.existing_topic(topic) is None:
+        if if_exists:
+            return
+        raise CliError(f"Topic '{topic}' does not exist.")
+    try:
+        admin.wait(admin.client.delete_topics([topic], request_timeout=admin.timeout_s), topic)
+    except CliError:
+        # Lost a race with another deleter: with --if-exists that is still success.
+        if if_exists and admin.existing_topic(topic) is None:
+            return
+        raise
+    click.echo(f"Deleted topic {topic}.")

@@ -1,0 +1,1 @@
+"""The controller: election, topic and partition lifecycle, broker failure handling."""

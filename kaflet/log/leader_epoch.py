@@ -1,0 +1,129 @@
+"""The leader-epoch cache of one partition, persisted as ``leader-epoch-checkpoint``."""
+
+from __future__ import annotations
+
+import os
+
+from kaflet.log.checkpoints import (
+    CheckpointError,
+    read_leader_epoch_checkpoint,
+    write_leader_epoch_checkpoint,
+)
+
+UNDEFINED_EPOCH = -1
+UNDEFINED_EPOCH_OFFSET = -1
+
+
+class LeaderEpochCache:
+    """Ascending (epoch, start offset) pairs: the first offset written in each leader epoch."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        try:
+            self._entries: list[tuple[int, int]] = read_leader_epoch_checkpoint(path)
+        except CheckpointError:
+            # Derived data: the log's batches carry their epochs, and recovery re-assigns them.
+            self._entries = []
+        self._dirty = False
+
+    @property
+    def entries(self) -> list[tuple[int, int]]:
+        return list(self._entries)
+
+    @property
+    def latest_epoch(self) -> int:
+        return self._entries[-1][0] if self._entries else UNDEFINED_EPOCH
+
+    def assign(self, epoch: int, start_offset: int, flush: bool = True) -> bool:
+        """Record that ``epoch`` starts at ``start_offset``; returns True if the cache changed.
+
+        Like Kafka, entries with an epoch >= ``epoch`` or a start offset >= ``start_offset``
+        are dropped first, so the cache stays strictly ascending in both.
+        """
+        if epoch < 0:
+            return False
+        if self._entries:
+            last_epoch, last_start = self._entries[-1]
+            if last_epoch == epoch and start_offset >= last_start:
+                return False
+            if last_epoch > epoch and start_offset >= last_start:
+                # An older epoch after a newer one: ignore, as Kafka does for such late batches.
+                return False
+        while self._entries and (self._entries[-1][0] >= epoch or self._entries[-1][1] >= start_offset):
+            self._entries.pop()
+        self._entries.append((epoch, start_offset))
+        self._dirty = True
+        if flush:
+            self.flush()
+        return True
+
+    def flush(self) -> None:
+        """Write the checkpoint file (tmp + fsync + rename)."""
+        write_leader_epoch_checkpoint(self.path, self._entries)
+        self._dirty = False
+
+    def flush_if_dirty(self) -> None:
+        if self._dirty:
+            self.flush()
+
+    def epoch_for_offset(self, offset: int) -> int:
+        """The leader epoch under which ``offset`` was written, or -1 if unknown."""
+        i = self._floor_by_offset(offset)
+        return self._entries[i][0] if i >= 0 else UNDEFINED_EPOCH
+
+    def _floor_by_offset(self, offset: int) -> int:
+        lo, hi = 0, len(self._entries)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self._entries[mid][1] <= offset:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo - 1
+
+    def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (largest epoch <= requested, end offset of that epoch)."""
+        if requested_epoch == UNDEFINED_EPOCH or not self._entries:
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if requested_epoch == self.latest_epoch:
+            return requested_epoch, log_end_offset
+        higher = next((e for e in self._entries if e[0] > requested_epoch), None)
+        if higher is None:
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        lower = [e for e in self._entries if e[0] <= requested_epoch]
+        if not lower:
+            return requested_epoch, higher[1]
+        return lower[-1][0], higher[1]
+
+    def truncate_from_end(self, end_offset: int, flush: bool = True) -> None:
+        """Drop entries starting at or after ``end_offset`` (log truncated to it)."""
+        before = len(self._entries)
+        self._entries = [e for e in self._entries if e[1] < end_offset]
+        if len(self._entries) != before:
+            self._dirty = True
+            if flush:
+                self.flush()
+
+    def truncate_from_start(self, start_offset: int, flush: bool = True) -> None:
+        """Forget epochs wholly below ``start_offset``; the one covering it now starts there."""
+        i = self._floor_by_offset(start_offset)
+        if i < 0:
+            return
+        kept = [(self._entries[i][0], max(self._entries[i][1], start_offset))] + self._entries[i + 1 :]
+        if kept != self._entries:
+            self._entries = kept
+            self._dirty = True
+            if flush:
+                self.flush()
+
+    def clear(self, flush: bool = True) -> None:
+        self._entries = []
+        self._dirty = True
+        if flush:
+            self.flush()
+
+    def delete_file(self) -> None:
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass

@@ -1,0 +1,725 @@
+"""``Log``: the log of one partition, a directory ``<topic>-<partition>`` of segments.
+
+Threading: every method except the executor part of ``flush_until`` runs on the event loop
+thread.  Appends write to the page cache and never fsync.
+
+Durability (``flush.messages`` / ``flush.ms``), how the caller uses it::
+
+    result = log.append_as_leader(records, leader_epoch, now_ms)
+    if result.flush_needed:                 # flush.messages reached (e.g. flush.messages=1)
+        await log.flush_until(result.last_offset + 1)
+    # ... only now answer the producer
+
+``flush_until`` fsyncs in a thread-pool executor and group-commits: concurrent callers share one
+fsync, and a caller whose offset was appended after a running fsync started waits for the next
+one (which covers everything appended meanwhile).  ``flush.ms`` is honoured by
+``LogManager.run_background`` (``Log.flush_due``).  Segment rolls also schedule a flush of the
+rolled segment, as Kafka does, so the recovery point advances even with the defaults.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+import re
+import time
+from bisect import bisect_right
+from collections.abc import Callable
+from concurrent.futures import Executor
+from typing import NamedTuple
+
+from kaflet.log.checkpoints import (
+    LEADER_EPOCH_CHECKPOINT,
+    PARTITION_METADATA,
+    read_partition_metadata,
+    write_partition_metadata,
+)
+from kaflet.log.config import LONG_MAX, LogConfig
+from kaflet.log.errors import OffsetOutOfRangeError
+from kaflet.log.leader_epoch import LeaderEpochCache
+from kaflet.log.producer_state import ProducerStateManager
+from kaflet.log.segment import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    FileRegion,
+    LogSegment,
+    segment_file_name,
+)
+from kaflet.protocol.errors import ErrorCode
+from kaflet.protocol.records import (
+    LOG_OVERHEAD,
+    TIMESTAMP_LOG_APPEND_TIME,
+    BatchHeader,
+    RecordError,
+    decode_records,
+    parse_batch_header,
+    recompress_batch,
+    set_base_offset,
+    set_log_append_time,
+    set_partition_leader_epoch,
+    validate_produce_batches,
+)
+
+log = logging.getLogger(__name__)
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+
+_LOG_FILE = re.compile(r"^(\d{20})\.log$")
+
+
+def parse_topic_partition(dir_name: str) -> tuple[str, int] | None:
+    """``orders-3`` -> ("orders", 3); split at the last '-'.  None if not a partition dir."""
+    topic, sep, part = dir_name.rpartition("-")
+    if not sep or not topic or not part.isdigit() or "." in part:
+        return None
+    return topic, int(part)
+
+
+class AppendResult(NamedTuple):
+    """Outcome of ``append_as_leader``.
+
+    ``flush_needed``: flush.messages is reached; await ``flush_until(last_offset + 1)`` before
+    acknowledging.  For a duplicate, offsets are the original append's.
+    """
+
+    base_offset: int
+    last_offset: int
+    log_append_time: int
+    log_start_offset: int
+    record_count: int
+    duplicate: bool
+    flush_needed: bool = False
+
+
+class ReadResult(NamedTuple):
+    """Outcome of ``read``: file regions to send, and the partition offsets for the response."""
+
+    regions: list[FileRegion]
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+
+
+class TimestampOffset(NamedTuple):
+    """Result of ``offset_for_timestamp``."""
+
+    offset: int
+    timestamp: int
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Log:
+    """One partition's log: segments, offsets, appends, reads, recovery and flushing."""
+
+    def __init__(
+        self,
+        directory: str,
+        config: LogConfig,
+        *,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        had_clean_shutdown: bool = False,
+        high_watermark: int | None = None,
+        topic_id: str | None = None,
+        executor: Executor | None = None,
+        now_ms: Callable[[], int] = _now_ms,
+    ) -> None:
+        self.dir = directory
+        name = parse_topic_partition(os.path.basename(directory.rstrip("/")))
+        self.topic, self.partition = name if name else (os.path.basename(directory), 0)
+        self.config = config
+        self._executor = executor
+        self._time = now_ms
+        os.makedirs(directory, exist_ok=True)
+        self._segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self._flush_task: asyncio.Task[None] | None = None
+        self._background: set[asyncio.Task[None]] = set()
+        self._closed = False
+        self.auto_advance_high_watermark = True
+        self.leader_epoch_cache = LeaderEpochCache(os.path.join(directory, LEADER_EPOCH_CHECKPOINT))
+        self.producer_state = ProducerStateManager(directory)
+        self.topic_id = topic_id
+        if topic_id is not None:
+            path = os.path.join(directory, PARTITION_METADATA)
+            if read_partition_metadata(path) != topic_id:
+                write_partition_metadata(path, topic_id)
+        else:
+            try:
+                self.topic_id = read_partition_metadata(os.path.join(directory, PARTITION_METADATA))
+            except OSError:
+                self.topic_id = None
+        self._load(recovery_point, log_start_offset, had_clean_shutdown)
+        self._high_watermark = self._leo if high_watermark is None else max(
+            self.log_start_offset, min(high_watermark, self._leo)
+        )
+        self._last_flush_ms = self._time()
+
+    # ------------------------------------------------------------------ loading
+
+    def _new_segment(self, base_offset: int) -> LogSegment:
+        jitter = 0
+        if self.config.segment_jitter_ms > 0:
+            jitter = random.randrange(min(self.config.segment_jitter_ms, self.config.segment_ms))
+        return LogSegment(self.dir, base_offset, self.config, created_ms=self._time(), roll_jitter_ms=jitter)
+
+    def _remove_temp_files(self) -> None:
+        names = os.listdir(self.dir)
+        cleaned = [n for n in names if n.endswith(CLEANED_SUFFIX)]
+        min_cleaned = min((int(n[:20]) for n in cleaned if n[:20].isdigit()), default=None)
+        for n in names:
+            if n.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, ".tmp")):
+                _unlink(os.path.join(self.dir, n))
+        for n in names:
+            if not n.endswith(SWAP_SUFFIX) or not n[:20].isdigit():
+                continue
+            path = os.path.join(self.dir, n)
+            base = int(n[:20])
+            if (min_cleaned is not None and base >= min_cleaned) or not n.endswith(LOG_SUFFIX + SWAP_SUFFIX):
+                _unlink(path)  # unfinished split, or a swap index (rebuilt below)
+                continue
+            self._install_swap(path, base)
+
+    def _install_swap(self, swap_path: str, base: int) -> None:
+        # A finished cleaned segment: it replaces every old segment inside its offset range.
+        fd = os.open(swap_path, os.O_RDONLY)
+        try:
+            nxt = base
+            pos = 0
+            size = os.fstat(fd).st_size
+            while size - pos >= 61:
+                h = parse_batch_header(os.pread(fd, 61, pos))
+                if h.length < 49 or pos + h.length + LOG_OVERHEAD > size:
+                    break
+                nxt = h.base_offset + h.last_offset_delta + 1
+                pos += h.length + LOG_OVERHEAD
+        finally:
+            os.close(fd)
+        for n in os.listdir(self.dir):
+            m = _LOG_FILE.match(n)
+            if m and base <= int(m.group(1)) < nxt:
+                old = int(m.group(1))
+                for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+                    _unlink(os.path.join(self.dir, segment_file_name(old, suffix)))
+        os.rename(swap_path, os.path.join(self.dir, segment_file_name(base, LOG_SUFFIX)))
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            _unlink(os.path.join(self.dir, segment_file_name(base, suffix)))
+
+    def _load(self, recovery_point: int, log_start_offset: int, clean: bool) -> None:
+        self._remove_temp_files()
+        names = os.listdir(self.dir)
+        bases = sorted(int(m.group(1)) for n in names if (m := _LOG_FILE.match(n)))
+        base_set = set(bases)
+        for n in names:
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+                if (n.endswith(suffix) and n[:20].isdigit() and len(n) == 20 + len(suffix)
+                        and int(n[:20]) not in base_set):
+                    _unlink(os.path.join(self.dir, n))  # orphan index
+        for b in bases:
+            self._add_segment(self._new_segment(b))
+        if not self._segments:
+            self._add_segment(self._new_segment(max(0, log_start_offset)))
+
+        # Recovery: segments from the one holding the recovery point on are rebuilt unless the
+        # shutdown was clean; the others only get a cheap index check.
+        first_unflushed = 0 if not clean else len(self._segments)
+        if not clean:
+            i = bisect_right(self._bases, recovery_point) - 1
+            first_unflushed = max(0, i)
+        for seg in self._segments[:first_unflushed]:
+            seg.rebuild_indexes_if_needed(full=False)
+        i = first_unflushed
+        while i < len(self._segments):
+            seg = self._segments[i]
+            truncated = seg.recover(on_batch=self._assign_epoch_on_recovery)
+            if truncated:
+                log.warning("%s: truncated %d corrupt or torn bytes in segment %d", self.dir, truncated,
+                            seg.base_offset)
+                for later in self._segments[i + 1 :]:
+                    later.delete()
+                del self._segments[i + 1 :]
+                del self._bases[i + 1 :]
+                break
+            i += 1
+        active = self._segments[-1]
+        if clean:
+            active.rebuild_indexes_if_needed(full=True)
+        active.resize_indexes(self.config.segment_index_bytes)
+        self._leo = active.read_next_offset()
+        # Empty trailing segments after a torn roll: the LEO is the base of the last segment.
+        self._leo = max(self._leo, active.base_offset)
+        self.log_start_offset = max(log_start_offset, self._segments[0].base_offset)
+        if self.log_start_offset > self._leo:
+            self.log_start_offset = self._leo
+        # Recovered-but-not-fsync'd data stays above the recovery point (a power loss could still
+        # lose it), so an unclean start only clamps the checkpointed value.
+        self._recovery_point = self._leo if clean else min(max(recovery_point, 0), self._leo)
+        self.leader_epoch_cache.truncate_from_end(self._leo)
+        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        self._load_producer_state()
+
+    def _assign_epoch_on_recovery(self, h: BatchHeader) -> None:
+        if h.partition_leader_epoch >= 0:
+            self.leader_epoch_cache.assign(h.partition_leader_epoch, h.base_offset, flush=False)
+
+    def _load_producer_state(self) -> None:
+        ps = self.producer_state
+        snap = ps.load_latest_snapshot(self._leo)
+        start = snap if snap is not None else self.log_start_offset
+        ps.map_end_offset = start
+        replayed = 0
+        if start < self._leo:
+            i = max(0, bisect_right(self._bases, start) - 1)
+            for seg in self._segments[i:]:
+                for _, h in seg.batches():
+                    if h.base_offset + h.last_offset_delta < start:
+                        continue
+                    if h.producer_id >= 0:
+                        ps.update(h)
+                    replayed += 1
+        ps.map_end_offset = self._leo
+        ps.delete_snapshots_before(self._segments[0].base_offset)
+        if replayed or snap is None:
+            ps.take_snapshot(self._leo)
+        self.leader_epoch_cache.flush_if_dirty()
+
+    def _add_segment(self, seg: LogSegment) -> None:
+        self._segments.append(seg)
+        self._bases.append(seg.base_offset)
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def log_end_offset(self) -> int:
+        """The offset the next appended record will get (LEO)."""
+        return self._leo
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @property
+    def recovery_point(self) -> int:
+        """Everything below this offset is fsync'd."""
+        return self._recovery_point
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        return list(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def unflushed_messages(self) -> int:
+        return self._leo - self._recovery_point
+
+    def update_high_watermark(self, offset: int) -> int:
+        """Set the HW, clamped to [log start, LEO]; returns the new HW."""
+        self._high_watermark = max(self.log_start_offset, min(offset, self._leo))
+        return self._high_watermark
+
+    def update_config(self, config: LogConfig) -> None:
+        """Apply changed topic configs (takes effect for following appends/rolls)."""
+        self.config = config
+        self.active_segment.update_config(config)
+
+    def latest_epoch(self) -> int:
+        return self.leader_epoch_cache.latest_epoch
+
+    def epoch_for_offset(self, offset: int) -> int:
+        """Leader epoch under which ``offset`` was written (-1 if unknown)."""
+        return self.leader_epoch_cache.epoch_for_offset(offset)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """For OffsetForLeaderEpoch: (epoch, end offset) as Kafka's LeaderEpochFileCache."""
+        return self.leader_epoch_cache.end_offset_for(epoch, self._leo)
+
+    def maybe_assign_epoch_start_offset(self, epoch: int, start_offset: int) -> None:
+        """On becoming leader: record that ``epoch`` starts at ``start_offset`` (usually the LEO)."""
+        self.leader_epoch_cache.assign(epoch, start_offset)
+
+    # ------------------------------------------------------------------ append
+
+    def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int,
+                         now_ms: int | None = None) -> AppendResult:
+        """Validate a produce record set, assign offsets in place and append it.
+
+        Raises RecordError (CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE,
+        UNSUPPORTED_COMPRESSION_TYPE, INVALID_TIMESTAMP) or ProducerStateError
+        (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE); nothing is
+        written then.
+        """
+        if self._closed:
+            raise ValueError(f"log {self.dir} is closed")
+        now = self._time() if now_ms is None else now_ms
+        cfg = self.config
+        mv = records if isinstance(records, memoryview) else memoryview(records)
+        infos = validate_produce_batches(mv, cfg.max_message_bytes)
+        headers = [i.header for i in infos]
+        lat = cfg.log_append_time
+        if any(h.producer_id >= 0 for h in headers):
+            dup = self.producer_state.check_batches(headers)
+            if dup is not None:
+                return AppendResult(dup.first_offset, dup.last_offset, dup.timestamp if lat else -1,
+                                    self.log_start_offset, dup.offset_delta + 1, True)
+        if cfg.compact or cfg.message_timestamp_difference_max_ms < LONG_MAX:
+            self._validate_records(mv, infos, now, cfg)
+
+        target = cfg.target_codec
+        first = self._leo
+        offset = first
+        if target < 0 or all(h.compression == target for h in headers):
+            buf = bytearray(mv)
+            positions = []
+            for info in infos:
+                pos = info.position
+                set_base_offset(buf, pos, offset)
+                set_partition_leader_epoch(buf, pos, leader_epoch)
+                if lat:
+                    set_log_append_time(buf, pos, now)
+                positions.append(pos)
+                offset += info.header.records_count
+        else:
+            chunks: list[bytes | bytearray] = []
+            positions = []
+            pos = 0
+            for info in infos:
+                b = bytearray(mv[info.position : info.position + info.size])
+                if info.header.compression != target:
+                    b = bytearray(recompress_batch(b, target))
+                    if len(b) > cfg.max_message_bytes:
+                        raise RecordError(ErrorCode.MESSAGE_TOO_LARGE,
+                                          f"recompressed batch of {len(b)} bytes exceeds max.message.bytes")
+                set_base_offset(b, 0, offset)
+                set_partition_leader_epoch(b, 0, leader_epoch)
+                if lat:
+                    set_log_append_time(b, 0, now)
+                chunks.append(b)
+                positions.append(pos)
+                pos += len(b)
+                offset += info.header.records_count
+            buf = bytearray(b"".join(chunks))
+        last = offset - 1
+
+        final = [parse_batch_header(buf, p) for p in positions]
+        max_ts, shallow = -1, -1
+        for h in final:
+            ts = h.max_timestamp
+            if ts > max_ts:
+                max_ts, shallow = ts, h.base_offset + h.last_offset_delta
+        if lat:
+            shallow = last
+
+        seg = self._maybe_roll(len(buf), max_ts, last, first, now)
+        if leader_epoch >= 0 and leader_epoch > self.leader_epoch_cache.latest_epoch:
+            # Rare (once per leader epoch); Kafka writes this checkpoint synchronously too.
+            self.leader_epoch_cache.assign(leader_epoch, first)
+        seg.append(last, max_ts, shallow, buf)
+        self._leo = last + 1
+        ps = self.producer_state
+        for h in final:
+            if h.producer_id >= 0:
+                ps.update(h)
+        ps.map_end_offset = self._leo
+        if self.auto_advance_high_watermark:
+            self._high_watermark = self._leo
+        flush_needed = self._leo - self._recovery_point >= cfg.flush_messages
+        return AppendResult(first, last, now if lat else -1, self.log_start_offset, last - first + 1, False,
+                            flush_needed)
+
+    def _validate_records(self, mv: memoryview, infos: list, now: int, cfg: LogConfig) -> None:
+        # The slow path: only compacted topics and a timestamp-difference limit need records.
+        for info in infos:
+            h = info.header
+            recs = decode_records(mv[info.position : info.position + info.size])
+            for r in recs:
+                if cfg.compact and r.key is None:
+                    raise RecordError(ErrorCode.INVALID_RECORD, "compacted topic cannot accept a record without key")
+                if (cfg.message_timestamp_difference_max_ms < LONG_MAX and not cfg.log_append_time
+                        and h.timestamp_type != TIMESTAMP_LOG_APPEND_TIME):
+                    ts = h.base_timestamp + r.timestamp_delta
+                    if abs(ts - now) > cfg.message_timestamp_difference_max_ms:
+                        raise RecordError(ErrorCode.INVALID_TIMESTAMP,
+                                          f"timestamp {ts} is out of range (now {now})")
+
+    def _maybe_roll(self, size: int, max_ts: int, max_offset: int, first_offset: int, now: int) -> LogSegment:
+        seg = self._segments[-1]
+        if seg.should_roll(self.config, size, max_ts, max_offset, now):
+            return self.roll(first_offset)
+        return seg
+
+    def roll(self, expected_next_offset: int | None = None) -> LogSegment:
+        """Start a new active segment at max(expected_next_offset, LEO)."""
+        new_base = max(expected_next_offset or 0, self._leo)
+        active = self._segments[-1]
+        if active.base_offset == new_base and active.size == 0:
+            return active
+        if new_base <= active.base_offset:
+            raise ValueError(f"cannot roll to {new_base}: active segment starts at {active.base_offset}")
+        active.on_become_inactive()
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            _unlink(os.path.join(self.dir, segment_file_name(new_base, suffix)))  # stale leftovers
+        seg = self._new_segment(new_base)
+        self._add_segment(seg)
+        self.producer_state.map_end_offset = self._leo
+        self.producer_state.take_snapshot(new_base)
+        self._schedule_flush(new_base)
+        return seg
+
+    def _schedule_flush(self, offset: int) -> None:
+        # Kafka flushes a rolled segment asynchronously; do the same when a loop is running.
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        task = loop.create_task(self._flush_quietly(offset))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _flush_quietly(self, offset: int) -> None:
+        try:
+            await self.flush_until(offset)
+        except Exception:  # logged; the next flush retries
+            log.exception("%s: background flush failed", self.dir)
+
+    # ------------------------------------------------------------------ read
+
+    def _segment_index_for(self, offset: int) -> int:
+        return max(0, bisect_right(self._bases, offset) - 1)
+
+    def read(self, fetch_offset: int, max_bytes: int, max_offset: int | None = None,
+             min_one_message: bool = True) -> ReadResult:
+        """File regions from ``fetch_offset`` (at most ``max_bytes``, below ``max_offset``).
+
+        Raises OffsetOutOfRangeError when fetch_offset < log start or > LEO.  Usually one region
+        (Kafka reads one segment per partition per fetch); empty at the LEO / ``max_offset``.
+        """
+        leo = self._leo
+        if fetch_offset < self.log_start_offset or fetch_offset > leo:
+            raise OffsetOutOfRangeError(
+                f"offset {fetch_offset} is out of range [{self.log_start_offset}, {leo}] for {self.dir}"
+            )
+        hw, lso = self._high_watermark, self.log_start_offset
+        if fetch_offset == leo or (max_offset is not None and fetch_offset >= max_offset):
+            return ReadResult([], hw, lso, leo)
+        i = self._segment_index_for(fetch_offset)
+        while i < len(self._segments):
+            seg = self._segments[i]
+            max_position = None
+            if max_offset is not None and max_offset < leo:
+                nxt = self._bases[i + 1] if i + 1 < len(self._bases) else leo
+                if max_offset <= seg.base_offset:
+                    break
+                if max_offset < nxt:
+                    found = seg.translate_offset(max_offset)
+                    max_position = found[0] if found is not None else seg.size
+            region = seg.read(fetch_offset, max_bytes, max_position, min_one_message)
+            if region is not None:
+                return ReadResult([region] if region.size else [], hw, lso, leo)
+            i += 1
+        return ReadResult([], hw, lso, leo)
+
+    def read_batches(self, fetch_offset: int, max_bytes: int = 1 << 30) -> bytes:
+        """Convenience for tools and tests: the bytes ``read`` would send."""
+        return b"".join(r.read_bytes() for r in self.read(fetch_offset, max_bytes).regions)
+
+    # ------------------------------------------------------------------ list offsets
+
+    def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
+        """ListOffsets: -2 earliest, -1 latest (LEO), -3 max timestamp, else the first record with
+        timestamp >= ``timestamp`` (None if there is none)."""
+        if timestamp == EARLIEST_TIMESTAMP:
+            return TimestampOffset(self.log_start_offset, -1)
+        if timestamp == LATEST_TIMESTAMP:
+            return TimestampOffset(self._leo, -1)
+        if timestamp == MAX_TIMESTAMP:
+            return self._max_timestamp_offset()
+        if timestamp < 0:
+            raise ValueError(f"unsupported special timestamp {timestamp}")
+        for seg in self._segments:
+            if seg.max_timestamp_so_far < timestamp:
+                continue
+            _, ts_off = seg.time_index_lookup(timestamp)
+            start = max(ts_off, self.log_start_offset, seg.base_offset)
+            found = seg.translate_offset(start)
+            if found is None:
+                continue
+            for pos, h in seg.batches(found[0]):
+                if h.max_timestamp < timestamp or h.base_offset + h.last_offset_delta < self.log_start_offset:
+                    continue
+                hit = self._record_at_or_after(seg, pos, h, timestamp)
+                if hit is not None:
+                    return hit
+        return None
+
+    def _record_at_or_after(self, seg: LogSegment, pos: int, h: BatchHeader, timestamp: int) -> TimestampOffset | None:
+        if h.timestamp_type == TIMESTAMP_LOG_APPEND_TIME:
+            off = max(h.base_offset, self.log_start_offset)
+            return TimestampOffset(off, h.max_timestamp)
+        for r in decode_records(seg.read_batch(pos, h)):
+            ts = h.base_timestamp + r.timestamp_delta
+            off = h.base_offset + r.offset_delta
+            if ts >= timestamp and off >= self.log_start_offset:
+                return TimestampOffset(off, ts)
+        return None
+
+    def _max_timestamp_offset(self) -> TimestampOffset:
+        best: LogSegment | None = None
+        for seg in self._segments:
+            if best is None or seg.max_timestamp_so_far > best.max_timestamp_so_far:
+                best = seg
+        if best is None or best.max_timestamp_so_far < 0:
+            return TimestampOffset(-1, -1)
+        ts = best.max_timestamp_so_far
+        found = best.translate_offset(best.shallow_offset_of_max_timestamp)
+        if found is not None:
+            pos, h = found
+            if h.timestamp_type == TIMESTAMP_LOG_APPEND_TIME:
+                return TimestampOffset(h.base_offset, h.max_timestamp)
+            for r in decode_records(best.read_batch(pos, h)):
+                if h.base_timestamp + r.timestamp_delta == ts:
+                    return TimestampOffset(h.base_offset + r.offset_delta, ts)
+        return TimestampOffset(best.shallow_offset_of_max_timestamp, ts)
+
+    # ------------------------------------------------------------------ flush
+
+    def _unflushed_segments(self) -> list[LogSegment]:
+        return self._segments[self._segment_index_for(self._recovery_point):]
+
+    @staticmethod
+    def _fsync_segments(segments: list[LogSegment]) -> None:
+        for seg in segments:
+            try:
+                seg.flush()
+            except OSError:
+                if not seg.closed:  # a segment deleted meanwhile (truncation) needs no fsync
+                    raise
+
+    async def _flush_once(self) -> None:
+        try:
+            end = self._leo
+            segs = self._unflushed_segments()
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(self._executor, self._fsync_segments, segs)
+            self._recovery_point = min(max(self._recovery_point, end), self._leo)
+            self._last_flush_ms = self._time()
+        finally:
+            self._flush_task = None
+
+    async def flush_until(self, offset: int | None = None) -> None:
+        """Wait until every offset below ``offset`` (default: the LEO) is fsync'd (group commit)."""
+        target = self._leo if offset is None else min(offset, self._leo)
+        while self._recovery_point < target and not self._closed:
+            task = self._flush_task
+            if task is None:
+                task = self._flush_task = asyncio.get_running_loop().create_task(self._flush_once())
+            await asyncio.shield(task)
+            target = min(target, self._leo)  # a truncation may have lowered the LEO
+
+    async def flush(self) -> None:
+        """fsync everything appended so far."""
+        await self.flush_until(None)
+
+    def flush_sync(self) -> None:
+        """Blocking flush of everything (startup, shutdown, tests)."""
+        end = self._leo
+        self._fsync_segments(self._unflushed_segments())
+        self._recovery_point = max(self._recovery_point, end)
+        self._last_flush_ms = self._time()
+
+    def flush_due(self, now_ms: int | None = None) -> bool:
+        """True if unflushed data is older than flush.ms."""
+        now = self._time() if now_ms is None else now_ms
+        return self._leo > self._recovery_point and now - self._last_flush_ms >= self.config.flush_ms
+
+    # ------------------------------------------------------------------ truncation / lifecycle
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove everything at and above ``offset`` (at batch granularity, as Kafka)."""
+        if offset < 0:
+            raise ValueError(f"cannot truncate to negative offset {offset}")
+        if offset >= self._leo:
+            return
+        if offset < self.log_start_offset or offset <= self._segments[0].base_offset:
+            self.truncate_fully_and_start_at(offset if offset >= self.log_start_offset else self.log_start_offset)
+            return
+        while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
+            self._segments.pop().delete()
+            self._bases.pop()
+        active = self._segments[-1]
+        active.truncate_to(offset)
+        active.resize_indexes(self.config.segment_index_bytes)
+        self._leo = active.read_next_offset()
+        self._after_truncation()
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete all segments and start empty at ``offset``."""
+        for seg in self._segments:
+            seg.delete()
+        self._segments.clear()
+        self._bases.clear()
+        for off in self.producer_state.snapshot_offsets():
+            _unlink(self.producer_state.snapshot_path(off))
+        self._add_segment(self._new_segment(offset))
+        self._leo = offset
+        self.log_start_offset = offset
+        self.leader_epoch_cache.clear()
+        self._after_truncation()
+
+    def _after_truncation(self) -> None:
+        self._recovery_point = min(self._recovery_point, self._leo)
+        self._high_watermark = max(self.log_start_offset, min(self._high_watermark, self._leo))
+        self.leader_epoch_cache.truncate_from_end(self._leo)
+        ps = self.producer_state
+        ps.delete_snapshots_after(self._leo)
+        self._load_producer_state()
+
+    def close(self, sync: bool = False) -> None:
+        """Snapshot producer state at the LEO, trim indexes, release files.
+
+        ``sync`` fsyncs the snapshot and indexes (clean shutdown; call ``flush_sync`` first).
+        """
+        if self._closed:
+            return
+        self._closed = True
+        self.producer_state.map_end_offset = self._leo
+        try:
+            self.producer_state.take_snapshot(self._leo, fsync=sync)
+            self.leader_epoch_cache.flush_if_dirty()
+        finally:
+            for seg in self._segments:
+                seg.close(sync=sync)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def rename_dir(self, new_dir: str) -> None:
+        """Move the closed log's directory (e.g. to ``...-delete``)."""
+        os.rename(self.dir, new_dir)
+        self.dir = new_dir
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass

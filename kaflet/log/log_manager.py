@@ -1,0 +1,319 @@
+"""``LogManager``: all partition logs of a broker across its ``log.dirs``.
+
+Startup (``startup()``, blocking; run it before serving): lock every dir (``.lock``), load every
+``<topic>-<partition>`` dir, recovering unflushed segments unless ``.kafka_cleanshutdown`` says
+the last shutdown was clean (the marker is then deleted), queue ``-delete`` dirs for removal.
+
+Running: the broker awaits ``run_background(stop_event)`` as a task; it flushes logs whose
+``flush.ms`` elapsed, writes ``recovery-point-offset-checkpoint`` and
+``log-start-offset-checkpoint`` every 60 s (in an executor), and removes deleted partition dirs
+after ``file.delete.delay.ms``.
+
+Shutdown (``shutdown()``, blocking): flush every log, close it (producer snapshots, trimmed
+indexes), write the checkpoints, write an empty ``.kafka_cleanshutdown`` per dir, unlock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import logging
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from concurrent.futures import Executor
+from typing import Any
+
+from kaflet.log.checkpoints import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    CheckpointError,
+    fsync_dir,
+    read_offset_checkpoint,
+    write_offset_checkpoint,
+)
+from kaflet.log.config import LogConfig
+from kaflet.log.log import Log, parse_topic_partition
+
+log = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+LOCK_FILE = ".lock"
+DELETE_DIR_SUFFIX = "-delete"
+FUTURE_DIR_SUFFIX = "-future"
+STRAY_DIR_SUFFIX = "-stray"
+
+TopicPartition = tuple[str, int]
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class LogDirLockedError(RuntimeError):
+    """Another process holds the log dir's ``.lock``."""
+
+
+class LogManager:
+    """Owns the Log objects of one broker.
+
+    ``default_topic_config``: broker-level defaults as Kafka *topic* config names -> values.
+    ``topic_config``: optional callable topic -> per-topic overrides (names -> values).
+    """
+
+    def __init__(
+        self,
+        log_dirs: list[str],
+        default_topic_config: Mapping[str, Any] | LogConfig | None = None,
+        *,
+        topic_config: Callable[[str], Mapping[str, Any]] | None = None,
+        recovery_point_checkpoint_interval_ms: int = 60000,
+        log_start_offset_checkpoint_interval_ms: int = 60000,
+        flush_check_interval_ms: int = 1000,
+        executor: Executor | None = None,
+        now_ms: Callable[[], int] = _now_ms,
+    ) -> None:
+        if not log_dirs:
+            raise ValueError("at least one log dir is required")
+        self.log_dirs = [os.path.abspath(d) for d in log_dirs]
+        if isinstance(default_topic_config, LogConfig):
+            self.default_config = default_topic_config
+        else:
+            self.default_config = LogConfig.from_props(default_topic_config or {})
+        self._topic_config = topic_config
+        self.recovery_point_checkpoint_interval_ms = recovery_point_checkpoint_interval_ms
+        self.log_start_offset_checkpoint_interval_ms = log_start_offset_checkpoint_interval_ms
+        self.flush_check_interval_ms = flush_check_interval_ms
+        self._executor = executor
+        self._time = now_ms
+        self._logs: dict[TopicPartition, Log] = {}
+        self._dir_of: dict[TopicPartition, str] = {}
+        self._locks: dict[str, int] = {}
+        self._pending_deletes: list[tuple[str, int]] = []  # (path, delete after ms)
+        self._started = False
+
+    # ------------------------------------------------------------------ configs
+
+    def config_for(self, topic: str, overrides: Mapping[str, Any] | None = None) -> LogConfig:
+        """Defaults + the topic's overrides (+ explicit ``overrides``)."""
+        cfg = self.default_config
+        if self._topic_config is not None:
+            props = self._topic_config(topic)
+            if props:
+                cfg = LogConfig.from_props(props, cfg)
+        if overrides:
+            cfg = LogConfig.from_props(overrides, cfg)
+        return cfg
+
+    # ------------------------------------------------------------------ startup
+
+    def _lock(self, d: str) -> None:
+        fd = os.open(os.path.join(d, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            raise LogDirLockedError(f"log dir {d} is in use by another process") from exc
+        self._locks[d] = fd
+
+    def startup(self) -> None:
+        """Lock the dirs and load (and if needed recover) every log.  Blocking."""
+        for d in self.log_dirs:
+            os.makedirs(d, exist_ok=True)
+            self._lock(d)
+        for d in self.log_dirs:
+            self._load_dir(d)
+        self._started = True
+
+    def _load_dir(self, d: str) -> None:
+        clean_file = os.path.join(d, CLEAN_SHUTDOWN_FILE)
+        clean = os.path.exists(clean_file)
+        try:
+            recovery_points = read_offset_checkpoint(os.path.join(d, RECOVERY_POINT_CHECKPOINT))
+            start_offsets = read_offset_checkpoint(os.path.join(d, LOG_START_OFFSET_CHECKPOINT))
+        except CheckpointError:
+            log.exception("bad checkpoint in %s: recovering every log in it", d)
+            recovery_points, start_offsets, clean = {}, {}, False
+        now = self._time()
+        for name in sorted(os.listdir(d)):
+            path = os.path.join(d, name)
+            if not os.path.isdir(path):
+                continue
+            if name.endswith(DELETE_DIR_SUFFIX):
+                self._pending_deletes.append((path, now))
+                continue
+            if name.endswith((FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX)):
+                log.warning("ignoring %s (intra-broker moves are not supported)", path)
+                continue
+            tp = parse_topic_partition(name)
+            if tp is None:
+                continue
+            if tp in self._logs:
+                raise RuntimeError(f"duplicate log directories for {tp}: {self._dir_of[tp]} and {d}")
+            lg = Log(
+                path,
+                self.config_for(tp[0]),
+                recovery_point=recovery_points.get(tp, 0),
+                log_start_offset=start_offsets.get(tp, 0),
+                had_clean_shutdown=clean,
+                executor=self._executor,
+                now_ms=self._time,
+            )
+            self._logs[tp] = lg
+            self._dir_of[tp] = d
+        if clean:
+            os.unlink(clean_file)
+            fsync_dir(d)
+
+    # ------------------------------------------------------------------ access
+
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        return self._logs.get((topic, partition))
+
+    def all_logs(self) -> dict[TopicPartition, Log]:
+        return dict(self._logs)
+
+    def log_dir_of(self, topic: str, partition: int) -> str | None:
+        return self._dir_of.get((topic, partition))
+
+    def _choose_dir(self) -> str:
+        counts = {d: 0 for d in self.log_dirs}
+        for d in self._dir_of.values():
+            counts[d] = counts.get(d, 0) + 1
+        return min(self.log_dirs, key=lambda d: counts[d])
+
+    def get_or_create_log(self, topic: str, partition: int, topic_id: str | None = None,
+                          config: Mapping[str, Any] | LogConfig | None = None) -> Log:
+        """The partition's log, creating it in the dir with the fewest partitions if needed."""
+        tp = (topic, partition)
+        lg = self._logs.get(tp)
+        if lg is not None:
+            if config is not None:
+                lg.update_config(config if isinstance(config, LogConfig) else self.config_for(topic, config))
+            return lg
+        cfg = config if isinstance(config, LogConfig) else self.config_for(topic, config)
+        d = self._choose_dir()
+        lg = Log(os.path.join(d, f"{topic}-{partition}"), cfg, had_clean_shutdown=True, topic_id=topic_id,
+                 executor=self._executor, now_ms=self._time)
+        self._logs[tp] = lg
+        self._dir_of[tp] = d
+        return lg
+
+    def update_topic_config(self, topic: str, overrides: Mapping[str, Any] | None = None) -> None:
+        """Re-read a topic's config into all its logs (after a config change)."""
+        cfg = self.config_for(topic, overrides)
+        for (t, _), lg in self._logs.items():
+            if t == topic:
+                lg.update_config(cfg)
+
+    def delete_log(self, topic: str, partition: int) -> str | None:
+        """Close the log and rename its dir to ``<topic>-<p>.<uuidhex>-delete`` for later removal."""
+        tp = (topic, partition)
+        lg = self._logs.pop(tp, None)
+        d = self._dir_of.pop(tp, None)
+        if lg is None or d is None:
+            return None
+        lg.close()
+        suffix = f"-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+        new_dir = os.path.join(d, topic[: 255 - len(suffix)] + suffix)
+        lg.rename_dir(new_dir)
+        fsync_dir(d)
+        delay = lg.config.file_delete_delay_ms
+        self._pending_deletes.append((new_dir, self._time() + delay))
+        return new_dir
+
+    def remove_deleted_dirs(self, now_ms: int | None = None) -> int:
+        """Physically remove ``-delete`` dirs whose delay has passed (blocking).  Returns count."""
+        now = self._time() if now_ms is None else now_ms
+        due = [p for p, t in self._pending_deletes if t <= now]
+        self._pending_deletes = [(p, t) for p, t in self._pending_deletes if t > now]
+        for p in due:
+            shutil.rmtree(p, ignore_errors=True)
+        return len(due)
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def _offsets_by_dir(self, attr: str) -> dict[str, dict[TopicPartition, int]]:
+        out: dict[str, dict[TopicPartition, int]] = {d: {} for d in self.log_dirs}
+        for tp, lg in self._logs.items():
+            # Kafka writes only partitions whose start moved past their first segment.
+            if attr == "log_start_offset" and lg.log_start_offset <= lg.segments[0].base_offset:
+                continue
+            out[self._dir_of[tp]][tp] = getattr(lg, attr)
+        return out
+
+    def checkpoint_recovery_points(self) -> None:
+        """Write every dir's recovery-point-offset-checkpoint (blocking)."""
+        for d, offsets in self._offsets_by_dir("recovery_point").items():
+            write_offset_checkpoint(os.path.join(d, RECOVERY_POINT_CHECKPOINT), offsets)
+
+    def checkpoint_log_start_offsets(self) -> None:
+        """Write every dir's log-start-offset-checkpoint (blocking)."""
+        for d, offsets in self._offsets_by_dir("log_start_offset").items():
+            write_offset_checkpoint(os.path.join(d, LOG_START_OFFSET_CHECKPOINT), offsets)
+
+    async def _in_executor(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+    async def _write_checkpoint_async(self, name: str, attr: str) -> None:
+        # Values are gathered on the loop thread; only the file writing runs in the executor.
+        snapshot = self._offsets_by_dir(attr)
+
+        def write() -> None:
+            for d, offsets in snapshot.items():
+                write_offset_checkpoint(os.path.join(d, name), offsets)
+
+        await self._in_executor(write)
+
+    async def run_background(self, stop_event: asyncio.Event) -> None:
+        """Periodic jobs until ``stop_event`` is set: flush.ms flushes, checkpoints, dir removal."""
+        last_rp = last_ls = self._time()
+        while not stop_event.is_set():
+            now = self._time()
+            try:
+                due = [lg for lg in self._logs.values() if not lg.closed and lg.flush_due(now)]
+                if due:
+                    await asyncio.gather(*(lg.flush_until() for lg in due))
+                if now - last_rp >= self.recovery_point_checkpoint_interval_ms:
+                    last_rp = now
+                    await self._write_checkpoint_async(RECOVERY_POINT_CHECKPOINT, "recovery_point")
+                if now - last_ls >= self.log_start_offset_checkpoint_interval_ms:
+                    last_ls = now
+                    await self._write_checkpoint_async(LOG_START_OFFSET_CHECKPOINT, "log_start_offset")
+                if any(t <= now for _, t in self._pending_deletes):
+                    await self._in_executor(self.remove_deleted_dirs, now)
+            except Exception:
+                log.exception("log manager background job failed")
+            try:
+                await asyncio.wait_for(stop_event.wait(), timeout=self.flush_check_interval_ms / 1000)
+            except TimeoutError:
+                pass
+
+    # ------------------------------------------------------------------ shutdown
+
+    def shutdown(self) -> None:
+        """Flush and close every log, write checkpoints and the clean-shutdown marker.  Blocking."""
+        for lg in self._logs.values():
+            if not lg.closed:
+                lg.flush_sync()
+                lg.close(sync=True)
+        self.checkpoint_recovery_points()
+        self.checkpoint_log_start_offsets()
+        for d in self.log_dirs:
+            path = os.path.join(d, CLEAN_SHUTDOWN_FILE)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            fsync_dir(d)
+        for fd in self._locks.values():
+            try:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            finally:
+                os.close(fd)
+        self._locks.clear()
+        self._logs.clear()
+        self._dir_of.clear()

@@ -1,0 +1,313 @@
+"""Idempotent/transactional producer state of one partition, with Kafka's ``.snapshot`` files.
+
+Checks follow Kafka's ProducerAppendInfo (client-origin appends):
+
+* epoch below the known one -> INVALID_PRODUCER_EPOCH (47);
+* a new epoch must start at sequence 0, unless the producer is unknown -> OUT_OF_ORDER (45);
+* same epoch: first sequence must be last + 1 (wrapping Int.MAX -> 0), unless the producer is
+  unknown: since Kafka 2.5 (KIP-360) an unknown producer (e.g. its state was removed by
+  retention) is accepted at any sequence instead of answering UNKNOWN_PRODUCER_ID;
+* a batch equal (epoch, first and last sequence) to one of the last 5 appended is a duplicate:
+  the append is skipped and the original offsets are returned, with no error;
+* a non-transactional batch while a transaction is open -> INVALID_TXN_STATE (48).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import struct
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import crc32c
+
+from kaflet.log.checkpoints import fsync_dir
+from kaflet.protocol.errors import ErrorCode
+from kaflet.protocol.records import INT32_MAX, BatchHeader
+
+from .errors import ProducerStateError
+
+SNAPSHOT_SUFFIX = ".snapshot"
+SNAPSHOT_VERSION = 1
+NUM_BATCHES_TO_RETAIN = 5
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+
+_SNAP_HEADER = struct.Struct(">hIi")
+_SNAP_ENTRY = struct.Struct(">qhiqiqiq")  # 46 bytes
+_SNAPSHOT_NAME = re.compile(r"^(\d{20})\.snapshot$")
+
+
+def _decrement_sequence(seq: int, dec: int) -> int:
+    if seq < dec:
+        return INT32_MAX - (dec - seq) + 1
+    return seq - dec
+
+
+def _in_sequence(last_seq: int, next_seq: int) -> bool:
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
+
+
+@dataclass(slots=True)
+class BatchMetadata:
+    """What is remembered of one appended batch."""
+
+    last_seq: int
+    last_offset: int
+    offset_delta: int
+    timestamp: int
+
+    @property
+    def first_seq(self) -> int:
+        return _decrement_sequence(self.last_seq, self.offset_delta)
+
+    @property
+    def first_offset(self) -> int:
+        return self.last_offset - self.offset_delta
+
+
+@dataclass(slots=True)
+class ProducerEntry:
+    """State of one producer id: epoch, recent batches, open transaction."""
+
+    producer_id: int
+    producer_epoch: int = NO_PRODUCER_EPOCH
+    batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
+    coordinator_epoch: int = -1
+    current_txn_first_offset: int = -1
+    last_timestamp: int = -1
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
+
+    @property
+    def last_offset(self) -> int:
+        return self.batches[-1].last_offset if self.batches else -1
+
+    def find_duplicate(self, epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
+        if epoch != self.producer_epoch:
+            return None
+        for b in self.batches:
+            if b.first_seq == first_seq and b.last_seq == last_seq:
+                return b
+        return None
+
+    def add_batch(self, epoch: int, last_seq: int, last_offset: int, offset_delta: int, timestamp: int) -> None:
+        if epoch != self.producer_epoch:
+            self.batches.clear()
+            self.producer_epoch = epoch
+        self.batches.append(BatchMetadata(last_seq, last_offset, offset_delta, timestamp))
+        self.last_timestamp = timestamp
+
+
+class ProducerStateManager:
+    """Producer entries of one partition plus its ``<offset>.snapshot`` files."""
+
+    def __init__(self, directory: str) -> None:
+        self.dir = directory
+        self.producers: dict[int, ProducerEntry] = {}
+        self.map_end_offset = 0  # state covers every batch below this offset
+
+    # ---- validation (no mutation) ----
+
+    def check_batches(self, headers: Iterable[BatchHeader]) -> BatchMetadata | None:
+        """Validate the producer-id batches of one client append, in order, without changing state.
+
+        Returns the cached metadata if a batch is a duplicate (the caller answers with its
+        original offsets and writes nothing); raises ProducerStateError otherwise-invalid input.
+        """
+        pending: dict[int, tuple[int, int, int]] = {}  # pid -> (epoch, last_seq, txn_first)
+        for h in headers:
+            pid = h.producer_id
+            if pid < 0:
+                continue
+            entry = self.producers.get(pid)
+            last_seq = h.last_sequence
+            if pid not in pending and entry is not None:
+                dup = entry.find_duplicate(h.producer_epoch, h.base_sequence, last_seq)
+                if dup is not None:
+                    return dup
+            known_epoch = entry.producer_epoch if entry is not None else NO_PRODUCER_EPOCH
+            if pid in pending:
+                cur_epoch, cur_last, txn_first = pending[pid]
+            else:
+                cur_epoch = known_epoch
+                cur_last = entry.last_seq if entry is not None else NO_SEQUENCE
+                txn_first = entry.current_txn_first_offset if entry is not None else -1
+            if h.producer_epoch < cur_epoch:
+                raise ProducerStateError(
+                    ErrorCode.INVALID_PRODUCER_EPOCH,
+                    f"epoch {h.producer_epoch} of producer {pid} is below the current epoch {cur_epoch}",
+                )
+            if h.producer_epoch != cur_epoch:
+                if h.base_sequence != 0 and cur_epoch != NO_PRODUCER_EPOCH:
+                    raise ProducerStateError(
+                        ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                        f"new epoch {h.producer_epoch} of producer {pid} must start at sequence 0, "
+                        f"got {h.base_sequence}",
+                    )
+            elif known_epoch != NO_PRODUCER_EPOCH and not _in_sequence(cur_last, h.base_sequence):
+                raise ProducerStateError(
+                    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                    f"out of order sequence for producer {pid}: {h.base_sequence} after {cur_last}",
+                )
+            if txn_first >= 0 and not h.is_transactional:
+                raise ProducerStateError(
+                    ErrorCode.INVALID_TXN_STATE,
+                    f"non-transactional batch from producer {pid} during an open transaction",
+                )
+            pending[pid] = (h.producer_epoch, last_seq, 0 if h.is_transactional else txn_first)
+        return None
+
+    # ---- updates ----
+
+    def update(self, h: BatchHeader) -> None:
+        """Apply one appended batch (with its final offsets) to the state."""
+        last_offset = h.base_offset + h.last_offset_delta
+        if h.producer_id >= 0 and not h.is_control:
+            entry = self.producers.get(h.producer_id)
+            if entry is None:
+                entry = self.producers[h.producer_id] = ProducerEntry(h.producer_id)
+            entry.add_batch(h.producer_epoch, h.last_sequence, last_offset, h.last_offset_delta, h.max_timestamp)
+            if h.is_transactional and entry.current_txn_first_offset < 0:
+                entry.current_txn_first_offset = h.base_offset
+        elif h.producer_id >= 0 and h.is_control:
+            # End-transaction marker: the transaction is over; the epoch may have been bumped.
+            entry = self.producers.get(h.producer_id)
+            if entry is None:
+                entry = self.producers[h.producer_id] = ProducerEntry(h.producer_id)
+            if h.producer_epoch != entry.producer_epoch:
+                entry.batches.clear()
+                entry.producer_epoch = h.producer_epoch
+            entry.current_txn_first_offset = -1
+            entry.last_timestamp = h.max_timestamp
+        self.map_end_offset = max(self.map_end_offset, last_offset + 1)
+
+    def truncate(self) -> None:
+        """Forget all state (before reloading from an earlier snapshot)."""
+        self.producers.clear()
+        self.map_end_offset = 0
+
+    # ---- snapshots ----
+
+    def snapshot_path(self, offset: int) -> str:
+        return os.path.join(self.dir, f"{offset:020d}{SNAPSHOT_SUFFIX}")
+
+    def snapshot_offsets(self) -> list[int]:
+        """Offsets of the snapshot files present, ascending."""
+        out = []
+        try:
+            names = os.listdir(self.dir)
+        except FileNotFoundError:
+            return []
+        for name in names:
+            m = _SNAPSHOT_NAME.match(name)
+            if m:
+                out.append(int(m.group(1)))
+        return sorted(out)
+
+    def encode_snapshot(self) -> bytes:
+        """Kafka's snapshot format, version 1 (see kafka-facts 2.10)."""
+        body = bytearray(_SNAP_HEADER.size)
+        count = 0
+        for e in self.producers.values():
+            last = e.batches[-1] if e.batches else None
+            body += _SNAP_ENTRY.pack(
+                e.producer_id,
+                e.producer_epoch,
+                last.last_seq if last else NO_SEQUENCE,
+                last.last_offset if last else -1,
+                last.offset_delta if last else 0,
+                e.last_timestamp,
+                e.coordinator_epoch,
+                e.current_txn_first_offset,
+            )
+            count += 1
+        struct.pack_into(">i", body, 6, count)
+        crc = crc32c.crc32c(memoryview(body)[6:])
+        struct.pack_into(">hI", body, 0, SNAPSHOT_VERSION, crc)
+        return bytes(body)
+
+    @staticmethod
+    def decode_snapshot(data: bytes) -> dict[int, ProducerEntry]:
+        """Parse a snapshot; raises ValueError if it is corrupt."""
+        if len(data) < _SNAP_HEADER.size:
+            raise ValueError("snapshot too short")
+        version, crc, count = _SNAP_HEADER.unpack_from(data, 0)
+        if version != SNAPSHOT_VERSION:
+            raise ValueError(f"unknown snapshot version {version}")
+        if crc32c.crc32c(memoryview(data)[6:]) != crc:
+            raise ValueError("snapshot CRC mismatch")
+        if count < 0 or len(data) != _SNAP_HEADER.size + count * _SNAP_ENTRY.size:
+            raise ValueError("snapshot size does not match its entry count")
+        out: dict[int, ProducerEntry] = {}
+        for pid, epoch, last_seq, last_off, delta, ts, coord, txn_first in _SNAP_ENTRY.iter_unpack(
+            data[_SNAP_HEADER.size :]
+        ):
+            e = ProducerEntry(pid, epoch, coordinator_epoch=coord, current_txn_first_offset=txn_first,
+                              last_timestamp=ts)
+            if last_off >= 0:
+                e.batches.append(BatchMetadata(last_seq, last_off, delta, ts))
+            out[pid] = e
+        return out
+
+    def take_snapshot(self, offset: int | None = None, fsync: bool = False) -> str:
+        """Write ``<offset>.snapshot`` (default: the map end offset); tmp + rename."""
+        off = self.map_end_offset if offset is None else offset
+        path = self.snapshot_path(off)
+        tmp = path + ".tmp"
+        data = self.encode_snapshot()
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, data)
+            if fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+        if fsync:
+            fsync_dir(self.dir)
+        return path
+
+    def load_latest_snapshot(self, max_offset: int) -> int | None:
+        """Load the newest valid snapshot at or below ``max_offset``; returns its offset.
+
+        Corrupt snapshots and snapshots above ``max_offset`` are deleted.
+        """
+        self.truncate()
+        for off in reversed(self.snapshot_offsets()):
+            path = self.snapshot_path(off)
+            if off > max_offset:
+                _unlink(path)
+                continue
+            try:
+                with open(path, "rb") as f:
+                    self.producers = self.decode_snapshot(f.read())
+            except (OSError, ValueError):
+                _unlink(path)
+                continue
+            self.map_end_offset = off
+            return off
+        return None
+
+    def delete_snapshots_after(self, offset: int) -> None:
+        """Remove snapshots above ``offset`` (after a truncation)."""
+        for off in self.snapshot_offsets():
+            if off > offset:
+                _unlink(self.snapshot_path(off))
+
+    def delete_snapshots_before(self, offset: int) -> None:
+        """Remove snapshots below ``offset`` (log start moved past them)."""
+        for off in self.snapshot_offsets():
+            if off < offset:
+                _unlink(self.snapshot_path(off))
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass

@@ -1,0 +1,486 @@
+"""One log segment: ``<base>.log`` plus its ``.index`` and ``.timeindex``.
+
+The ``.log`` is opened once in append mode; appends are ``os.write`` to the page cache (no fsync,
+see ``flush``), reads are ``os.pread`` or zero-copy ``FileRegion``s.  Only batch headers are ever
+parsed here.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+
+import crc32c
+
+from kaflet.log.config import LogConfig
+from kaflet.log.errors import CorruptIndexError
+from kaflet.log.offset_index import OffsetIndex
+from kaflet.log.time_index import TimeIndex
+from kaflet.protocol.records import (
+    _HEADER,
+    ATTRIBUTES_OFFSET,
+    BATCH_HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    MIN_BATCH_LENGTH,
+    BatchHeader,
+)
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"
+DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+
+INT32_MAX = 2**31 - 1
+# How much to read at once when scanning headers or recovering (a batch bigger than this is
+# read on its own).
+_SCAN_CHUNK = 64 * 1024
+_RECOVER_CHUNK = 4 * 1024 * 1024
+
+
+def segment_file_name(base_offset: int, suffix: str) -> str:
+    """20-digit zero-padded base offset plus suffix, e.g. ``00000000000000000000.log``."""
+    return f"{base_offset:020d}{suffix}"
+
+
+class _SharedFile:
+    """Owns a segment's open ``.log`` file; it closes when no segment or region refers to it.
+
+    CPython's reference counting makes the close deterministic: the segment drops its reference
+    on close/delete, and every FileRegion handed to the network layer holds one until sent.
+    """
+
+    __slots__ = ("file",)
+
+    def __init__(self, file: object) -> None:
+        self.file = file
+
+    def __del__(self) -> None:
+        try:
+            self.file.close()  # type: ignore[attr-defined]
+        except Exception:
+            pass
+
+
+class FileRegion:
+    """A byte range of a segment file, for ``os.sendfile``/``loop.sendfile`` or ``read_bytes``.
+
+    It stays valid after the segment is closed or deleted, because it keeps the open file alive.
+    Keep the region object itself referenced until the bytes are sent.  If the log is truncated
+    meanwhile, fewer bytes than ``size`` may remain: senders must stop at end of file.
+    """
+
+    __slots__ = ("_handle", "position", "size")
+
+    def __init__(self, handle: _SharedFile, position: int, size: int) -> None:
+        self._handle = handle
+        self.position = position
+        self.size = size
+
+    @property
+    def file(self) -> object:
+        """The open binary file object (what ``loop.sendfile`` takes)."""
+        return self._handle.file
+
+    def fileno(self) -> int:
+        return self._handle.file.fileno()  # type: ignore[attr-defined, no-any-return]
+
+    def __len__(self) -> int:
+        return self.size
+
+    def read_bytes(self) -> bytes:
+        """The region's bytes (for TLS and tests); shorter only if the file was truncated."""
+        fd = self.fileno()
+        parts: list[bytes] = []
+        pos, left = self.position, self.size
+        while left > 0:
+            chunk = os.pread(fd, left, pos)
+            if not chunk:
+                break
+            parts.append(chunk)
+            pos += len(chunk)
+            left -= len(chunk)
+        return b"".join(parts)
+
+    def __repr__(self) -> str:
+        return f"FileRegion(position={self.position}, size={self.size})"
+
+
+class LogSegment:
+    """A segment of a partition's log starting at ``base_offset``."""
+
+    def __init__(
+        self,
+        directory: str,
+        base_offset: int,
+        config: LogConfig,
+        *,
+        created_ms: int = 0,
+        roll_jitter_ms: int = 0,
+    ) -> None:
+        self.dir = directory
+        self.base_offset = base_offset
+        self.log_path = os.path.join(directory, segment_file_name(base_offset, LOG_SUFFIX))
+        f = open(self.log_path, "a+b", buffering=0)  # noqa: SIM115 - lifetime managed by _SharedFile
+        self._handle: _SharedFile | None = _SharedFile(f)
+        self._fd = f.fileno()
+        self.size = os.fstat(self._fd).st_size
+        self.offset_index = OffsetIndex(
+            os.path.join(directory, segment_file_name(base_offset, INDEX_SUFFIX)), base_offset,
+            config.segment_index_bytes,
+        )
+        self.time_index = TimeIndex(
+            os.path.join(directory, segment_file_name(base_offset, TIME_INDEX_SUFFIX)), base_offset,
+            config.segment_index_bytes,
+        )
+        self.index_interval_bytes = config.index_interval_bytes
+        self.created_ms = created_ms
+        self.roll_jitter_ms = roll_jitter_ms
+        self._bytes_since_last_index_entry = 0
+        self._max_ts: int | None = None  # loaded lazily from the time index
+        self._shallow_offset_of_max_ts = -1
+        self._rolling_based_timestamp: int | None = None
+        self._closed = False
+
+    # ---- state ----
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base_offset={self.base_offset}, size={self.size})"
+
+    def _load_max_ts(self) -> None:
+        ts, off = self.time_index.last_entry()
+        self._max_ts, self._shallow_offset_of_max_ts = ts, off
+
+    @property
+    def max_timestamp_so_far(self) -> int:
+        """Largest batch max-timestamp appended (-1 if unknown)."""
+        if self._max_ts is None:
+            self._load_max_ts()
+        return self._max_ts  # type: ignore[return-value]
+
+    @property
+    def shallow_offset_of_max_timestamp(self) -> int:
+        """Last offset of the batch holding ``max_timestamp_so_far``."""
+        if self._max_ts is None:
+            self._load_max_ts()
+        return self._shallow_offset_of_max_ts
+
+    @property
+    def largest_timestamp(self) -> int:
+        """Max timestamp of the segment, or the file's mtime (ms) if it has none (as Kafka)."""
+        ts = self.max_timestamp_so_far
+        if ts >= 0:
+            return ts
+        return int(os.stat(self.log_path).st_mtime * 1000)
+
+    @property
+    def rolling_based_timestamp(self) -> int | None:
+        """Max timestamp of the first batch: the reference for segment.ms rolling."""
+        if self._rolling_based_timestamp is None and self.size > 0:
+            hdr = os.pread(self._fd, BATCH_HEADER_SIZE, 0)
+            if len(hdr) == BATCH_HEADER_SIZE:
+                self._rolling_based_timestamp = BatchHeader._make(_HEADER.unpack_from(hdr, 0)).max_timestamp
+        return self._rolling_based_timestamp
+
+    def update_config(self, config: LogConfig) -> None:
+        self.index_interval_bytes = config.index_interval_bytes
+
+    def can_convert_to_relative_offset(self, offset: int) -> bool:
+        return 0 <= offset - self.base_offset <= INT32_MAX
+
+    def should_roll(self, config: LogConfig, messages_size: int, max_timestamp: int, max_offset: int,
+                    now_ms: int) -> bool:
+        """Kafka's roll rule: size, segment.ms (by record time), full index, offset overflow."""
+        if self.size > config.segment_bytes - messages_size:
+            return True
+        if self.size > 0:
+            first_ts = self.rolling_based_timestamp
+            waited = max_timestamp - first_ts if first_ts is not None and first_ts >= 0 else now_ms - self.created_ms
+            if waited > config.segment_ms - self.roll_jitter_ms:
+                return True
+        return (
+            self.offset_index.is_full()
+            or self.time_index.is_full()
+            or not self.can_convert_to_relative_offset(max_offset)
+        )
+
+    # ---- writes ----
+
+    def append(self, largest_offset: int, largest_timestamp: int, shallow_offset_of_max_ts: int,
+               data: bytes | bytearray | memoryview) -> None:
+        """Append whole batches; index entries follow the ``index.interval.bytes`` rule."""
+        if not self.can_convert_to_relative_offset(largest_offset):
+            raise ValueError(f"offset {largest_offset} does not fit segment {self.base_offset}")
+        if self.size == 0:
+            self._rolling_based_timestamp = largest_timestamp
+        position = self.size
+        view = memoryview(data)
+        n = len(view)
+        while view:
+            written = os.write(self._fd, view)
+            view = view[written:]
+        self.size += n
+        if largest_timestamp > self.max_timestamp_so_far:
+            self._max_ts = largest_timestamp
+            self._shallow_offset_of_max_ts = shallow_offset_of_max_ts
+        if self._bytes_since_last_index_entry > self.index_interval_bytes:
+            self.offset_index.append(largest_offset, position)
+            self.time_index.maybe_append(self._max_ts, self._shallow_offset_of_max_ts)  # type: ignore[arg-type]
+            self._bytes_since_last_index_entry = 0
+        self._bytes_since_last_index_entry += n
+
+    def flush(self) -> None:
+        """fsync the log and both indexes (call from an executor: it blocks)."""
+        if self._closed:
+            return
+        os.fsync(self._fd)
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def on_become_inactive(self) -> None:
+        """At roll: final time-index entry for the max timestamp, then trim both indexes."""
+        if self.max_timestamp_so_far >= 0:
+            self.time_index.maybe_append(self._max_ts, self._shallow_offset_of_max_ts, skip_full_check=True)  # type: ignore[arg-type]
+        self.offset_index.trim()
+        self.time_index.trim()
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch whose last offset is >= ``offset``; returns bytes removed."""
+        found = self.translate_offset(offset)
+        if found is None:
+            return 0
+        position = found[0]
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        removed = self.size - position
+        os.ftruncate(self._fd, position)
+        self.size = position
+        self._load_max_ts()
+        if self.size == 0:
+            self._rolling_based_timestamp = None
+        self._bytes_since_last_index_entry = 0
+        return removed
+
+    # ---- reads ----
+
+    def _scan(self, start: int, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of each batch from ``start``; stops at a partial or bad header."""
+        stop = self.size if end is None else min(end, self.size)
+        pos = start
+        buf = b""
+        buf_start = start
+        unpack = _HEADER.unpack_from
+        while stop - pos >= BATCH_HEADER_SIZE:
+            off = pos - buf_start
+            if off + BATCH_HEADER_SIZE > len(buf):
+                buf = os.pread(self._fd, min(_SCAN_CHUNK, stop - pos), pos)
+                buf_start = pos
+                off = 0
+                if len(buf) < BATCH_HEADER_SIZE:
+                    return
+            h = BatchHeader._make(unpack(buf, off))
+            if h.length < MIN_BATCH_LENGTH or pos + h.length + LOG_OVERHEAD > stop:
+                return
+            yield pos, h
+            pos += h.length + LOG_OVERHEAD
+
+    def batches(self, start_position: int = 0) -> Iterator[tuple[int, BatchHeader]]:
+        """Headers of all whole batches from ``start_position`` on."""
+        return self._scan(start_position)
+
+    def read_batch(self, position: int, header: BatchHeader) -> bytes:
+        """The bytes of one batch."""
+        return os.pread(self._fd, header.length + LOG_OVERHEAD, position)
+
+    def _index_lookup(self, offset: int) -> tuple[int, int]:
+        try:
+            return self.offset_index.lookup(offset)
+        except CorruptIndexError:
+            self.recover()  # indexes are derived data: rebuild from the log
+            return self.offset_index.lookup(offset)
+
+    def time_index_lookup(self, timestamp: int) -> tuple[int, int]:
+        """(timestamp, offset) of the last time-index entry <= ``timestamp``."""
+        try:
+            return self.time_index.lookup(timestamp)
+        except CorruptIndexError:
+            self.recover()
+            return self.time_index.lookup(timestamp)
+
+    def translate_offset(self, offset: int, starting_position: int = 0) -> tuple[int, BatchHeader] | None:
+        """Position and header of the first batch whose last offset is >= ``offset``."""
+        _, pos = self._index_lookup(offset)
+        for p, h in self._scan(max(pos, starting_position)):
+            if h.base_offset + h.last_offset_delta >= offset:
+                return p, h
+        return None
+
+    def read(self, start_offset: int, max_size: int, max_position: int | None = None,
+             min_one_message: bool = False) -> FileRegion | None:
+        """A region starting at the batch holding ``start_offset``, at most ``max_size`` bytes
+        (or the whole first batch if ``min_one_message``) and not beyond ``max_position``.
+
+        Returns None if no batch in this segment reaches ``start_offset``.  Like Kafka, the
+        region may end in the middle of a batch; clients discard a partial trailing batch.
+        """
+        if max_size < 0:
+            raise ValueError(f"invalid max size {max_size}")
+        found = self.translate_offset(start_offset)
+        if found is None:
+            return None
+        position, header = found
+        limit = self.size if max_position is None else min(max_position, self.size)
+        if self._handle is None:
+            raise ValueError("segment is closed")
+        if max_size == 0 and not min_one_message:
+            return FileRegion(self._handle, position, 0)
+        adjusted = max(max_size, header.length + LOG_OVERHEAD) if min_one_message else max_size
+        size = max(0, min(limit - position, adjusted))
+        return FileRegion(self._handle, position, size)
+
+    def read_next_offset(self) -> int:
+        """Offset after the last batch (the base offset if the segment is empty)."""
+        _, pos = self._index_lookup(2**63 - 1)
+        if pos > self.size:
+            pos = 0
+        nxt = self.base_offset
+        for _, h in self._scan(pos):
+            nxt = h.base_offset + h.last_offset_delta + 1
+        return nxt
+
+    # ---- recovery ----
+
+    def sanity_check(self, full: bool = True) -> None:
+        """Raise CorruptIndexError if either index cannot belong to this segment's log.
+
+        ``full=False`` only checks file sizes and last entries (cheap, for startup).
+        """
+        self.offset_index.quick_check(self.size)
+        self.time_index.quick_check(self.size)
+        if full:
+            self.offset_index.sanity_check()
+            self.offset_index.check_positions(self.size)
+            self.time_index.sanity_check()
+
+    def recover(self, max_message_size: int | None = None,
+                on_batch: Callable[[BatchHeader], None] | None = None) -> int:
+        """Rebuild the indexes from the log, checking every batch's CRC; cut the log at the
+        first torn or corrupt batch.  Returns the number of bytes truncated.
+
+        ``max_message_size`` (optional) also treats larger batches as corrupt.  ``on_batch``
+        is called with each valid header (leader-epoch cache and producer state use it).
+        """
+        self.offset_index.reset()
+        self.time_index.reset()
+        self._bytes_since_last_index_entry = 0
+        max_ts, shallow = -1, -1
+        valid = 0
+        pos = 0
+        size = self.size
+        buf = b""
+        buf_start = 0
+        unpack = _HEADER.unpack_from
+        while size - pos >= BATCH_HEADER_SIZE:
+            off = pos - buf_start
+            if off + BATCH_HEADER_SIZE > len(buf):
+                buf = os.pread(self._fd, min(_RECOVER_CHUNK, size - pos), pos)
+                buf_start, off = pos, 0
+            h = BatchHeader._make(unpack(buf, off))
+            bsize = h.length + LOG_OVERHEAD
+            if h.magic != MAGIC_V2 or h.length < MIN_BATCH_LENGTH or pos + bsize > size:
+                break
+            if max_message_size is not None and bsize > max_message_size:
+                break
+            if off + bsize > len(buf):
+                buf = os.pread(self._fd, max(bsize, min(_RECOVER_CHUNK, size - pos)), pos)
+                buf_start, off = pos, 0
+                if len(buf) < bsize:
+                    break
+            if crc32c.crc32c(memoryview(buf)[off + ATTRIBUTES_OFFSET : off + bsize]) != h.crc:
+                break
+            last = h.base_offset + h.last_offset_delta
+            if h.base_offset < self.base_offset or not self.can_convert_to_relative_offset(last):
+                break
+            if h.max_timestamp > max_ts:
+                max_ts, shallow = h.max_timestamp, last
+            if self._bytes_since_last_index_entry > self.index_interval_bytes:
+                self.offset_index.append(last, pos)
+                self.time_index.maybe_append(max_ts, shallow)
+                self._bytes_since_last_index_entry = 0
+            self._bytes_since_last_index_entry += bsize
+            if on_batch is not None:
+                on_batch(h)
+            pos += bsize
+            valid = pos
+        truncated = size - valid
+        if truncated:
+            os.ftruncate(self._fd, valid)
+            self.size = valid
+        self._max_ts, self._shallow_offset_of_max_ts = max_ts, shallow
+        self._rolling_based_timestamp = None
+        self.offset_index.trim()
+        self.time_index.trim()
+        return truncated
+
+    def rebuild_indexes_if_needed(self, full: bool = True) -> bool:
+        """Sanity-check the indexes; rebuild (via ``recover``) if they are bad.  True if rebuilt."""
+        try:
+            self.sanity_check(full)
+            return False
+        except CorruptIndexError:
+            self.recover()
+            return True
+
+    # ---- lifecycle ----
+
+    def resize_indexes(self, max_index_size: int) -> None:
+        self.offset_index.resize(max_index_size)
+        self.time_index.resize(max_index_size)
+
+    def close(self, sync: bool = False) -> None:
+        """Final time-index entry, trim indexes, release the file (regions keep it open).
+
+        ``sync`` also fsyncs the trimmed indexes (clean shutdown).
+        """
+        if self._closed:
+            return
+        try:
+            try:
+                if self._max_ts is not None and self._max_ts >= 0:
+                    self.time_index.maybe_append(self._max_ts, self._shallow_offset_of_max_ts, skip_full_check=True)
+                self.offset_index.trim()
+                self.time_index.trim()
+            except CorruptIndexError:
+                pass  # left as is: the next start's sanity check rebuilds it
+            if sync:
+                self.offset_index.flush()
+                self.time_index.flush()
+        finally:
+            self.offset_index.close()
+            self.time_index.close()
+            self._handle = None
+            self._closed = True
+
+    def close_handlers(self) -> None:
+        """Close without touching the files (before deleting them)."""
+        self.offset_index.close()
+        self.time_index.close()
+        self._handle = None
+        self._closed = True
+
+    def delete(self) -> None:
+        """Close and remove the segment's files (open regions still read the old data)."""
+        self.close_handlers()
+        for path in (self.log_path, self.offset_index.path, self.time_index.path,
+                     os.path.join(self.dir, segment_file_name(self.base_offset, TXN_INDEX_SUFFIX))):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+
+    @property
+    def closed(self) -> bool:
+        return self._closed

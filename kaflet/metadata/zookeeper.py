@@ -1,0 +1,410 @@
+"""The ZooKeeper metadata backend, on kazoo.
+
+kazoo runs its own threads; every call here uses kazoo's ``*_async`` API and hands the result
+back to the asyncio loop with ``loop.call_soon_threadsafe``. Watches are bridged the same way,
+so callbacks always run on the broker's loop.
+
+The connect string may carry a chroot (``host1:2181,host2:2181/kafka``), as Kafka's
+``zookeeper.connect`` does; the chroot path is created if it is missing, like Kafka does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from kazoo import exceptions as kz
+from kazoo.client import KazooClient, TransactionRequest
+from kazoo.protocol.serialization import Create, SetData
+from kazoo.protocol.states import EventType as KzEventType
+from kazoo.protocol.states import KazooState, WatchedEvent, ZnodeStat
+from kazoo.security import OPEN_ACL_UNSAFE
+
+from kaflet.metadata.tree import (
+    BadArgumentsError,
+    BadVersionError,
+    CheckOp,
+    CreateOp,
+    DeleteOp,
+    EventType,
+    MetadataError,
+    MetadataTree,
+    NoChildrenForEphemeralsError,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    Op,
+    SessionLostError,
+    SetOp,
+    Stat,
+    WatchCallback,
+    WatchEvent,
+    deliver_watch,
+    join_path,
+    parent_of,
+    validate_path,
+)
+
+__all__ = ["ZooKeeperTree", "split_chroot"]
+
+log = logging.getLogger(__name__)
+
+_ERROR_MAP: dict[type[Exception], type[MetadataError]] = {
+    kz.NoNodeError: NoNodeError,
+    kz.NodeExistsError: NodeExistsError,
+    kz.BadVersionError: BadVersionError,
+    kz.NotEmptyError: NotEmptyError,
+    kz.NoChildrenForEphemeralsError: NoChildrenForEphemeralsError,
+    kz.BadArgumentsError: BadArgumentsError,
+    kz.SessionExpiredError: SessionLostError,
+    kz.ConnectionClosedError: SessionLostError,
+    kz.ConnectionLoss: SessionLostError,
+}
+
+_EVENT_MAP = {
+    KzEventType.CREATED: EventType.CREATED,
+    KzEventType.DELETED: EventType.DELETED,
+    KzEventType.CHANGED: EventType.CHANGED,
+    KzEventType.CHILD: EventType.CHILD,
+}
+
+
+def _map_error(exc: BaseException, path: str | None) -> BaseException:
+    for kz_type, ours in _ERROR_MAP.items():
+        if isinstance(exc, kz_type):
+            err = ours(path)
+            err.__cause__ = exc
+            return err
+    return exc
+
+
+def _stat(s: ZnodeStat) -> Stat:
+    return Stat(
+        version=s.version,
+        czxid=s.czxid,
+        mzxid=s.mzxid,
+        ctime=s.ctime,
+        mtime=s.mtime,
+        ephemeral_owner=s.ephemeralOwner,
+        num_children=s.numChildren,
+        cversion=s.cversion,
+        data_length=s.dataLength,
+        pzxid=s.pzxid,
+    )
+
+
+def split_chroot(connect: str) -> tuple[str, str]:
+    """Split Kafka's ``zookeeper.connect`` into (hosts, chroot); chroot is "" when absent."""
+    idx = connect.find("/")
+    if idx < 0:
+        return connect, ""
+    chroot = connect[idx:].rstrip("/")
+    if chroot:
+        validate_path(chroot)
+    return connect[:idx], chroot
+
+
+# kazoo's TransactionRequest.create/set_data refuse None data, but Kafka writes null data into
+# container nodes inside multis (the partitions nodes of a new topic). These add the same wire
+# requests kazoo would, with the data allowed to be null.
+def _tx_create(
+    tx: TransactionRequest, path: str, data: bytes | None, ephemeral: bool, sequential: bool
+) -> None:
+    flags = (1 if ephemeral else 0) | (2 if sequential else 0)
+    tx._add(Create(path, data, OPEN_ACL_UNSAFE, flags), None)
+
+
+def _tx_set(tx: TransactionRequest, path: str, data: bytes | None, version: int) -> None:
+    tx._add(SetData(path, data, version))
+
+
+class ZooKeeperTree(MetadataTree):
+    """The metadata tree on a ZooKeeper ensemble. Create with :meth:`connect`."""
+
+    backend = "zookeeper"
+
+    def __init__(
+        self,
+        connect: str,
+        *,
+        session_timeout: float = 18.0,
+        connection_timeout: float = 18.0,
+        on_session_lost: Callable[[], Any] | None = None,
+    ) -> None:
+        """Prepare a client; call :meth:`start` (or use :meth:`connect`) on the event loop.
+
+        ``session_timeout`` and ``connection_timeout`` are in seconds (Kafka's
+        ``zookeeper.session.timeout.ms`` and ``zookeeper.connection.timeout.ms`` default to 18 s).
+        """
+        self.connect_string = connect
+        self.hosts, self.chroot = split_chroot(connect)
+        self.session_timeout = session_timeout
+        self.connection_timeout = connection_timeout
+        #: Called on the loop when the ZooKeeper session expires (ephemeral nodes are gone and
+        #: all watches are lost): the broker must re-register and re-read its state.
+        self.on_session_lost = on_session_lost
+        #: Called on the loop with "CONNECTED", "SUSPENDED" or "LOST" on every state change.
+        self.on_state_change: Callable[[str], Any] | None = None
+        self._client = KazooClient(hosts=self.hosts, timeout=session_timeout)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._closed = False
+        self._started = False
+        # (kind, path, callback) -> kazoo watcher; see _bridge_watch.
+        self._watch_bridges: dict[tuple[str, str, WatchCallback], Callable[[WatchedEvent], None]] = {}
+
+    @classmethod
+    async def connect(cls, connect: str, **kwargs: Any) -> ZooKeeperTree:
+        """Connect to ZooKeeper (``host:port[,host:port...][/chroot]``) and return the tree."""
+        tree = cls(connect, **kwargs)
+        await tree.start()
+        return tree
+
+    async def start(self) -> None:
+        """Open the session, and create the chroot path if it is missing."""
+        self._loop = asyncio.get_running_loop()
+        try:
+            await self._loop.run_in_executor(None, self._client.start, self.connection_timeout)
+        except Exception as e:
+            await self._loop.run_in_executor(None, self._client.close)
+            raise SessionLostError(None, f"cannot connect to ZooKeeper at {self.connect_string}: {e}") from e
+        self._started = True
+        if self.chroot:
+            # Kafka creates its chroot when it is missing; do it before switching into it.
+            await self.ensure_path(self.chroot)
+            self._client.chroot = self.chroot
+        self._client.add_listener(self._state_listener)
+
+    @property
+    def session_id(self) -> int:
+        """The ZooKeeper session id (the ephemeral owner of this broker's nodes)."""
+        cid = self._client.client_id
+        return cid[0] if cid else 0
+
+    @property
+    def kazoo(self) -> KazooClient:
+        """The underlying kazoo client (for tools and tests; the broker uses the interface only)."""
+        return self._client
+
+    # ----------------------------------------------------------------- bridging
+
+    def _state_listener(self, state: str) -> None:
+        # Runs on a kazoo thread; must not block.
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        if self.on_state_change is not None:
+            loop.call_soon_threadsafe(self.on_state_change, str(state))
+        if state == KazooState.LOST and not self._closed and self.on_session_lost is not None:
+            loop.call_soon_threadsafe(self.on_session_lost)
+
+    async def _await(self, async_result: Any, path: str | None) -> Any:
+        loop = self._loop
+        assert loop is not None, "ZooKeeperTree.start() was not called"
+        fut: asyncio.Future[Any] = loop.create_future()
+
+        def settle(ok: bool, value: Any) -> None:
+            if fut.cancelled():
+                return
+            if ok:
+                fut.set_result(value)
+            else:
+                fut.set_exception(_map_error(value, path))
+
+        def done(ar: Any) -> None:
+            # kazoo thread
+            ok = ar.successful()
+            value = ar.value if ok else ar.exception
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(settle, ok, value)
+
+        async_result.rawlink(done)
+        return await fut
+
+    def _bridge_watch(
+        self, watch: WatchCallback | None, path: str, kind: str
+    ) -> Callable[[WatchedEvent], None] | None:
+        if watch is None:
+            return None
+        loop = self._loop
+        assert loop is not None
+        cache = self._watch_bridges
+        key = (kind, path, watch)
+        # The same callback on the same path must map to the same kazoo watcher, so that
+        # ZooKeeper-style de-duplication (one firing per registered callback) holds.
+        bridge = cache.get(key)
+        if bridge is not None:
+            return bridge
+
+        def bridge_fn(ev: WatchedEvent) -> None:
+            cache.pop(key, None)
+            kind = _EVENT_MAP.get(ev.type)
+            if kind is None:
+                # NONE events come from session resets; on_session_lost reports those.
+                return
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(deliver_watch, watch, WatchEvent(kind, ev.path))
+
+        cache[key] = bridge_fn
+        return bridge_fn
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SessionLostError(None, "the metadata tree is closed")
+
+    # ----------------------------------------------------------------- MetadataTree
+
+    async def create(
+        self,
+        path: str,
+        data: bytes | None = b"",
+        ephemeral: bool = False,
+        sequential: bool = False,
+        make_parents: bool = False,
+    ) -> str:
+        self._check_open()
+        validate_path(path, sequential=sequential)
+        if make_parents:
+            # Create ancestors ourselves: kazoo's makepath would give them b"" instead of the
+            # null data Kafka (and the embedded backend) use for container nodes.
+            missing = []
+            p = parent_of(path)
+            while p != "/" and await self.exists(p) is None:
+                missing.append(p)
+                p = parent_of(p)
+            for anc in reversed(missing):
+                try:
+                    await self._await(self._client.create_async(anc, None), anc)
+                except NodeExistsError:
+                    pass
+        ar = self._client.create_async(path, data, ephemeral=ephemeral, sequence=sequential)
+        return await self._await(ar, path)
+
+    async def get(self, path: str, watch: WatchCallback | None = None) -> tuple[bytes | None, Stat]:
+        self._check_open()
+        validate_path(path)
+        data, stat = await self._await(
+            self._client.get_async(path, watch=self._bridge_watch(watch, path, "data")), path
+        )
+        return data, _stat(stat)
+
+    async def set(self, path: str, data: bytes | None, version: int = -1) -> Stat:
+        self._check_open()
+        validate_path(path)
+        return _stat(await self._await(self._client.set_async(path, data, version), path))
+
+    async def delete(self, path: str, version: int = -1, recursive: bool = False) -> None:
+        self._check_open()
+        validate_path(path)
+        if path == "/":
+            raise BadArgumentsError(path, "cannot delete the root")
+        if not recursive:
+            await self._await(self._client.delete_async(path, version), path)
+            return
+        if version != -1:
+            stat = await self.exists(path)
+            if stat is None:
+                raise NoNodeError(path)
+            if stat.version != version:
+                raise BadVersionError(path)
+        elif await self.exists(path) is None:
+            raise NoNodeError(path)
+        await self._delete_subtree(path)
+
+    async def _delete_subtree(self, path: str) -> None:
+        # Not atomic on ZooKeeper (like Kafka's own recursive delete): children first, tolerate
+        # nodes that vanish meanwhile; retry if a child appears while we work.
+        for _ in range(10):
+            try:
+                kids = await self.children(path)
+            except NoNodeError:
+                return
+            for kid in kids:
+                await self._delete_subtree(join_path(path, kid))
+            try:
+                await self._await(self._client.delete_async(path, -1), path)
+                return
+            except NoNodeError:
+                return
+            except NotEmptyError:
+                continue
+        raise NotEmptyError(path, f"{path} kept getting new children during recursive delete")
+
+    async def exists(self, path: str, watch: WatchCallback | None = None) -> Stat | None:
+        self._check_open()
+        validate_path(path)
+        stat = await self._await(
+            self._client.exists_async(path, watch=self._bridge_watch(watch, path, "data")), path
+        )
+        return None if stat is None else _stat(stat)
+
+    async def children(self, path: str, watch: WatchCallback | None = None) -> list[str]:
+        self._check_open()
+        validate_path(path)
+        return list(
+            await self._await(
+                self._client.get_children_async(path, watch=self._bridge_watch(watch, path, "child")), path
+            )
+        )
+
+    async def multi(self, ops: Sequence[Op]) -> list[Any]:
+        self._check_open()
+        tx = self._client.transaction()
+        for op in ops:
+            if isinstance(op, CreateOp):
+                validate_path(op.path, sequential=op.sequential)
+                _tx_create(tx, self._chrooted(op.path), op.data, op.ephemeral, op.sequential)
+            elif isinstance(op, SetOp):
+                validate_path(op.path)
+                _tx_set(tx, self._chrooted(op.path), op.data, op.version)
+            elif isinstance(op, DeleteOp):
+                validate_path(op.path)
+                tx.delete(op.path, op.version)
+            elif isinstance(op, CheckOp):
+                validate_path(op.path)
+                tx.check(op.path, op.version)
+            else:
+                raise BadArgumentsError(None, f"unknown multi op {op!r}")
+        if not ops:
+            return []
+        raw = await self._await(tx.commit_async(), None)
+        # kazoo reports a failed multi as a list holding the failing op's exception and
+        # RolledBackError for the others.
+        for i, r in enumerate(raw):
+            if isinstance(r, Exception) and not isinstance(r, kz.RolledBackError | kz.RuntimeInconsistency):
+                err = _map_error(r, ops[i].path)
+                if isinstance(err, MetadataError):
+                    err.op_index = i
+                raise err
+        if any(isinstance(r, Exception) for r in raw):
+            raise MetadataError(None, f"multi failed: {raw!r}")
+        results: list[Any] = []
+        for op, r in zip(ops, raw, strict=True):
+            if isinstance(op, CreateOp):
+                results.append(r)
+            elif isinstance(op, SetOp):
+                results.append(_stat(r))
+            else:
+                results.append(None)
+        return results
+
+    def _chrooted(self, path: str) -> str:
+        chroot = self._client.chroot
+        if not chroot:
+            return path
+        return chroot if path == "/" else chroot + path
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        loop = asyncio.get_running_loop()
+
+        def stop() -> None:
+            try:
+                self._client.stop()
+            finally:
+                self._client.close()
+
+        await loop.run_in_executor(None, stop)

@@ -1,0 +1,128 @@
+"""Listening sockets, accepted connections, and the idle-connection reaper."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import socket
+import time
+from collections.abc import Awaitable, Callable, Sequence
+
+from kaflet.network.connection import Chunk, Connection, configure_socket
+
+log = logging.getLogger("kaflet.network")
+
+Handler = Callable[[Connection, memoryview], Awaitable[Sequence[Chunk] | None]]
+
+
+class Listener:
+    """Accepts connections on one endpoint and serves each with a Connection task."""
+
+    def __init__(
+        self,
+        name: str,
+        host: str,
+        port: int,
+        handler: Handler,
+        *,
+        max_request_bytes: int,
+        idle_ms: int,
+        send_buf: int,
+        recv_buf: int,
+    ) -> None:
+        self.name = name
+        self.host = host
+        self.port = port
+        self.handler = handler
+        self.max_request_bytes = max_request_bytes
+        self.idle_ms = idle_ms
+        self.send_buf = send_buf
+        self.recv_buf = recv_buf
+        self.connections: dict[Connection, asyncio.Task[None]] = {}
+        self._sock: socket.socket | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._ids = itertools.count()
+
+    async def start(self) -> None:
+        """Bind and start accepting; an unusable address raises OSError with its reason."""
+        self.bind()
+        self.serve()
+
+    def bind(self) -> None:
+        """Bind the listening socket (resolving port 0) without accepting yet."""
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((self.host or "0.0.0.0", self.port))
+        except OSError:
+            sock.close()
+            raise
+        sock.listen(512)
+        sock.setblocking(False)
+        self.port = sock.getsockname()[1]
+        self._sock = sock
+
+    def serve(self) -> None:
+        """Start accepting connections on the bound socket."""
+        self._tasks.append(asyncio.create_task(self._accept_loop(), name=f"accept-{self.name}"))
+        if self.idle_ms > 0:
+            self._tasks.append(asyncio.create_task(self._reap_idle(), name=f"idle-{self.name}"))
+
+    async def _accept_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        assert self._sock is not None
+        while True:
+            try:
+                sock, addr = await loop.sock_accept(self._sock)
+            except asyncio.CancelledError:
+                raise
+            except OSError as exc:
+                if self._sock is None or self._sock.fileno() < 0:
+                    return
+                log.warning("accept failed on %s: %s", self.name, exc)
+                await asyncio.sleep(0.1)
+                continue
+            configure_socket(sock, self.send_buf, self.recv_buf)
+            conn_id = f"{self.host}:{self.port}-{addr[0]}:{addr[1]}-{next(self._ids)}"
+            conn = Connection(sock, (addr[0], addr[1]), self.name, self.handler, self.max_request_bytes, conn_id)
+            task = asyncio.create_task(conn.serve(), name=f"conn-{conn_id}")
+            conn.task = task
+            self.connections[conn] = task
+            task.add_done_callback(lambda _t, c=conn: self.connections.pop(c, None))
+
+    async def _reap_idle(self) -> None:
+        # Kafka closes connections idle for connections.max.idle.ms; a scan a few times per
+        # period is as precise as clients need and costs nothing per request.
+        period = max(self.idle_ms / 4000, 0.05)
+        while True:
+            await asyncio.sleep(period)
+            cutoff = time.monotonic() - self.idle_ms / 1000
+            for conn in list(self.connections):
+                if not conn.busy and conn.last_active < cutoff:
+                    log.debug("closing idle connection %s", conn.conn_id)
+                    conn.abort()
+
+    def stop_accepting(self) -> None:
+        """Close the listening socket; existing connections go on."""
+        for t in self._tasks:
+            t.cancel()
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+    async def drain_and_close(self, timeout: float) -> None:
+        """Let in-flight requests finish (up to `timeout` s), then close every connection."""
+        deadline = time.monotonic() + timeout
+        for conn in list(self.connections):
+            if not conn.busy:
+                conn.abort()
+        while any(c.busy for c in self.connections) and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        for conn in list(self.connections):
+            conn.abort()
+        for task in list(self.connections.values()):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task

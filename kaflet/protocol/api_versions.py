@@ -1,0 +1,39 @@
+"""ApiVersions response, hand-written so its exact bytes are under our control.
+
+librdkafka 2.0 cannot parse a v3 response that carries top-level tagged fields, so none are
+written (there are no features to report).
+"""
+
+from __future__ import annotations
+
+from kaflet.protocol.primitives import Reader, Writer
+
+
+def decode_api_versions_request(body: memoryview, version: int) -> tuple[str, str]:
+    """(client_software_name, client_software_version); empty strings before v3."""
+    if version < 3:
+        return "", ""
+    r = Reader(body)
+    name = r.compact_string()
+    ver = r.compact_string()
+    r.skip_tagged_fields()
+    return name, ver
+
+
+def encode_api_versions_response(
+    error_code: int, ranges: list[tuple[int, int, int]], throttle_ms: int, version: int
+) -> bytes:
+    """Encode ApiVersionsResponse; `ranges` are (api_key, min_version, max_version)."""
+    flexible = version >= 3
+    w = Writer()
+    w.int16(error_code)
+    w.array_len(len(ranges), flexible)
+    for key, lo, hi in ranges:
+        w.int16(key)
+        w.int16(lo)
+        w.int16(hi)
+        w.tagged_fields(flexible)
+    if version >= 1:
+        w.int32(throttle_ms)
+    w.tagged_fields(flexible)
+    return bytes(w.buf)

@@ -1,0 +1,75 @@
+"""The generic message codec behind one interface of ours.
+
+Non-hot-path APIs are decoded and encoded from Kafka's message definitions by kafka-python's
+schema-driven codec (it covers every version the common clients send, flexible or not, and
+raises ordinary exceptions on malformed input). Handlers only use `request_class`,
+`response_class`, `decode_request` and `encode_response`, so the library can be swapped.
+"""
+
+from __future__ import annotations
+
+import importlib
+import struct
+from functools import cache
+from typing import Any
+
+from kaflet.protocol.primitives import DecodeError
+
+_MODULES = {
+    0: "producer.produce", 1: "consumer.fetch", 2: "consumer.offsets", 3: "metadata.metadata",
+    8: "consumer.group", 9: "consumer.group", 10: "metadata.find_coordinator", 11: "consumer.group",
+    12: "consumer.group", 13: "consumer.group", 14: "consumer.group", 15: "admin.groups",
+    16: "admin.groups", 17: "sasl", 18: "metadata.api_versions", 19: "admin.topics",
+    20: "admin.topics", 21: "admin.topics", 22: "producer.transaction", 23: "consumer.offsets",
+    24: "producer.transaction", 25: "producer.transaction", 26: "producer.transaction",
+    27: "producer.transaction", 28: "producer.transaction", 29: "admin.acl", 30: "admin.acl",
+    31: "admin.acl", 32: "admin.configs", 33: "admin.configs", 34: "admin.cluster",
+    35: "admin.cluster", 36: "sasl", 37: "admin.topics", 42: "admin.groups", 43: "admin.topics",
+    44: "admin.configs", 45: "admin.topics", 46: "admin.topics", 47: "consumer.group",
+    48: "admin.client_quotas", 49: "admin.client_quotas", 50: "admin.users", 51: "admin.users",
+    60: "admin.cluster", 61: "admin.transactions",
+}
+
+
+@cache
+def _classes(api_key: int) -> tuple[Any, Any]:
+    mod = importlib.import_module("kafka.protocol." + _MODULES[api_key])
+    req = resp = None
+    for obj in vars(mod).values():
+        if getattr(obj, "_json", None) and getattr(obj, "API_KEY", None) == api_key:
+            if obj.type == "request":
+                req = obj
+            else:
+                resp = obj
+    if req is None or resp is None:
+        raise LookupError(f"no message definition for API key {api_key}")
+    return req, resp
+
+
+def request_class(api_key: int) -> Any:
+    """The request message class (attributes named as in Kafka's JSON, snake_case)."""
+    return _classes(api_key)[0]
+
+
+def response_class(api_key: int) -> Any:
+    """The response message class; nested structs are attributes of it (e.g. `.CreatableTopicResult`)."""
+    return _classes(api_key)[1]
+
+
+def decode_request(api_key: int, version: int, body: memoryview) -> Any:
+    """Decode a request body; raises DecodeError for anything malformed."""
+    try:
+        return request_class(api_key).decode(body, version=version)
+    except (ValueError, IndexError, KeyError, TypeError, OverflowError, AttributeError,
+            MemoryError, EOFError, struct.error) as exc:
+        raise DecodeError(f"malformed {request_class(api_key).__name__} v{version}: {exc}") from exc
+
+
+def encode_response(api_key: int, version: int, response: Any) -> bytes:
+    """Encode a response body (without header)."""
+    return bytes(response.encode(version=version))
+
+
+def build_response(api_key: int, **fields: Any) -> Any:
+    """Construct a response message from keyword fields."""
+    return response_class(api_key)(**fields)

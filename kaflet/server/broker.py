@@ -1,0 +1,290 @@
+"""The Broker: composition root that wires config, metadata, logs, partitions and listeners."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kaflet.controller import topics as controller_topics
+from kaflet.coordinator.producer_id_manager import ProducerIdManager
+from kaflet.metadata import zkdata
+from kaflet.metadata.embedded import EmbeddedTree
+from kaflet.metadata.tree import MetadataTree, NodeExistsError, NoNodeError
+from kaflet.network.listener import Listener
+from kaflet.replication.replica_manager import ReplicaManager
+from kaflet.server.config import BrokerConfig, ConfigError, Endpoint, parse_endpoints
+from kaflet.server.dispatcher import Dispatcher
+from kaflet.server.metadata_cache import MetadataCache, PartitionInfo
+from kaflet.server.topic_admin import TopicAdmin, wait_until
+
+log = logging.getLogger("kaflet.broker")
+
+
+class BrokerStartError(Exception):
+    """The broker cannot start; the message says why in one sentence."""
+
+
+class Broker:
+    """One Kafka broker. `await start()`, serve, then `await stop()`."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.cluster_id = ""
+        self.broker_id = config["broker.id"]
+        self.controller_epoch = 0
+        self.stopping = False
+        self.metadata_cache = MetadataCache()
+        self.tree: MetadataTree = None  # type: ignore[assignment]
+        self.log_manager: Any = None
+        self.replica_manager: ReplicaManager = None  # type: ignore[assignment]
+        self.producer_ids: ProducerIdManager = None  # type: ignore[assignment]
+        self.topic_admin = TopicAdmin(self)
+        self.listeners: list[Listener] = []
+        self.advertised: list[Endpoint] = []
+        self._metadata_changed = asyncio.Event()
+        self.topic_overrides: dict[str, dict[str, str]] = {}
+        self._stop_background = asyncio.Event()
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._watcher: Any = None
+        self._stopped = asyncio.Event()
+
+    # -- start-up ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Recover logs, load metadata, register, and start serving; raises BrokerStartError."""
+        cfg = self.config
+        if cfg["zookeeper.connect"]:
+            raise BrokerStartError(
+                "zookeeper.connect is set, but clustering through ZooKeeper is not available in this "
+                "kaflet version; remove it to run a single broker"
+            )
+        try:
+            endpoints = parse_endpoints(cfg["listeners"], cfg["listener.security.protocol.map"])
+            advertised = parse_endpoints(
+                cfg["advertised.listeners"] or cfg["listeners"], cfg["listener.security.protocol.map"]
+            )
+        except ConfigError as exc:
+            raise BrokerStartError(str(exc)) from None
+        for ep in endpoints:
+            if ep.protocol != "PLAINTEXT":
+                raise BrokerStartError(
+                    f"listener {ep.listener} uses {ep.protocol}; only PLAINTEXT listeners are available in this kaflet version"
+                )
+        log_dirs = [os.path.abspath(d) for d in cfg["log.dirs"]]
+        for d in log_dirs:
+            try:
+                os.makedirs(d, exist_ok=True)
+            except OSError as exc:
+                raise BrokerStartError(f"cannot create log directory {d}: {exc.strerror}") from None
+        self.log_dirs = log_dirs
+
+        dispatcher = Dispatcher(self)
+        for ep in endpoints:
+            lst = Listener(
+                ep.listener, ep.host, ep.port, dispatcher,
+                max_request_bytes=cfg["socket.request.max.bytes"], idle_ms=cfg["connections.max.idle.ms"],
+                send_buf=cfg["socket.send.buffer.bytes"], recv_buf=cfg["socket.receive.buffer.bytes"],
+            )
+            try:
+                lst.bind()
+            except OSError as exc:
+                for other in self.listeners:
+                    other.stop_accepting()
+                raise BrokerStartError(f"cannot listen on {ep}: {exc.strerror or exc}") from None
+            self.listeners.append(lst)
+        bound = {lst.name: lst.port for lst in self.listeners}
+        self.advertised = [
+            Endpoint(a.listener, a.protocol, a.host or socket.getfqdn(),
+                     bound.get(a.listener, a.port) if a.port == 0 else a.port)
+            for a in advertised
+        ]
+
+        self.tree = await EmbeddedTree.open(log_dirs[0])
+        await self._init_cluster_identity()
+        self._open_logs()
+        self.replica_manager = ReplicaManager(self.broker_id, self.log_manager)
+        self.producer_ids = ProducerIdManager(self.tree, self.broker_id)
+        await self._register_broker()
+        await self._become_controller()
+        self._watcher = controller_topics.TopicWatcher(self.tree, self._on_topic_changed, self._on_topic_deleted)
+        await self._watcher.start()
+        for lst in self.listeners:
+            lst.serve()
+        self._tasks.append(asyncio.create_task(self.log_manager.run_background(self._stop_background),
+                                               name="log-manager"))
+        where = ", ".join(f"{a.listener}://{a.host}:{a.port}" for a in self.advertised)
+        log.info("kaflet broker %d (cluster %s) listening on %s, data in %s",
+                 self.broker_id, self.cluster_id, where, ", ".join(log_dirs))
+        self.config.report_unknown()
+
+    async def _init_cluster_identity(self) -> None:
+        from kaflet.log import checkpoints
+
+        try:
+            data, _ = await self.tree.get(zkdata.CLUSTER_ID_PATH)
+            cluster_id = zkdata.parse_cluster_id(data)
+        except NoNodeError:
+            cluster_id = zkdata.random_uuid()
+            try:
+                await self.tree.create(zkdata.CLUSTER_ID_PATH, zkdata.cluster_id_json(cluster_id), make_parents=True)
+            except NodeExistsError:
+                data, _ = await self.tree.get(zkdata.CLUSTER_ID_PATH)
+                cluster_id = zkdata.parse_cluster_id(data)
+        self.cluster_id = cluster_id
+        for path in zkdata.PERSISTENT_PATHS:
+            await self.tree.ensure_path(path)
+
+        stored_ids = set()
+        for d in self.log_dirs:
+            meta = checkpoints.read_meta_properties(os.path.join(d, "meta.properties"))
+            if meta is None:
+                continue
+            if meta.get("cluster.id") and meta["cluster.id"] != cluster_id:
+                raise BrokerStartError(
+                    f"The cluster id {cluster_id} does not match the cluster.id {meta['cluster.id']} stored in "
+                    f"{d}/meta.properties; the log directory belongs to another cluster"
+                )
+            if "broker.id" in meta:
+                stored_ids.add(int(meta["broker.id"]))
+        if len(stored_ids) > 1:
+            raise BrokerStartError(f"log directories disagree on broker.id: {sorted(stored_ids)}")
+        stored = stored_ids.pop() if stored_ids else None
+        if self.broker_id >= 0:
+            if stored is not None and stored != self.broker_id:
+                raise BrokerStartError(
+                    f"Configured broker.id {self.broker_id} doesn't match stored broker.id {stored} in meta.properties"
+                )
+        elif stored is not None:
+            self.broker_id = stored
+        elif self.config["broker.id.generation.enable"]:
+            stat = await self.tree.set(zkdata.BROKER_SEQID_PATH, b"")
+            self.broker_id = stat.version + self.config["reserved.broker.max.id"]
+        else:
+            raise BrokerStartError("broker.id is not set and broker.id.generation.enable is false")
+        for d in self.log_dirs:
+            checkpoints.write_meta_properties(os.path.join(d, "meta.properties"), {"version": "0", "broker.id": str(self.broker_id),
+                                                  "cluster.id": cluster_id})
+
+    def _open_logs(self) -> None:
+        from kaflet.log.log_manager import LogDirLockedError, LogManager
+
+        cfg = self.config
+        try:
+            self.log_manager = LogManager(
+                self.log_dirs,
+                cfg.topic_defaults(),
+                topic_config=lambda topic: self.topic_overrides.get(topic, {}),
+                recovery_point_checkpoint_interval_ms=cfg["log.flush.offset.checkpoint.interval.ms"],
+                log_start_offset_checkpoint_interval_ms=cfg["log.flush.start.offset.checkpoint.interval.ms"],
+            )
+            self.log_manager.startup()
+        except LogDirLockedError as exc:
+            raise BrokerStartError(f"{exc}; is another broker using it?") from None
+        except (OSError, ValueError) as exc:
+            raise BrokerStartError(f"cannot open the log directories: {exc}") from None
+
+    async def _register_broker(self) -> None:
+        info = zkdata.BrokerInfo(
+            id=self.broker_id,
+            endpoints=tuple(zkdata.EndPoint(a.listener, a.host, a.port, a.protocol) for a in self.advertised),
+            rack=self.config["broker.rack"],
+            timestamp_ms=int(time.time() * 1000),
+        )
+        path = zkdata.broker_path(self.broker_id)
+        await self.tree.create(path, zkdata.broker_json(info), ephemeral=True, make_parents=True)
+        self.metadata_cache.brokers = {self.broker_id: info}
+
+    async def _become_controller(self) -> None:
+        # One broker, so it is the controller: claim /controller and bump /controller_epoch.
+        try:
+            data, stat = await self.tree.get(zkdata.CONTROLLER_EPOCH_PATH)
+            epoch = zkdata.parse_controller_epoch(data) + 1
+            await self.tree.set(zkdata.CONTROLLER_EPOCH_PATH, zkdata.controller_epoch_bytes(epoch), stat.version)
+        except NoNodeError:
+            epoch = 1
+            await self.tree.create(zkdata.CONTROLLER_EPOCH_PATH, zkdata.controller_epoch_bytes(epoch))
+        await self.tree.create(zkdata.CONTROLLER_PATH, zkdata.controller_json(self.broker_id, int(time.time() * 1000)),
+                               ephemeral=True)
+        self.controller_epoch = epoch
+        self.metadata_cache.controller_id = self.broker_id
+
+    # -- reacting to metadata ---------------------------------------------------------------
+
+    def _changed(self) -> None:
+        event, self._metadata_changed = self._metadata_changed, asyncio.Event()
+        event.set()
+
+    async def wait_for_metadata(self, predicate: Callable[[], bool], timeout_ms: int) -> bool:
+        """Wait (up to timeout_ms) until `predicate` holds for the broker's metadata."""
+        return await wait_until(predicate, lambda: self._metadata_changed, timeout_ms)
+
+    async def _on_topic_changed(self, name: str, meta: Any) -> None:
+        try:
+            data, _ = await self.tree.get(zkdata.topic_config_path(name))
+            self.topic_overrides[name] = zkdata.parse_entity_config(data)
+        except NoNodeError:
+            self.topic_overrides[name] = {}
+        log_config = self.log_manager.config_for(name)
+        partitions: dict[int, PartitionInfo] = {}
+        for idx, replicas in sorted(meta.assignment.items()):
+            state = meta.partition_states.get(idx)
+            if state is None:
+                partitions[idx] = PartitionInfo(idx, -1, -1, list(replicas), [])
+                continue
+            partitions[idx] = PartitionInfo(idx, state.leader, state.leader_epoch, list(replicas), list(state.isr))
+            if state.leader == self.broker_id:
+                self.replica_manager.become_leader(
+                    name, idx, meta.topic_id, state.leader_epoch, list(replicas), list(state.isr), log_config
+                )
+        self.metadata_cache.put_topic(name, meta.topic_id, partitions)
+        self._changed()
+
+    async def _on_topic_deleted(self, name: str) -> None:
+        self.metadata_cache.remove_topic(name)
+        self.replica_manager.remove_topic(name)
+        self.topic_overrides.pop(name, None)
+        await controller_topics.complete_topic_deletion(self.tree, name)
+        log.info("deleted topic %s", name)
+        self._changed()
+
+    def live_brokers(self) -> list[zkdata.BrokerInfo]:
+        return list(self.metadata_cache.brokers.values())
+
+    # -- shutdown ---------------------------------------------------------------------------
+
+    async def stop(self) -> None:
+        """Stop accepting, finish in-flight requests, flush, checkpoint, mark a clean shutdown."""
+        if self.stopping:
+            await self._stopped.wait()
+            return
+        self.stopping = True
+        for lst in self.listeners:
+            lst.stop_accepting()
+        for part in list(self.replica_manager.partitions.values()) if self.replica_manager else []:
+            part.wake_fetchers()
+        for lst in self.listeners:
+            await lst.drain_and_close(timeout=5.0)
+        self._stop_background.set()
+        for t in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        if self._watcher is not None:
+            await self._watcher.stop()
+        if self.log_manager is not None:
+            self.log_manager.shutdown()
+        if self.tree is not None:
+            await self.tree.close()
+        log.info("kaflet broker %d stopped cleanly", self.broker_id)
+        self._stopped.set()
+
+    @property
+    def bootstrap(self) -> str:
+        """host:port of the first advertised listener."""
+        a = self.advertised[0]
+        return f"{a.host}:{a.port}"

@@ -1,0 +1,244 @@
+"""Broker configuration: Kafka's server.properties names, types and defaults.
+
+Keys kaflet does not implement are reported at start-up (as Kafka reports unknown keys), never
+silently accepted.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger("kaflet.config")
+
+LONG_MAX = 9223372036854775807
+
+
+class ConfigError(ValueError):
+    """A configuration value is missing, malformed or out of range."""
+
+
+def parse_bool(v: str) -> bool:
+    s = v.strip().lower()
+    if s in ("true", "false"):
+        return s == "true"
+    raise ValueError(f"expected true or false, got {v!r}")
+
+
+def parse_list(v: str) -> list[str]:
+    return [x.strip() for x in v.split(",") if x.strip()]
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigDef:
+    """One broker config key: its parser, default and bounds."""
+
+    name: str
+    parse: Callable[[str], Any]
+    default: Any
+    minimum: int | None = None
+    choices: tuple[str, ...] | None = None
+
+
+def _defs(*items: ConfigDef) -> dict[str, ConfigDef]:
+    return {d.name: d for d in items}
+
+
+BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
+    ConfigDef("broker.id", int, -1, minimum=-1),
+    ConfigDef("broker.id.generation.enable", parse_bool, True),
+    ConfigDef("reserved.broker.max.id", int, 1000, minimum=0),
+    ConfigDef("broker.rack", str, None),
+    ConfigDef("listeners", parse_list, ["PLAINTEXT://127.0.0.1:9092"]),
+    ConfigDef("advertised.listeners", parse_list, None),
+    ConfigDef("listener.security.protocol.map", str,
+              "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"),
+    ConfigDef("log.dirs", parse_list, None),
+    ConfigDef("log.dir", str, "./data"),
+    ConfigDef("num.partitions", int, 1, minimum=1),
+    ConfigDef("default.replication.factor", int, 1, minimum=1),
+    ConfigDef("auto.create.topics.enable", parse_bool, True),
+    ConfigDef("delete.topic.enable", parse_bool, True),
+    ConfigDef("message.max.bytes", int, 1048588, minimum=0),
+    ConfigDef("log.segment.bytes", int, 1073741824, minimum=14),
+    ConfigDef("log.roll.ms", int, None, minimum=1),
+    ConfigDef("log.roll.hours", int, 168, minimum=1),
+    ConfigDef("log.index.size.max.bytes", int, 10485760, minimum=4),
+    ConfigDef("log.index.interval.bytes", int, 4096, minimum=0),
+    ConfigDef("log.flush.interval.messages", int, LONG_MAX, minimum=1),
+    ConfigDef("log.flush.interval.ms", int, None, minimum=0),
+    ConfigDef("log.flush.scheduler.interval.ms", int, LONG_MAX, minimum=0),
+    ConfigDef("log.flush.offset.checkpoint.interval.ms", int, 60000, minimum=0),
+    ConfigDef("log.flush.start.offset.checkpoint.interval.ms", int, 60000, minimum=0),
+    ConfigDef("log.message.timestamp.type", str, "CreateTime", choices=("CreateTime", "LogAppendTime")),
+    ConfigDef("compression.type", str, "producer",
+              choices=("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")),
+    ConfigDef("log.segment.delete.delay.ms", int, 60000, minimum=0),
+    ConfigDef("min.insync.replicas", int, 1, minimum=1),
+    ConfigDef("socket.request.max.bytes", int, 104857600, minimum=1),
+    ConfigDef("socket.send.buffer.bytes", int, 102400, minimum=-1),
+    ConfigDef("socket.receive.buffer.bytes", int, 102400, minimum=-1),
+    ConfigDef("connections.max.idle.ms", int, 600000, minimum=-1),
+    ConfigDef("fetch.max.bytes", int, 57671680, minimum=1024),
+    ConfigDef("request.timeout.ms", int, 30000, minimum=0),
+    ConfigDef("zookeeper.connect", str, None),
+)
+
+# Keys of Kafka's that a server.properties commonly carries and that are accepted because
+# they configure what kaflet does differently by design (a thread pool size, say), with why.
+_NOT_APPLICABLE = {
+    "num.network.threads": "kaflet serves the network from one event loop",
+    "num.io.threads": "kaflet handles requests on one event loop",
+    "num.recovery.threads.per.data.dir": "kaflet recovers logs one at a time at start-up",
+    "queued.max.requests": "requests are read one at a time per connection",
+}
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse Java .properties text: key=value or key:value, # and ! comments, \\ continuations."""
+    props: dict[str, str] = {}
+    pending = ""
+    for raw in text.splitlines():
+        line = raw.strip() if not pending else raw.lstrip()
+        if not pending and (not line or line[0] in "#!"):
+            continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            pending += line[:-1]
+            continue
+        line = pending + line
+        pending = ""
+        m = re.match(r"^((?:\\.|[^=:\s])+)\s*[=:\s]\s*(.*)$", line)
+        if m:
+            props[m.group(1).replace("\\", "")] = m.group(2).strip()
+        else:
+            props[line] = ""
+    return props
+
+
+class BrokerConfig:
+    """Typed broker configuration built from properties and overrides."""
+
+    def __init__(self, props: dict[str, str] | None = None) -> None:
+        self.originals: dict[str, str] = dict(props or {})
+        self.values: dict[str, Any] = {}
+        self.unknown: list[str] = []
+        for name, d in BROKER_CONFIGS.items():
+            raw = self.originals.get(name)
+            self.values[name] = d.default if raw is None else self._parse(d, raw)
+        for key in self.originals:
+            if key not in BROKER_CONFIGS and not key.startswith("listener.name."):
+                self.unknown.append(key)
+        if self.values["log.dirs"] is None:
+            self.values["log.dirs"] = [self.values["log.dir"]]
+        if not self.values["log.dirs"]:
+            raise ConfigError("log.dirs must name at least one directory")
+
+    @staticmethod
+    def _parse(d: ConfigDef, raw: str) -> Any:
+        try:
+            value = d.parse(raw)
+        except ValueError:
+            kind = {int: "an integer", parse_bool: "true or false"}.get(d.parse, "a valid value")
+            raise ConfigError(f"Invalid value {raw!r} for configuration {d.name}: expected {kind}") from None
+        if d.minimum is not None and isinstance(value, int) and value < d.minimum:
+            raise ConfigError(f"Invalid value {raw} for configuration {d.name}: must be at least {d.minimum}")
+        if d.choices is not None and value not in d.choices:
+            raise ConfigError(
+                f"Invalid value {raw!r} for configuration {d.name}: must be one of {', '.join(d.choices)}"
+            )
+        return value
+
+    @classmethod
+    def load(cls, path: str | None, overrides: Iterable[str] = ()) -> BrokerConfig:
+        """Read a server.properties file (optional) and apply `key=value` overrides."""
+        props: dict[str, str] = {}
+        if path:
+            try:
+                with open(path, encoding="utf-8") as f:
+                    props = parse_properties(f.read())
+            except OSError as exc:
+                raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+        for ov in overrides:
+            if "=" not in ov:
+                raise ConfigError(f"--override expects key=value, got {ov!r}")
+            k, v = ov.split("=", 1)
+            props[k.strip()] = v.strip()
+        return cls(props)
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[name]
+
+    def report_unknown(self) -> None:
+        """Log one line per supplied key that kaflet does not act on."""
+        for key in self.unknown:
+            why = _NOT_APPLICABLE.get(key)
+            if why:
+                log.info("config %s has no effect: %s", key, why)
+            else:
+                log.warning("config %s was supplied but is not a known or implemented kaflet config; it has no effect", key)
+
+    @property
+    def roll_ms(self) -> int:
+        ms = self.values["log.roll.ms"]
+        return ms if ms is not None else self.values["log.roll.hours"] * 3600 * 1000
+
+    def topic_defaults(self) -> dict[str, str]:
+        """Broker-level defaults of topic configs, under the topic config names."""
+        v = self.values
+        out = {
+            "segment.bytes": v["log.segment.bytes"],
+            "segment.ms": self.roll_ms,
+            "segment.index.bytes": v["log.index.size.max.bytes"],
+            "index.interval.bytes": v["log.index.interval.bytes"],
+            "max.message.bytes": v["message.max.bytes"],
+            "message.timestamp.type": v["log.message.timestamp.type"],
+            "compression.type": v["compression.type"],
+            "flush.messages": v["log.flush.interval.messages"],
+            "file.delete.delay.ms": v["log.segment.delete.delay.ms"],
+            "min.insync.replicas": v["min.insync.replicas"],
+        }
+        if v["log.flush.interval.ms"] is not None:
+            out["flush.ms"] = v["log.flush.interval.ms"]
+        return {k: str(x) for k, x in out.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """One listener: name, security protocol, host, port."""
+
+    listener: str
+    protocol: str
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"{self.listener}://{self.host}:{self.port}"
+
+
+def parse_endpoints(values: list[str], protocol_map: str) -> list[Endpoint]:
+    """Parse `NAME://host:port` entries, resolving each name's security protocol."""
+    pmap: dict[str, str] = {}
+    for item in parse_list(protocol_map):
+        if ":" not in item:
+            raise ConfigError(f"Invalid listener.security.protocol.map entry {item!r}")
+        name, proto = item.split(":", 1)
+        pmap[name.strip().upper()] = proto.strip().upper()
+    out = []
+    for v in values:
+        m = re.match(r"^([A-Za-z0-9_]+)://(\[[0-9a-fA-F:]+\]|[^:]*):(\d+)$", v.strip())
+        if not m:
+            raise ConfigError(f"Invalid listener {v!r}: expected NAME://host:port")
+        name = m.group(1).upper()
+        if name not in pmap:
+            raise ConfigError(f"Listener {name} has no entry in listener.security.protocol.map")
+        port = int(m.group(3))
+        if port > 65535:
+            raise ConfigError(f"Invalid listener {v!r}: port out of range")
+        out.append(Endpoint(name, pmap[name], m.group(2).strip("[]"), port))
+    names = [e.listener for e in out]
+    if len(set(names)) != len(names):
+        raise ConfigError("Each listener must have a distinct name")
+    return out

@@ -1,0 +1,32 @@
+"""ApiVersions (key 18): the APIs and versions this broker implements."""
+
+from __future__ import annotations
+
+from kaflet.protocol.api_keys import ApiKey
+from kaflet.protocol.api_versions import decode_api_versions_request, encode_api_versions_response
+from kaflet.protocol.errors import ErrorCode
+from kaflet.server.request_context import RequestContext
+
+API_KEY = ApiKey.API_VERSIONS
+MIN_VERSION = 0
+MAX_VERSION = 3
+
+
+def _ranges() -> list[tuple[int, int, int]]:
+    from kaflet.server.handlers import supported_versions
+
+    return supported_versions()
+
+
+def unsupported_version_response() -> bytes:
+    """The v0 answer to a version we do not know, listing what we do support (KIP-511)."""
+    return encode_api_versions_response(ErrorCode.UNSUPPORTED_VERSION, _ranges(), 0, 0)
+
+
+async def handle(ctx: RequestContext, body: memoryview) -> bytes:
+    try:
+        ctx.conn.client_software = decode_api_versions_request(body, ctx.version)
+    except (ValueError, UnicodeDecodeError):
+        # Kafka answers an unparsable ApiVersions with INVALID_REQUEST rather than closing.
+        return encode_api_versions_response(ErrorCode.INVALID_REQUEST, _ranges(), 0, ctx.version)
+    return encode_api_versions_response(ErrorCode.NONE, _ranges(), 0, ctx.version)

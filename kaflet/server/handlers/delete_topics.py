@@ -1,0 +1,37 @@
+"""DeleteTopics (key 20): by name (v0-6) or by topic id (v6)."""
+
+from __future__ import annotations
+
+import uuid
+
+from kaflet.protocol import codec
+from kaflet.protocol.api_keys import ApiKey
+from kaflet.protocol.errors import ErrorCode
+from kaflet.server.request_context import RequestContext
+
+API_KEY = ApiKey.DELETE_TOPICS
+MIN_VERSION = 0
+MAX_VERSION = 6
+
+
+async def handle(ctx: RequestContext, body: memoryview) -> bytes:
+    req = codec.decode_request(API_KEY, ctx.version, body)
+    R = codec.response_class(API_KEY)
+    cache = ctx.broker.metadata_cache
+    targets: list[tuple[str | None, uuid.UUID]] = []
+    if ctx.version >= 6:
+        targets = [(t.name, t.topic_id) for t in req.topics]
+    else:
+        targets = [(n, uuid.UUID(int=0)) for n in req.topic_names]
+    results = []
+    for name, tid in targets:
+        if name is None:
+            info = cache.topic_by_id(tid.bytes)
+            if info is None:
+                results.append(R.DeletableTopicResult(name=None, topic_id=tid, error_code=ErrorCode.UNKNOWN_TOPIC_ID,
+                                                      error_message="This server does not host this topic ID."))
+                continue
+            name = info.name
+        code, message = await ctx.broker.topic_admin.delete(name, req.timeout_ms)
+        results.append(R.DeletableTopicResult(name=name, topic_id=tid, error_code=code, error_message=message))
+    return codec.encode_response(API_KEY, ctx.version, R(throttle_time_ms=0, responses=results))

@@ -1,0 +1,35 @@
+"""InitProducerId (key 22): producer ids and epochs for idempotent producers.
+
+Transactional producers need a transaction coordinator, which kaflet does not have yet; they
+get NOT_COORDINATOR (FindCoordinator for transactions is not offered either).
+"""
+
+from __future__ import annotations
+
+from kaflet.protocol import codec
+from kaflet.protocol.api_keys import ApiKey
+from kaflet.protocol.errors import ErrorCode
+from kaflet.server.request_context import RequestContext
+
+API_KEY = ApiKey.INIT_PRODUCER_ID
+MIN_VERSION = 0
+MAX_VERSION = 4
+
+_MAX_EPOCH = 32767
+
+
+async def handle(ctx: RequestContext, body: memoryview) -> bytes:
+    req = codec.decode_request(API_KEY, ctx.version, body)
+    R = codec.response_class(API_KEY)
+    if req.transactional_id is not None:
+        return codec.encode_response(API_KEY, ctx.version, R(
+            throttle_time_ms=0, error_code=ErrorCode.NOT_COORDINATOR, producer_id=-1, producer_epoch=-1))
+    pid = getattr(req, "producer_id", -1)
+    epoch = getattr(req, "producer_epoch", -1)
+    if pid >= 0 and epoch >= 0 and epoch < _MAX_EPOCH - 1:
+        # KIP-360: an idempotent producer bumps its own epoch to reset its sequences.
+        new_pid, new_epoch = pid, epoch + 1
+    else:
+        new_pid, new_epoch = await ctx.broker.producer_ids.next_id(), 0
+    return codec.encode_response(API_KEY, ctx.version, R(
+        throttle_time_ms=0, error_code=0, producer_id=new_pid, producer_epoch=new_epoch))

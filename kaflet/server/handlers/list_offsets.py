@@ -1,0 +1,82 @@
+"""ListOffsets (key 2): earliest, latest, max-timestamp and by-timestamp offset lookups."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kaflet.protocol import codec
+from kaflet.protocol.api_keys import ApiKey
+from kaflet.protocol.errors import ErrorCode, KafkaError
+from kaflet.server.request_context import RequestContext
+
+API_KEY = ApiKey.LIST_OFFSETS
+MIN_VERSION = 0
+MAX_VERSION = 7
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+
+
+async def handle(ctx: RequestContext, body: memoryview) -> bytes:
+    req = codec.decode_request(API_KEY, ctx.version, body)
+    R = codec.response_class(API_KEY)
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            parts.append(_lookup(ctx, R, t.name, p))
+        topics.append(R.ListOffsetsTopicResponse(name=t.name, partitions=parts))
+    return codec.encode_response(API_KEY, ctx.version, R(throttle_time_ms=0, topics=topics))
+
+
+def _lookup(ctx: RequestContext, R: Any, topic: str, p: Any) -> Any:
+    resp = R.ListOffsetsTopicResponse.ListOffsetsPartitionResponse(
+        partition_index=p.partition_index, error_code=0, old_style_offsets=[], timestamp=-1, offset=-1, leader_epoch=-1
+    )
+    partition = ctx.broker.replica_manager.get(topic, p.partition_index)
+    if partition is None:
+        resp.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return resp
+    if not partition.is_leader:
+        resp.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return resp
+    epoch_error = partition.check_leader_epoch(getattr(p, "current_leader_epoch", -1))
+    if epoch_error:
+        resp.error_code = epoch_error
+        return resp
+    log = partition.log
+    # Consumers may only see up to the high watermark (read_uncommitted; no transactions yet).
+    latest = log.high_watermark
+    ts = p.timestamp
+    if ctx.version == 0:
+        if ts == LATEST:
+            resp.old_style_offsets = [latest]
+        elif ts == EARLIEST:
+            resp.old_style_offsets = [log.log_start_offset]
+        else:
+            found = log.offset_for_timestamp(ts)
+            resp.old_style_offsets = [found[0] if found else latest]
+        return resp
+    resp.leader_epoch = partition.leader_epoch
+    if ts == LATEST:
+        resp.offset = latest
+    elif ts == EARLIEST:
+        resp.offset = log.log_start_offset
+    elif ts == MAX_TIMESTAMP and ctx.version >= 7:
+        found = log.offset_for_timestamp(MAX_TIMESTAMP)
+        if found is not None and found.offset >= 0:
+            resp.offset, resp.timestamp = found.offset, found.timestamp
+            resp.leader_epoch = log.epoch_for_offset(found.offset)
+    elif ts < 0:
+        resp.error_code = ErrorCode.INVALID_REQUEST
+    else:
+        try:
+            found = log.offset_for_timestamp(ts)
+        except KafkaError as exc:
+            resp.error_code = exc.code
+            return resp
+        if found is not None and found.offset < latest:
+            resp.offset, resp.timestamp = found.offset, found.timestamp
+            resp.leader_epoch = log.epoch_for_offset(found.offset)
+    return resp

@@ -1,0 +1,100 @@
+"""Metadata (key 3): brokers, controller and topic partitions; auto-creates topics."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from kaflet.metadata.topic_names import invalid_reason
+from kaflet.protocol import codec
+from kaflet.protocol.api_keys import ApiKey
+from kaflet.protocol.errors import ErrorCode
+from kaflet.server.metadata_cache import TopicInfo
+from kaflet.server.request_context import RequestContext
+
+API_KEY = ApiKey.METADATA
+MIN_VERSION = 0
+MAX_VERSION = 12
+
+# Operations a principal holds when no authorizer is configured, as the set of AclOperation
+# codes the codec turns into the bit field; None encodes "not requested" (INT32_MIN).
+TOPIC_OPERATIONS = {3, 4, 5, 6, 7, 8, 10, 11}
+CLUSTER_OPERATIONS = {4, 7, 8, 9, 10, 11, 12}
+NO_OPERATIONS = None
+
+
+async def handle(ctx: RequestContext, body: memoryview) -> bytes:
+    req = codec.decode_request(API_KEY, ctx.version, body)
+    broker = ctx.broker
+    cache = broker.metadata_cache
+    R = codec.response_class(API_KEY)
+    v = ctx.version
+    auto_create = getattr(req, "allow_auto_topic_creation", True) if v >= 4 else True
+    include_ops = v >= 8 and bool(getattr(req, "include_topic_authorized_operations", False))
+
+    requested = req.topics
+    if requested is None or (v == 0 and not requested):
+        names: list[tuple[str | None, Any]] = [(n, None) for n in sorted(cache.topics)]
+    else:
+        names = [(t.name, getattr(t, "topic_id", None)) for t in requested]
+
+    topics = []
+    to_create: list[str] = []
+    live = broker.live_brokers()
+    live_ids = {b.id for b in live}
+    for name, tid in names:
+        info: TopicInfo | None = None
+        if name is None and tid is not None:
+            info = cache.topic_by_id(tid.bytes)
+            if info is None:
+                topics.append(R.MetadataResponseTopic(
+                    error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=tid, is_internal=False, partitions=[]))
+                continue
+            name = info.name
+        assert name is not None
+        info = info or cache.topics.get(name)
+        if info is None:
+            code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            if invalid_reason(name) is not None:
+                code = ErrorCode.INVALID_TOPIC_EXCEPTION
+            elif auto_create and broker.config["auto.create.topics.enable"]:
+                to_create.append(name)
+                code = ErrorCode.LEADER_NOT_AVAILABLE
+            topics.append(R.MetadataResponseTopic(
+                error_code=code, name=name, topic_id=uuid.UUID(int=0), is_internal=False, partitions=[]))
+            continue
+        topics.append(_topic(R, info, include_ops, live_ids))
+    if to_create:
+        await broker.topic_admin.auto_create(to_create)
+
+    brokers = []
+    for b in live:
+        ep = b.endpoint(ctx.listener)
+        if ep is not None:
+            brokers.append(R.MetadataResponseBroker(node_id=b.id, host=ep.host or "", port=ep.port, rack=b.rack))
+    resp = R(
+        throttle_time_ms=0,
+        brokers=brokers,
+        cluster_id=broker.cluster_id,
+        controller_id=cache.controller_id,
+        topics=topics,
+    )
+    if 8 <= v <= 10:
+        include_cluster = bool(getattr(req, "include_cluster_authorized_operations", False))
+        resp.authorized_operations = CLUSTER_OPERATIONS if include_cluster else NO_OPERATIONS
+    return codec.encode_response(API_KEY, v, resp)
+
+
+def _topic(R: Any, info: TopicInfo, include_ops: bool, live_ids: set[int]) -> Any:
+    P = R.MetadataResponseTopic.MetadataResponsePartition
+    parts = []
+    for idx in sorted(info.partitions):
+        p = info.partitions[idx]
+        code = ErrorCode.NONE if p.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE
+        offline = [r for r in p.replicas if r not in live_ids]
+        parts.append(P(error_code=code, partition_index=idx, leader_id=p.leader, leader_epoch=p.leader_epoch,
+                       replica_nodes=p.replicas, isr_nodes=p.isr, offline_replicas=offline))
+    return R.MetadataResponseTopic(
+        error_code=0, name=info.name, topic_id=uuid.UUID(bytes=info.topic_id), is_internal=info.internal,
+        partitions=parts, authorized_operations=TOPIC_OPERATIONS if include_ops else NO_OPERATIONS,
+    )

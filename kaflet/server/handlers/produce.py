@@ -1,0 +1,66 @@
+"""Produce (key 0): append record batches as bytes, answer with offsets."""
+
+from __future__ import annotations
+
+import logging
+
+from kaflet.protocol.api_keys import ApiKey
+from kaflet.protocol.errors import ErrorCode, KafkaError
+from kaflet.protocol.produce import PartitionProduceResult, decode_produce_request, encode_produce_response
+from kaflet.server.request_context import RequestContext
+
+API_KEY = ApiKey.PRODUCE
+MIN_VERSION = 3
+MAX_VERSION = 10
+
+log = logging.getLogger("kaflet.produce")
+
+
+async def handle(ctx: RequestContext, body: memoryview) -> bytes | None:
+    req = decode_produce_request(body, ctx.version)
+    broker = ctx.broker
+    results: list[tuple[str, list[PartitionProduceResult]]] = []
+    flushes = []
+    any_error = False
+    for topic in req.topics:
+        parts: list[PartitionProduceResult] = []
+        for p in topic.partitions:
+            res = PartitionProduceResult(p.index)
+            parts.append(res)
+            partition = broker.replica_manager.get(topic.name, p.index)
+            try:
+                if req.acks not in (-1, 0, 1):
+                    raise KafkaError(ErrorCode.INVALID_REQUIRED_ACKS)
+                if req.transactional_id is not None:
+                    raise KafkaError(ErrorCode.INVALID_TXN_STATE, "transactions are not supported by this broker")
+                if partition is None:
+                    raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                if p.records is None or len(p.records) == 0:
+                    raise KafkaError(ErrorCode.INVALID_RECORD, "produce request carries no record batch")
+                first_size = 12 + int.from_bytes(p.records[8:12], "big", signed=True) if len(p.records) >= 12 else 0
+                if 12 <= first_size < len(p.records):
+                    raise KafkaError(ErrorCode.INVALID_RECORD, "Produce requests with version 3 and later are "
+                                     "only allowed to contain exactly one record batch")
+                appended = partition.append(p.records, req.acks)
+                res.base_offset = appended.base_offset
+                res.log_append_time_ms = appended.log_append_time
+                res.log_start_offset = appended.log_start_offset
+                if req.acks != 0 and appended.flush_needed:
+                    flushes.append(partition.log.flush_until(appended.last_offset + 1))
+            except KafkaError as exc:
+                any_error = True
+                res.error_code = int(exc.code)
+                res.error_message = exc.message
+                if exc.code in (ErrorCode.DUPLICATE_SEQUENCE_NUMBER, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER):
+                    log.debug("%s on %s-%d", exc.code.name, topic.name, p.index)
+            if partition is not None and res.log_start_offset < 0:
+                res.log_start_offset = partition.log.log_start_offset
+        results.append((topic.name, parts))
+    if req.acks == 0:
+        if any_error:
+            # Kafka closes the connection so an acks=0 producer learns that something failed.
+            ctx.conn.abort()
+        return None
+    for flush in flushes:
+        await flush
+    return encode_produce_response(results, 0, ctx.version)

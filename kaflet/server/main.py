@@ -1,0 +1,47 @@
+"""Running a broker process: logging, signals, clean shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+
+from kaflet.server.broker import Broker, BrokerStartError
+from kaflet.server.config import BrokerConfig
+
+
+def setup_logging(level: str = "INFO") -> None:
+    """One line per event on stderr, with a timestamp and the component."""
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s [%(name)s] %(message)s",
+        stream=sys.stderr,
+    )
+
+
+async def serve(config: BrokerConfig) -> None:
+    """Start a broker and run it until SIGTERM or SIGINT, then stop it cleanly."""
+    broker = Broker(config)
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await broker.start()
+    except BaseException:
+        await broker.stop()
+        raise
+    await stop.wait()
+    logging.getLogger("kaflet.broker").info("shutting down")
+    await broker.stop()
+
+
+def run(config: BrokerConfig) -> int:
+    """Run a broker in this process; returns the exit status."""
+    try:
+        asyncio.run(serve(config))
+    except BrokerStartError as exc:
+        logging.getLogger("kaflet.broker").error("cannot start: %s", exc)
+        return 1
+    return 0

@@ -1,0 +1,198 @@
+"""Topic administration as the admin APIs see it: validate, write through the controller, and
+answer once this broker's metadata shows the change (or the request's timeout passes)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from kaflet.controller import topics as controller_topics
+from kaflet.metadata.errors import AdminError
+from kaflet.metadata.topic_names import validate as validate_topic_name
+from kaflet.metadata.zkdata import uuid_from_str
+from kaflet.protocol.errors import ErrorCode
+from kaflet.server.topic_config import (
+    TOPIC_CONFIGS,
+    InvalidConfigError,
+    effective_topic_config,
+    validate_topic_configs,
+)
+
+if TYPE_CHECKING:
+    from kaflet.server.broker import Broker
+
+log = logging.getLogger("kaflet.admin")
+
+# DescribeConfigs config sources, as CreateTopics v5+ reports them.
+SOURCE_TOPIC = 1
+SOURCE_STATIC_BROKER = 4
+SOURCE_DEFAULT = 5
+
+
+@dataclass(slots=True)
+class TopicRequest:
+    """One topic of a CreateTopics request (-1 partitions/RF: the broker's defaults)."""
+
+    name: str
+    num_partitions: int
+    replication_factor: int
+    assignments: dict[int, list[int]] | None
+    configs: dict[str, str | None]
+
+
+@dataclass(slots=True)
+class CreateOutcome:
+    error_code: int = 0
+    error_message: str | None = None
+    topic_id: bytes | None = None
+    num_partitions: int = -1
+    replication_factor: int = -1
+    configs: dict[str, tuple[str, int]] = field(default_factory=dict)
+
+
+class TopicAdmin:
+    """Creates, deletes and grows topics on behalf of admin requests and auto-creation."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self._auto_creating: set[str] = set()
+
+    def _live(self) -> list[tuple[int, str | None]]:
+        return [(b.id, b.rack) for b in self.broker.live_brokers()]
+
+    def describe_configs(self, overrides: dict[str, str]) -> dict[str, tuple[str, int]]:
+        defaults = self.broker.config.topic_defaults()
+        out = {}
+        for name, value in effective_topic_config(defaults, overrides).items():
+            if name in overrides:
+                src = SOURCE_TOPIC
+            elif name in defaults and TOPIC_CONFIGS[name].broker_key in self.broker.config.originals:
+                src = SOURCE_STATIC_BROKER
+            else:
+                src = SOURCE_DEFAULT
+            out[name] = (value, src)
+        return out
+
+    async def create(self, req: TopicRequest, validate_only: bool, timeout_ms: int) -> CreateOutcome:
+        cfg = self.broker.config
+        out = CreateOutcome()
+        try:
+            validate_topic_name(req.name)
+        except AdminError as exc:
+            return CreateOutcome(exc.error_code, exc.message)
+        if req.assignments and (req.num_partitions != -1 or req.replication_factor != -1):
+            return CreateOutcome(
+                ErrorCode.INVALID_REQUEST,
+                "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.",
+            )
+        partitions = cfg["num.partitions"] if req.num_partitions == -1 else req.num_partitions
+        rf = cfg["default.replication.factor"] if req.replication_factor == -1 else req.replication_factor
+        if not req.assignments:
+            if partitions <= 0:
+                return CreateOutcome(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
+            if rf <= 0:
+                return CreateOutcome(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
+        try:
+            overrides = validate_topic_configs(dict(req.configs))
+        except InvalidConfigError as exc:
+            return CreateOutcome(ErrorCode.INVALID_CONFIG, str(exc))
+        try:
+            created = await controller_topics.create_topic(
+                self.broker.tree,
+                req.name,
+                partitions,
+                rf,
+                overrides,
+                self._live(),
+                req.assignments,
+                validate_only,
+                controller_epoch=self.broker.controller_epoch,
+            )
+        except AdminError as exc:
+            return CreateOutcome(exc.error_code, exc.message)
+        out.topic_id = uuid_from_str(created.topic_id)
+        out.num_partitions = len(created.assignment)
+        out.replication_factor = len(next(iter(created.assignment.values()))) if created.assignment else rf
+        out.configs = self.describe_configs(overrides)
+        if validate_only:
+            return out
+        n = out.num_partitions
+        ok = await self.broker.wait_for_metadata(
+            lambda: (t := self.broker.metadata_cache.topics.get(req.name)) is not None and len(t.partitions) >= n
+            and all(self.broker.replica_manager.get(req.name, p) is not None for p in range(n)),
+            timeout_ms,
+        )
+        info = self.broker.metadata_cache.topics.get(req.name)
+        if info is not None:
+            out.topic_id = info.topic_id
+        if not ok and timeout_ms > 0:
+            log.info("topic %s created but not yet ready within %d ms", req.name, timeout_ms)
+        return out
+
+    async def auto_create(self, names: list[str]) -> None:
+        """Create topics named by a Metadata request, with the broker's defaults."""
+        cfg = self.broker.config
+        for name in names:
+            if name in self._auto_creating:
+                continue
+            self._auto_creating.add(name)
+            try:
+                req = TopicRequest(name, cfg["num.partitions"], cfg["default.replication.factor"], None, {})
+                out = await self.create(req, False, 0)
+                if out.error_code not in (0, ErrorCode.TOPIC_ALREADY_EXISTS):
+                    log.warning("auto-creation of topic %s failed: %s", name, out.error_message)
+                else:
+                    log.info("auto-created topic %s", name)
+            finally:
+                self._auto_creating.discard(name)
+
+    async def delete(self, name: str, timeout_ms: int) -> tuple[int, str | None]:
+        if not self.broker.config["delete.topic.enable"]:
+            return ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled."
+        if name not in self.broker.metadata_cache.topics:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition."
+        try:
+            await controller_topics.delete_topic(self.broker.tree, name)
+        except AdminError as exc:
+            return exc.error_code, exc.message
+        ok = await self.broker.wait_for_metadata(lambda: name not in self.broker.metadata_cache.topics, timeout_ms)
+        if not ok:
+            return ErrorCode.REQUEST_TIMED_OUT, f"Deletion of topic {name} did not complete within {timeout_ms} ms"
+        return ErrorCode.NONE, None
+
+    async def create_partitions(
+        self, name: str, count: int, assignments: list[list[int]] | None, validate_only: bool, timeout_ms: int
+    ) -> tuple[int, str | None]:
+        info = self.broker.metadata_cache.topics.get(name)
+        if info is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
+        try:
+            await controller_topics.add_partitions(
+                self.broker.tree, name, count, self._live(), assignments, validate_only,
+                controller_epoch=self.broker.controller_epoch,
+            )
+        except AdminError as exc:
+            return exc.error_code, exc.message
+        if not validate_only:
+            await self.broker.wait_for_metadata(
+                lambda: all(self.broker.replica_manager.get(name, p) is not None for p in range(count)), timeout_ms
+            )
+        return ErrorCode.NONE, None
+
+
+async def wait_until(predicate: Callable[[], bool], changed: Callable[[], asyncio.Event], timeout_ms: int) -> bool:
+    """Wait until `predicate()` holds, re-checking whenever `changed()`'s event fires."""
+    deadline = time.monotonic() + max(timeout_ms, 0) / 1000
+    while not predicate():
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return False
+        try:
+            await asyncio.wait_for(changed().wait(), remaining)
+        except TimeoutError:
+            return predicate()
+    return True

@@ -1,0 +1,121 @@
+"""The ZooKeeper backend and the topic lifecycle against a real ZooKeeper server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+from kazoo.client import KazooClient
+
+from kaflet.controller import topics as ct
+from kaflet.metadata import zkdata as zk
+from kaflet.metadata.zk_testing import ZooKeeperServer
+from kaflet.metadata.zookeeper import ZooKeeperTree, split_chroot
+
+BROKERS = [(1, None), (2, None), (3, None)]
+
+
+def test_split_chroot() -> None:
+    assert split_chroot("h1:2181,h2:2181/kafka/prod") == ("h1:2181,h2:2181", "/kafka/prod")
+    assert split_chroot("h1:2181") == ("h1:2181", "")
+    assert split_chroot("h1:2181/") == ("h1:2181", "")
+
+
+async def test_chroot_is_created_and_used(zk_server: ZooKeeperServer, zk_connect: str) -> None:
+    tree = await ZooKeeperTree.connect(zk_connect)
+    try:
+        await tree.create("/inside", b"x")
+    finally:
+        await tree.close()
+    chroot = split_chroot(zk_connect)[1]
+    raw = KazooClient(zk_server.connect_string)
+    raw.start(10)
+    try:
+        assert raw.get(f"{chroot}/inside")[0] == b"x"
+    finally:
+        raw.stop()
+        raw.close()
+
+
+async def test_topic_layout_on_zookeeper(zk_tree: ZooKeeperTree) -> None:
+    await ct.ensure_persistent_paths(zk_tree)
+    for path in zk.PERSISTENT_PATHS:
+        data, _ = await zk_tree.get(path)
+        assert data is None  # Kafka's containers have null data
+    start = time.perf_counter()
+    res = await ct.create_topic(zk_tree, "wide", 1000, 3, {"cleanup.policy": "compact"}, BROKERS)
+    elapsed = time.perf_counter() - start
+    assert elapsed < 5, elapsed
+    k = zk_tree.kazoo
+    data, _ = await asyncio.to_thread(k.get, "/brokers/topics/wide")
+    obj = json.loads(data)
+    assert obj["topic_id"] == res.topic_id and len(obj["partitions"]) == 1000
+    assert (await asyncio.to_thread(k.get, "/brokers/topics/wide/partitions/999"))[0] is None
+    state, stat = await asyncio.to_thread(k.get, "/brokers/topics/wide/partitions/999/state")
+    reps = res.assignment[999]
+    assert state == zk.partition_state_json(zk.LeaderAndIsr(reps[0], 0, reps, 0)) and stat.version == 0
+    assert (await asyncio.to_thread(k.get, "/config/topics/wide"))[0] == (
+        b'{"version":1,"config":{"cleanup.policy":"compact"}}'
+    )
+    metas = await ct.list_topics(zk_tree)
+    assert len(metas["wide"].partition_states) == 1000
+
+
+async def test_topic_watcher_on_zookeeper(zk_tree: ZooKeeperTree) -> None:
+    await ct.ensure_persistent_paths(zk_tree)
+    seen: list[tuple[str, str]] = []
+    changed = asyncio.Event()
+
+    async def on_changed(name: str, meta: ct.TopicMeta) -> None:
+        seen.append(("changed", name))
+        changed.set()
+
+    async def on_deleted(name: str) -> None:
+        seen.append(("deleted", name))
+        changed.set()
+
+    w = ct.TopicWatcher(zk_tree, on_changed, on_deleted)
+    await w.start()
+    try:
+
+        async def next_event() -> None:
+            await asyncio.wait_for(changed.wait(), 5)
+            changed.clear()
+            await w.wait_idle()
+
+        await ct.create_topic(zk_tree, "t1", 2, 2, {}, BROKERS)
+        await next_event()
+        await ct.add_partitions(zk_tree, "t1", 3, BROKERS)
+        await next_event()
+        await ct.delete_topic(zk_tree, "t1")
+        await next_event()
+        await ct.complete_topic_deletion(zk_tree, "t1")
+        await asyncio.sleep(0.2)
+        await w.wait_idle()
+        assert seen == [("changed", "t1"), ("changed", "t1"), ("deleted", "t1")]
+    finally:
+        await w.stop()
+
+
+async def test_session_expiry_calls_hook_and_drops_ephemerals(
+    zk_server: ZooKeeperServer, zk_connect: str
+) -> None:
+    lost = asyncio.Event()
+    tree = await ZooKeeperTree.connect(zk_connect, session_timeout=4.0, on_session_lost=lost.set)
+    observer = await ZooKeeperTree.connect(zk_connect)
+    try:
+        await tree.create("/brokers/ids/1", b"{}", ephemeral=True, make_parents=True)
+        assert (await observer.exists("/brokers/ids/1")) is not None
+        # The classic way to expire a session: open a second connection with the same session
+        # id and password, then close it.
+        sid, passwd = tree.kazoo.client_id
+        other = KazooClient(zk_server.connect_string, client_id=(sid, passwd))
+        await asyncio.to_thread(other.start, 10)
+        await asyncio.to_thread(other.stop)
+        other.close()
+        await asyncio.wait_for(lost.wait(), 20)
+        assert await observer.exists("/brokers/ids/1") is None
+    finally:
+        await tree.close()
+        await observer.close()

@@ -1,0 +1,308 @@
+"""Log: append/read/roll, recovery after crashes, restart, producer state, flushing."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+
+from kaflet.log.config import LogConfig
+from kaflet.log.errors import OffsetOutOfRangeError, ProducerStateError
+from kaflet.log.log import Log
+from kaflet.log.producer_state import ProducerStateManager
+from kaflet.protocol.records import (
+    Record,
+    RecordError,
+    build_batch,
+    decode_records,
+    iter_batches,
+    parse_batch_header,
+)
+
+
+def _cfg(**props) -> LogConfig:  # type: ignore[no-untyped-def]
+    return LogConfig.from_props({"segment.bytes": 4000, "index.interval.bytes": 300, **props})
+
+
+def _batch(n: int = 3, ts: int = 1000, size: int = 40, **kw) -> bytes:  # type: ignore[no-untyped-def]
+    return build_batch([Record(i, i, b"k%d" % i, b"v" * size) for i in range(n)], base_timestamp=ts, **kw)
+
+
+def _fill(lg: Log, batches: int, start_ts: int = 1000) -> None:
+    for i in range(batches):
+        lg.append_as_leader(_batch(ts=start_ts + i), leader_epoch=1, now_ms=5000)
+
+
+def _all_offsets(lg: Log) -> list[int]:
+    out = []
+    for seg in lg.segments:
+        for _, h in seg.batches():
+            out.extend(range(h.base_offset, h.base_offset + h.records_count))
+    return out
+
+
+def test_append_assigns_offsets_and_rolls(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    lg = Log(str(tmp_path / "t-0"), _cfg())
+    r = lg.append_as_leader(_batch() + _batch(2), leader_epoch=4, now_ms=5000)
+    assert (r.base_offset, r.last_offset, r.record_count, r.duplicate, r.log_append_time) == (0, 4, 5, False, -1)
+    _fill(lg, 60)
+    assert lg.log_end_offset == 185 and lg.high_watermark == 185
+    assert len(lg.segments) > 3
+    assert _all_offsets(lg) == list(range(185))
+    for seg, nxt in zip(lg.segments, lg.segments[1:], strict=False):
+        assert seg.read_next_offset() == nxt.base_offset
+        assert os.path.exists(os.path.join(lg.dir, f"{nxt.base_offset:020d}.snapshot"))
+    data = lg.read_batches(0, 1 << 20)
+    h = parse_batch_header(data)
+    assert h.partition_leader_epoch == 4 and h.base_offset == 0
+    assert lg.leader_epoch_cache.entries == [(4, 0)]
+
+
+def test_read_semantics(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    lg = Log(str(tmp_path / "t-0"), _cfg())
+    _fill(lg, 40)
+    for off in (0, 1, 50, 119):
+        res = lg.read(off, 1)  # min_one_message: at least a whole batch
+        data = res.regions[0].read_bytes()
+        h = parse_batch_header(data)
+        assert h.base_offset <= off <= h.base_offset + h.last_offset_delta and len(data) == h.size
+    assert lg.read(120, 100).regions == []
+    with pytest.raises(OffsetOutOfRangeError) as ei:
+        lg.read(121, 100)
+    assert ei.value.error_code == 1
+    res = lg.read(0, 1 << 20, max_offset=6)
+    got = [h.base_offset for _, h in iter_batches(res.regions[0].read_bytes())]
+    assert got == [0, 3]
+    assert lg.read(6, 100, max_offset=6).regions == []
+
+
+def test_offset_for_timestamp(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    lg = Log(str(tmp_path / "t-0"), _cfg())
+    _fill(lg, 40)  # batch i: ts 1000+i .. 1002+i, offsets 3i..3i+2
+    assert lg.offset_for_timestamp(-2) == (0, -1)
+    assert lg.offset_for_timestamp(-1) == (120, -1)
+    assert lg.offset_for_timestamp(-3) == (119, 1041)
+    assert lg.offset_for_timestamp(0) == (0, 1000)
+    assert lg.offset_for_timestamp(1025) == (3 * 23 + 2, 1025)
+    assert lg.offset_for_timestamp(1041) == (119, 1041)
+    assert lg.offset_for_timestamp(1042) is None
+
+
+def test_log_append_time_and_recompression(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    lg = Log(str(tmp_path / "t-0"), _cfg(**{"message.timestamp.type": "LogAppendTime", "compression.type": "zstd"}))
+    r = lg.append_as_leader(_batch(compression=1), leader_epoch=0, now_ms=777)
+    assert r.log_append_time == 777
+    data = lg.read_batches(0)
+    h = parse_batch_header(data)
+    assert h.compression == 4 and h.timestamp_type == 1 and h.max_timestamp == 777
+    assert [r.value for r in decode_records(data)] == [b"v" * 40] * 3
+    lg.update_config(_cfg(**{"compression.type": "uncompressed"}))
+    lg.append_as_leader(_batch(compression=3), leader_epoch=0)
+    assert parse_batch_header(lg.read_batches(3)).compression == 0
+
+
+def test_rejections_write_nothing(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    lg = Log(str(tmp_path / "t-0"), _cfg(**{"max.message.bytes": 200, "cleanup.policy": "compact"}))
+    with pytest.raises(RecordError) as ei:
+        lg.append_as_leader(_batch(size=500), 0)
+    assert ei.value.error_code == 10
+    with pytest.raises(RecordError) as ei:
+        lg.append_as_leader(build_batch([Record(0, 0, None, b"x")]), 0)
+    assert ei.value.error_code == 87
+    assert lg.log_end_offset == 0 and lg.active_segment.size == 0
+
+
+def _crash_copy(src: str, dst: str) -> str:
+    shutil.copytree(src, dst)
+    return dst
+
+
+def test_torn_tail_recovery_at_random_points(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    src = str(tmp_path / "src" / "t-0")
+    lg = Log(src, _cfg(**{"segment.bytes": 100_000}))
+    ends = []
+    for i in range(30):
+        lg.append_as_leader(_batch(ts=1000 + i, size=random.Random(i).randint(1, 200)), 0, now_ms=1)
+        ends.append(lg.active_segment.size)
+    rng = random.Random(42)
+    for trial in range(15):
+        dst = _crash_copy(src, str(tmp_path / f"c{trial}" / "t-0"))
+        cut = rng.randint(0, ends[-1])
+        with open(os.path.join(dst, "00000000000000000000.log"), "r+b") as f:
+            f.truncate(cut)
+        whole = sum(1 for e in ends if e <= cut)
+        rec = Log(dst, _cfg(**{"segment.bytes": 100_000}), had_clean_shutdown=False)
+        assert rec.log_end_offset == whole * 3
+        assert rec.active_segment.size == (ends[whole - 1] if whole else 0)
+        assert _all_offsets(rec) == list(range(whole * 3))
+        rec.append_as_leader(_batch(), 0)
+        assert rec.log_end_offset == whole * 3 + 3
+        rec.close()
+
+
+def test_bad_crc_in_middle_truncates_there(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    d = str(tmp_path / "t-0")
+    lg = Log(d, _cfg(**{"segment.bytes": 100_000}))
+    ends = []
+    for i in range(10):
+        lg.append_as_leader(_batch(ts=1000 + i), 0)
+        ends.append(lg.active_segment.size)
+    lg.close()
+    with open(os.path.join(d, "00000000000000000000.log"), "r+b") as f:
+        f.seek(ends[4] + 70)
+        b = f.read(1)
+        f.seek(ends[4] + 70)
+        f.write(bytes([b[0] ^ 0xFF]))
+    rec = Log(d, _cfg(**{"segment.bytes": 100_000}), had_clean_shutdown=False)
+    assert rec.log_end_offset == 15 and rec.active_segment.size == ends[4]
+
+
+@pytest.mark.parametrize("damage", ["missing", "truncated", "garbage", "timeindex"])
+def test_damaged_indexes_rebuilt_after_clean_shutdown(tmp_path, damage: str) -> None:  # type: ignore[no-untyped-def]
+    d = str(tmp_path / "t-0")
+    cfg = _cfg(**{"segment.bytes": 100_000, "index.interval.bytes": 100})
+    lg = Log(d, cfg)
+    _fill(lg, 40)
+    lg.flush_sync()
+    lg.close(sync=True)
+    idx = os.path.join(d, "00000000000000000000.index")
+    if damage == "missing":
+        os.unlink(idx)
+    elif damage == "truncated":
+        with open(idx, "r+b") as f:
+            f.truncate(os.path.getsize(idx) - 3)
+    elif damage == "garbage":
+        with open(idx, "r+b") as f:
+            f.write(os.urandom(os.path.getsize(idx)))
+    else:
+        with open(os.path.join(d, "00000000000000000000.timeindex"), "wb") as f:
+            f.write(b"\x00" * 7)
+    rec = Log(d, cfg, had_clean_shutdown=True)
+    assert rec.log_end_offset == 120
+    for off in (0, 55, 119):
+        h = parse_batch_header(rec.read(off, 1).regions[0].read_bytes())
+        assert h.base_offset <= off <= h.base_offset + 2
+    assert rec.offset_for_timestamp(1020) == (3 * 18 + 2, 1020)
+
+
+def test_restart_after_clean_shutdown_keeps_everything(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    d = str(tmp_path / "t-0")
+    lg = Log(d, _cfg())
+    _fill(lg, 50)
+    lg.append_as_leader(_batch(producer_id=7, producer_epoch=0, base_sequence=0), 2)
+    segs = len(lg.segments)
+    lg.flush_sync()
+    lg.close(sync=True)
+    again = Log(d, _cfg(), had_clean_shutdown=True)
+    assert again.log_end_offset == 153 and len(again.segments) == segs
+    assert again.recovery_point == 153
+    assert again.producer_state.producers[7].last_seq == 2
+    assert again.leader_epoch_cache.entries == [(1, 0), (2, 150)]
+    assert again.epoch_for_offset(149) == 1 and again.epoch_for_offset(151) == 2
+    assert again.end_offset_for_epoch(1) == (1, 150)
+    r = again.append_as_leader(_batch(), 2)
+    assert r.base_offset == 153
+
+
+def test_truncate_to(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    lg = Log(str(tmp_path / "t-0"), _cfg())
+    _fill(lg, 50)
+    lg.truncate_to(100)  # offset 100 is inside batch 99..101: truncation is per batch
+    assert lg.log_end_offset == 99 and _all_offsets(lg) == list(range(99))
+    lg.append_as_leader(_batch(), 1)
+    assert lg.log_end_offset == 102
+    lg.truncate_to(0)
+    assert lg.log_end_offset == 0 and lg.log_start_offset == 0
+
+
+# ---- producer state ----
+
+def _pbatch(seq: int, epoch: int = 0, pid: int = 11, n: int = 3) -> bytes:
+    return _batch(n=n, producer_id=pid, producer_epoch=epoch, base_sequence=seq)
+
+
+def test_idempotent_dedup_and_errors(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    lg = Log(str(tmp_path / "t-0"), _cfg())
+    assert lg.append_as_leader(_pbatch(5), 0).base_offset == 0  # unknown producer: any sequence
+    r2 = lg.append_as_leader(_pbatch(8), 0)
+    dup = lg.append_as_leader(_pbatch(5), 0)
+    assert dup.duplicate and (dup.base_offset, dup.last_offset) == (0, 2)
+    assert lg.log_end_offset == 6
+    dup2 = lg.append_as_leader(_pbatch(8), 0)
+    assert dup2.duplicate and dup2.base_offset == r2.base_offset
+    with pytest.raises(ProducerStateError) as ei:
+        lg.append_as_leader(_pbatch(20), 0)
+    assert ei.value.error_code == 45
+    with pytest.raises(ProducerStateError) as ei:
+        lg.append_as_leader(_pbatch(3, epoch=1), 0)
+    assert ei.value.error_code == 45  # new epoch must start at 0
+    lg.append_as_leader(_pbatch(0, epoch=1), 0)
+    with pytest.raises(ProducerStateError) as ei:
+        lg.append_as_leader(_pbatch(3, epoch=0), 0)
+    assert ei.value.error_code == 47
+    assert lg.log_end_offset == 9
+
+
+def test_sequence_wrap(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    lg = Log(str(tmp_path / "t-0"), _cfg())
+    lg.append_as_leader(_pbatch(2**31 - 3, n=3), 0)  # last seq = Int.MAX
+    assert lg.append_as_leader(_pbatch(0), 0).base_offset == 3
+
+
+def test_only_last_five_batches_deduplicated(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    lg = Log(str(tmp_path / "t-0"), _cfg())
+    for i in range(7):
+        lg.append_as_leader(_pbatch(i * 3), 0)
+    assert lg.append_as_leader(_pbatch(6), 0).duplicate
+    with pytest.raises(ProducerStateError):
+        lg.append_as_leader(_pbatch(0), 0)  # fell out of the 5-batch cache
+
+
+def test_snapshot_round_trip_and_format(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    d = str(tmp_path)
+    lg = Log(os.path.join(d, "t-0"), _cfg())
+    lg.append_as_leader(_pbatch(0, pid=1), 0)
+    lg.append_as_leader(_pbatch(0, pid=2, epoch=3), 0, now_ms=1)
+    path = lg.producer_state.take_snapshot()
+    assert os.path.basename(path) == "00000000000000000006.snapshot"
+    data = Path(path).read_bytes()
+    assert len(data) == 10 + 46 * 2 and data[:2] == b"\x00\x01"
+    loaded = ProducerStateManager.decode_snapshot(data)
+    assert loaded[2].producer_epoch == 3 and loaded[2].last_seq == 2 and loaded[2].batches[-1].last_offset == 5
+    corrupt = bytearray(data)
+    corrupt[20] ^= 1
+    with pytest.raises(ValueError):
+        ProducerStateManager.decode_snapshot(bytes(corrupt))
+    # Unclean restart: state rebuilt from the snapshot plus replay of later batches.
+    lg.append_as_leader(_pbatch(3, pid=1), 0)
+    lg.flush_sync()
+    crash = _crash_copy(lg.dir, os.path.join(d, "crash", "t-0"))
+    os.unlink(os.path.join(crash, "00000000000000000000.snapshot"))
+    rec = Log(crash, _cfg(), had_clean_shutdown=False)
+    assert rec.producer_state.producers[1].last_seq == 5
+    assert rec.append_as_leader(_pbatch(3, pid=1), 0).duplicate
+
+
+# ---- flushing ----
+
+async def test_flush_until_group_commits(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    lg = Log(str(tmp_path / "t-0"), _cfg(**{"flush.messages": 1}))
+    calls = []
+    orig = Log._fsync_segments
+
+    def counting(segs):  # type: ignore[no-untyped-def]
+        calls.append(len(segs))
+        orig(segs)
+
+    lg._fsync_segments = counting  # type: ignore[method-assign]
+    results = [lg.append_as_leader(_batch(), 0) for _ in range(5)]
+    assert all(r.flush_needed for r in results)
+    await asyncio.gather(*(lg.flush_until(r.last_offset + 1) for r in results))
+    assert lg.recovery_point == 15 and len(calls) == 1
+    await lg.flush_until(15)
+    assert len(calls) == 1
+    assert lg.flush_due(10**15) is False
