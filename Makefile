@@ -17,11 +17,12 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check kaflet tests benchmarks
+	$(BIN)/mypy kaflet/protocol kaflet/log kaflet/metadata kaflet/network kaflet/server
 	$(BIN)/pytest -q $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check kaflet tests benchmarks
-	$(BIN)/mypy kaflet/protocol kaflet/log kaflet/metadata
+	$(BIN)/mypy kaflet/protocol kaflet/log kaflet/metadata kaflet/network kaflet/server
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench.py $(ARGS)

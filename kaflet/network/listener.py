@@ -91,7 +91,13 @@ class Listener:
             task = asyncio.create_task(conn.serve(), name=f"conn-{conn_id}")
             conn.task = task
             self.connections[conn] = task
-            task.add_done_callback(lambda _t, c=conn: self.connections.pop(c, None))
+            task.add_done_callback(self._forget(conn))
+
+    def _forget(self, conn: Connection) -> Callable[[asyncio.Task[None]], None]:
+        def done(_task: asyncio.Task[None]) -> None:
+            self.connections.pop(conn, None)
+
+        return done
 
     async def _reap_idle(self) -> None:
         # Kafka closes connections idle for connections.max.idle.ms; a scan a few times per

@@ -39,6 +39,7 @@ class Broker:
         self.broker_id = config["broker.id"]
         self.controller_epoch = 0
         self.stopping = False
+        self.started = False
         self.metadata_cache = MetadataCache()
         self.tree: MetadataTree = None  # type: ignore[assignment]
         self.log_manager: Any = None
@@ -118,6 +119,7 @@ class Broker:
             lst.serve()
         self._tasks.append(asyncio.create_task(self.log_manager.run_background(self._stop_background),
                                                name="log-manager"))
+        self.started = True
         where = ", ".join(f"{a.listener}://{a.host}:{a.port}" for a in self.advertised)
         log.info("kaflet broker %d (cluster %s) listening on %s, data in %s",
                  self.broker_id, self.cluster_id, where, ", ".join(log_dirs))
@@ -176,14 +178,16 @@ class Broker:
 
         cfg = self.config
         try:
-            self.log_manager = LogManager(
+            manager = LogManager(
                 self.log_dirs,
                 cfg.topic_defaults(),
                 topic_config=lambda topic: self.topic_overrides.get(topic, {}),
                 recovery_point_checkpoint_interval_ms=cfg["log.flush.offset.checkpoint.interval.ms"],
                 log_start_offset_checkpoint_interval_ms=cfg["log.flush.start.offset.checkpoint.interval.ms"],
             )
-            self.log_manager.startup()
+            manager.startup()
+            # Only a fully loaded manager may write the clean-shutdown marker at stop.
+            self.log_manager = manager
         except LogDirLockedError as exc:
             raise BrokerStartError(f"{exc}; is another broker using it?") from None
         except (OSError, ValueError) as exc:
@@ -280,7 +284,8 @@ class Broker:
             self.log_manager.shutdown()
         if self.tree is not None:
             await self.tree.close()
-        log.info("kaflet broker %d stopped cleanly", self.broker_id)
+        if self.started:
+            log.info("kaflet broker %d stopped cleanly", self.broker_id)
         self._stopped.set()
 
     @property

@@ -48,9 +48,11 @@ def _read_partition(
     except KafkaError as exc:
         out.error_code = exc.code
         return out, 0
+    except OSError:
+        out.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+        return out, 0
     out.records = list(result.regions)
-    size = sum(r.size for r in out.records)
-    return out, size
+    return out, sum(r.size for r in result.regions)
 
 
 async def handle(ctx: RequestContext, body: memoryview) -> list[Any]:

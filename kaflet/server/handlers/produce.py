@@ -46,7 +46,12 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes | None:
                 res.log_append_time_ms = appended.log_append_time
                 res.log_start_offset = appended.log_start_offset
                 if req.acks != 0 and appended.flush_needed:
-                    flushes.append(partition.log.flush_until(appended.last_offset + 1))
+                    flushes.append((res, partition.log.flush_until(appended.last_offset + 1)))
+            except OSError as exc:
+                any_error = True
+                log.error("append to %s-%d failed: %s", topic.name, p.index, exc)
+                res.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+                res.error_message = f"Disk error when appending to {topic.name}-{p.index}"
             except KafkaError as exc:
                 any_error = True
                 res.error_code = int(exc.code)
@@ -61,6 +66,13 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes | None:
             # Kafka closes the connection so an acks=0 producer learns that something failed.
             ctx.conn.abort()
         return None
-    for flush in flushes:
-        await flush
+    for res, flush in flushes:
+        try:
+            await flush
+        except OSError as exc:
+            # The batch is in the page cache but not on disk: the guarantee asked for
+            # (flush.messages) does not hold, so it must not be acknowledged.
+            log.error("fsync of %s failed: %s", res.index, exc)
+            res.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+            res.error_message = "Disk error while flushing the log"
     return encode_produce_response(results, 0, ctx.version)
