@@ -7,21 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess, running_broker
 
 
 @pytest.fixture(scope="module")
 def kaflet_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     """One broker process for a test module (stopped, then killed if it hangs, by PID)."""
-    broker = BrokerProcess(tmp_path_factory.mktemp("broker") / "data")
-    broker.start()
-    try:
+    with running_broker(tmp_path_factory.mktemp("broker") / "data") as broker:
         yield broker
-    finally:
-        try:
-            broker.stop(timeout=20)
-        finally:
-            broker.kill()
 
 
 @pytest.fixture

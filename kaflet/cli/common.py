@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -94,11 +95,49 @@ def client_config(
         "socket.timeout.ms": max(int(timeout_s * 1000), 1000),
     }
     if config_file:
-        conf.update(parse_properties_file(config_file))
+        conf.update(java_client_properties(parse_properties_file(config_file)))
     if overrides:
         conf.update(overrides)
     conf["bootstrap.servers"] = bootstrap
     return conf
+
+
+def java_client_properties(props: dict[str, str]) -> dict[str, str]:
+    """Accept a Java client's --command-config as well as librdkafka's.
+
+    Kafka's tools take `sasl.jaas.config` and PEM `ssl.truststore.*`/`ssl.keystore.*` settings;
+    librdkafka names the same things `sasl.username`/`sasl.password`, `ssl.ca.location`,
+    `ssl.certificate.location`/`ssl.key.location` and rejects the Java names, so translate them.
+    """
+    out = dict(props)
+    jaas = out.pop("sasl.jaas.config", None)
+    if jaas is not None:
+        m_user = re.search(r'\busername\s*=\s*(?:"((?:\\.|[^"\\])*)"|([^\s;"]+))', jaas)
+        m_pass = re.search(r'\bpassword\s*=\s*(?:"((?:\\.|[^"\\])*)"|([^\s;"]+))', jaas)
+        if m_user is None or m_pass is None:
+            raise CliError("sasl.jaas.config in the client config needs username=\"...\" and password=\"...\".")
+        out.setdefault("sasl.username", re.sub(r"\\(.)", r"\1", m_user.group(1) or m_user.group(2) or ""))
+        out.setdefault("sasl.password", re.sub(r"\\(.)", r"\1", m_pass.group(1) or m_pass.group(2) or ""))
+    truststore_type = out.pop("ssl.truststore.type", "PEM").strip().upper()
+    if truststore_type != "PEM":
+        raise CliError(f"ssl.truststore.type={truststore_type} is not supported by the command-line tools; "
+                       "use a PEM file (ssl.truststore.type=PEM) or ssl.ca.location.")
+    if "ssl.truststore.location" in out:
+        out.setdefault("ssl.ca.location", out.pop("ssl.truststore.location"))
+    if "ssl.truststore.certificates" in out:
+        out.setdefault("ssl.ca.pem", out.pop("ssl.truststore.certificates"))
+    # librdkafka reads a PKCS#12 keystore itself (ssl.keystore.location); only PEM needs translating.
+    if out.pop("ssl.keystore.type", "PEM").strip().upper() == "PEM":
+        if "ssl.keystore.location" in out:
+            # A PEM keystore holds the key and the certificate chain in one file.
+            path = out.pop("ssl.keystore.location")
+            out.setdefault("ssl.certificate.location", path)
+            out.setdefault("ssl.key.location", path)
+        if "ssl.keystore.certificate.chain" in out:
+            out.setdefault("ssl.certificate.pem", out.pop("ssl.keystore.certificate.chain"))
+        if "ssl.keystore.key" in out:
+            out.setdefault("ssl.key.pem", out.pop("ssl.keystore.key"))
+    return out
 
 
 def unreachable_message(bootstrap: str, timeout_s: float, detail: str = "") -> str:

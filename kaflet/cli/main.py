@@ -9,13 +9,15 @@ import sys
 
 import click
 
+from kaflet.cli.configs import configs
 from kaflet.cli.consume import consume
+from kaflet.cli.groups import groups
 from kaflet.cli.produce import produce
 from kaflet.cli.topics import topics
 
 # Commands imported only when used: the broker pulls in the whole server, which the
 # client tools should not pay for at start-up. name -> (module, attribute).
-_LAZY_COMMANDS = {"broker": ("kaflet.cli.broker", "broker")}
+_LAZY_COMMANDS = {"broker": ("kaflet.cli.broker", "broker"), "dump-log": ("kaflet.cli.dump_log", "dump_log")}
 
 
 def _module_exists(module: str) -> bool:
@@ -52,6 +54,8 @@ def kaflet() -> None:
 kaflet.add_command(topics)
 kaflet.add_command(produce)
 kaflet.add_command(consume)
+kaflet.add_command(groups)
+kaflet.add_command(configs)
 
 
 def main() -> None:

@@ -116,6 +116,11 @@ class LogConfig:
     def compact(self) -> bool:
         return "compact" in self.cleanup_policy
 
+    @property
+    def delete(self) -> bool:
+        """cleanup.policy includes ``delete``: retention.ms/bytes apply and DeleteRecords is allowed."""
+        return "delete" in self.cleanup_policy
+
     def to_props(self) -> dict[str, str]:
         """Kafka names -> string values (booleans lowercase), ``extra`` included."""
         out: dict[str, str] = {}

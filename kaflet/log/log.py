@@ -147,6 +147,8 @@ class Log:
         self._bases: list[int] = []
         self._flush_task: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[None]] = set()
+        # (unlink after ms, paths): segments renamed ``.deleted`` by retention/DeleteRecords.
+        self._pending_file_deletes: list[tuple[int, list[str]]] = []
         self._closed = False
         self.auto_advance_high_watermark = True
         self.leader_epoch_cache = LeaderEpochCache(os.path.join(directory, LEADER_EPOCH_CHECKPOINT))
@@ -650,6 +652,133 @@ class Log:
         now = self._time() if now_ms is None else now_ms
         return self._leo > self._recovery_point and now - self._last_flush_ms >= self.config.flush_ms
 
+    # ------------------------------------------------------------------ retention / log start offset
+
+    def maybe_increment_log_start_offset(self, new_start: int) -> bool:
+        """Move the log start offset forward to ``new_start`` (DeleteRecords); True if it moved.
+
+        Raises OffsetOutOfRangeError past the high watermark, as Kafka does; a lower value
+        than the current start is ignored.  Whole segments below the new start are deleted
+        by ``delete_old_segments`` (which the broker runs right after).
+        """
+        if new_start > self._high_watermark:
+            raise OffsetOutOfRangeError(
+                f"Cannot increment the log start offset to {new_start} of partition {self.topic}-{self.partition} "
+                f"since it is larger than the high watermark {self._high_watermark}"
+            )
+        return self._advance_log_start_offset(new_start)
+
+    def _advance_log_start_offset(self, new_start: int) -> bool:
+        if new_start <= self.log_start_offset:
+            return False
+        self.log_start_offset = new_start
+        # The epoch file is not fsync'd here: start-up trims it to the log start offset anyway.
+        self.leader_epoch_cache.truncate_from_start(new_start, flush=False)
+        # Nothing below the log start offset is ever recovered, so it counts as flushed.
+        self._recovery_point = max(self._recovery_point, min(new_start, self._leo))
+        return True
+
+    def delete_old_segments(self, now_ms: int | None = None) -> int:
+        """Kafka's retention pass; returns the number of segments deleted.
+
+        With ``delete`` in cleanup.policy: segments whose largest timestamp is older than
+        retention.ms, then the oldest segments while the log stays >= retention.bytes without
+        them.  Whatever the policy: segments wholly below the log start offset.  A segment is
+        only deleted when everything in it is below the high watermark; when every segment
+        qualifies, the active one is rolled first so the log keeps an (empty) active segment.
+        """
+        now = self._time() if now_ms is None else now_ms
+        deleted = 0
+        if self.config.delete:
+            deleted += self._delete_retention_ms_breached(now)
+            deleted += self._delete_retention_size_breached(now)
+        deleted += self.delete_log_start_offset_breached(now)
+        return deleted
+
+    def _delete_retention_ms_breached(self, now: int) -> int:
+        retention_ms = self.config.retention_ms
+        if retention_ms < 0:
+            return 0
+        return self._delete_segments(
+            self._deletable_segments(lambda seg, _nxt: now - seg.largest_timestamp > retention_ms), now,
+            f"retention time {retention_ms}ms breach",
+        )
+
+    def _delete_retention_size_breached(self, now: int) -> int:
+        retention_bytes = self.config.retention_bytes
+        size = self.size_in_bytes
+        if retention_bytes < 0 or size < retention_bytes:
+            return 0
+        excess = size - retention_bytes
+
+        def over_size(seg: LogSegment, _nxt: LogSegment | None) -> bool:
+            nonlocal excess
+            if excess - seg.size >= 0:
+                excess -= seg.size
+                return True
+            return False
+
+        return self._delete_segments(self._deletable_segments(over_size), now,
+                                     f"retention size in bytes {retention_bytes} breach")
+
+    def delete_log_start_offset_breached(self, now_ms: int | None = None) -> int:
+        """Delete the segments that lie wholly below the log start offset."""
+        now = self._time() if now_ms is None else now_ms
+        start = self.log_start_offset
+        return self._delete_segments(
+            self._deletable_segments(lambda _seg, nxt: nxt is not None and nxt.base_offset <= start), now,
+            f"log start offset {start} breach",
+        )
+
+    def _deletable_segments(self, predicate: Callable[[LogSegment, LogSegment | None], bool]) -> list[LogSegment]:
+        # Oldest first, stopping at the first segment that must stay.
+        out: list[LogSegment] = []
+        segs = self._segments
+        for i, seg in enumerate(segs):
+            nxt = segs[i + 1] if i + 1 < len(segs) else None
+            upper = nxt.base_offset if nxt is not None else self._leo
+            # Never past the HW (the log start offset must not exceed it), and an empty
+            # active segment is never deleted (it would only be created again).
+            if self._high_watermark < upper or not predicate(seg, nxt) or (nxt is None and seg.size == 0):
+                break
+            out.append(seg)
+        return out
+
+    def _delete_segments(self, segs: list[LogSegment], now: int, reason: str) -> int:
+        if not segs:
+            return 0
+        if len(segs) == len(self._segments):
+            self.roll()  # a log always keeps one segment: start an empty one at the LEO
+        n = len(segs)
+        del self._segments[:n]
+        del self._bases[:n]
+        paths: list[str] = []
+        for seg in segs:
+            paths.extend(seg.rename_to_deleted())
+        self._pending_file_deletes.append((now + self.config.file_delete_delay_ms, paths))
+        first = self._segments[0].base_offset
+        self._advance_log_start_offset(first)
+        self.producer_state.delete_snapshots_before(first)
+        log.info("%s: deleting segments %s due to %s; log start offset is now %d", self.dir,
+                 [s.base_offset for s in segs], reason, self.log_start_offset)
+        return n
+
+    def take_due_file_deletes(self, now_ms: int | None = None, everything: bool = False) -> list[str]:
+        """Paths of ``.deleted`` files whose file.delete.delay.ms has passed (now forgotten).
+
+        The caller unlinks them (``unlink_files``), typically in an executor.
+        """
+        now = self._time() if now_ms is None else now_ms
+        due = [p for t, paths in self._pending_file_deletes if everything or t <= now for p in paths]
+        self._pending_file_deletes = [(t, ps) for t, ps in self._pending_file_deletes
+                                      if not (everything or t <= now)]
+        return due
+
+    @property
+    def next_file_delete_ms(self) -> int | None:
+        """When the next pending ``.deleted`` file is due, if any."""
+        return min((t for t, _ in self._pending_file_deletes), default=None)
+
     # ------------------------------------------------------------------ truncation / lifecycle
 
     def truncate_to(self, offset: int) -> None:
@@ -723,3 +852,15 @@ def _unlink(path: str) -> None:
         os.unlink(path)
     except FileNotFoundError:
         pass
+
+
+def unlink_files(paths: list[str]) -> int:
+    """Remove files that may already be gone (blocking; run it in an executor); returns count."""
+    removed = 0
+    for p in paths:
+        try:
+            os.unlink(p)
+            removed += 1
+        except FileNotFoundError:
+            pass
+    return removed

@@ -7,7 +7,11 @@ the last shutdown was clean (the marker is then deleted), queue ``-delete`` dirs
 Running: the broker awaits ``run_background(stop_event)`` as a task; it flushes logs whose
 ``flush.ms`` elapsed, writes ``recovery-point-offset-checkpoint`` and
 ``log-start-offset-checkpoint`` every 60 s (in an executor), and removes deleted partition dirs
-after ``file.delete.delay.ms``.
+after ``file.delete.delay.ms``.  Every ``log.retention.check.interval.ms`` it runs retention
+(``cleanup_logs``: retention.ms, retention.bytes, log start offset) on every log; the segments
+it drops are renamed ``.deleted`` at once and unlinked in the executor after
+``file.delete.delay.ms``.  When a log start offset moves, the checkpoint is written right away
+rather than at the next 60 s tick, so a restart never resurrects deleted records.
 
 Shutdown (``shutdown()``, blocking): flush every log, close it (producer snapshots, trimmed
 indexes), write the checkpoints, write an empty ``.kafka_cleanshutdown`` per dir, unlock.
@@ -35,7 +39,7 @@ from kaflet.log.checkpoints import (
     write_offset_checkpoint,
 )
 from kaflet.log.config import LogConfig
-from kaflet.log.log import Log, parse_topic_partition
+from kaflet.log.log import Log, parse_topic_partition, unlink_files
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +76,7 @@ class LogManager:
         recovery_point_checkpoint_interval_ms: int = 60000,
         log_start_offset_checkpoint_interval_ms: int = 60000,
         flush_check_interval_ms: int = 1000,
+        retention_check_interval_ms: int = 300000,
         executor: Executor | None = None,
         now_ms: Callable[[], int] = _now_ms,
     ) -> None:
@@ -86,6 +91,9 @@ class LogManager:
         self.recovery_point_checkpoint_interval_ms = recovery_point_checkpoint_interval_ms
         self.log_start_offset_checkpoint_interval_ms = log_start_offset_checkpoint_interval_ms
         self.flush_check_interval_ms = flush_check_interval_ms
+        self.retention_check_interval_ms = retention_check_interval_ms
+        # Two checkpoint writes must not interleave: both go through the same ``.tmp`` file.
+        self._checkpoint_lock = asyncio.Lock()
         self._executor = executor
         self._time = now_ms
         self._logs: dict[TopicPartition, Log] = {}
@@ -258,18 +266,61 @@ class LogManager:
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
 
     async def _write_checkpoint_async(self, name: str, attr: str) -> None:
-        # Values are gathered on the loop thread; only the file writing runs in the executor.
-        snapshot = self._offsets_by_dir(attr)
+        async with self._checkpoint_lock:
+            # Values are gathered on the loop thread; only the file writing runs in the executor.
+            snapshot = self._offsets_by_dir(attr)
 
-        def write() -> None:
-            for d, offsets in snapshot.items():
-                write_offset_checkpoint(os.path.join(d, name), offsets)
+            def write() -> None:
+                for d, offsets in snapshot.items():
+                    write_offset_checkpoint(os.path.join(d, name), offsets)
 
-        await self._in_executor(write)
+            await self._in_executor(write)
+
+    # ------------------------------------------------------------------ retention
+
+    def cleanup_logs(self, now_ms: int | None = None) -> tuple[int, bool]:
+        """One retention pass over every log (renames only; nothing is unlinked here).
+
+        Returns (segments deleted, whether any log start offset moved).
+        """
+        now = self._time() if now_ms is None else now_ms
+        deleted = 0
+        moved = False
+        for lg in list(self._logs.values()):
+            if lg.closed:
+                continue
+            before = lg.log_start_offset
+            try:
+                deleted += lg.delete_old_segments(now)
+            except Exception:  # one bad log must not stop retention for the others
+                log.exception("%s: retention failed", lg.dir)
+            moved = moved or lg.log_start_offset != before
+        return deleted, moved
+
+    async def log_start_offset_moved(self, lg: Log) -> None:
+        """After DeleteRecords: drop the segments now below the start, then checkpoint it."""
+        lg.delete_log_start_offset_breached()
+        await self._write_checkpoint_async(LOG_START_OFFSET_CHECKPOINT, "log_start_offset")
+
+    async def remove_due_segment_files(self, now_ms: int | None = None) -> int:
+        """Unlink the ``.deleted`` segment files whose delay has passed (in the executor)."""
+        now = self._time() if now_ms is None else now_ms
+        paths = [p for lg in self._logs.values() for p in lg.take_due_file_deletes(now)]
+        if not paths:
+            return 0
+        return int(await self._in_executor(unlink_files, paths))
+
+    def _next_wake_ms(self, now: int, last_retention: int) -> int:
+        wake = min(self.flush_check_interval_ms, max(0, last_retention + self.retention_check_interval_ms - now))
+        for lg in self._logs.values():
+            due = lg.next_file_delete_ms
+            if due is not None:
+                wake = min(wake, max(0, due - now))
+        return max(wake, 10)
 
     async def run_background(self, stop_event: asyncio.Event) -> None:
         """Periodic jobs until ``stop_event`` is set: flush.ms flushes, checkpoints, dir removal."""
-        last_rp = last_ls = self._time()
+        last_rp = last_ls = last_retention = self._time()
         while not stop_event.is_set():
             now = self._time()
             try:
@@ -284,10 +335,19 @@ class LogManager:
                     await self._write_checkpoint_async(LOG_START_OFFSET_CHECKPOINT, "log_start_offset")
                 if any(t <= now for _, t in self._pending_deletes):
                     await self._in_executor(self.remove_deleted_dirs, now)
+                # Kafka waits 30 s before the first retention check; here the first check comes
+                # one interval after start-up, so a short interval takes effect at once.
+                if now - last_retention >= self.retention_check_interval_ms:
+                    last_retention = now
+                    _, moved = self.cleanup_logs(now)
+                    if moved:
+                        await self._write_checkpoint_async(LOG_START_OFFSET_CHECKPOINT, "log_start_offset")
+                await self.remove_due_segment_files(now)
             except Exception:
                 log.exception("log manager background job failed")
             try:
-                await asyncio.wait_for(stop_event.wait(), timeout=self.flush_check_interval_ms / 1000)
+                timeout = self._next_wake_ms(self._time(), last_retention) / 1000
+                await asyncio.wait_for(stop_event.wait(), timeout=timeout)
             except TimeoutError:
                 pass
 

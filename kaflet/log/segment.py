@@ -471,6 +471,25 @@ class LogSegment:
         self._handle = None
         self._closed = True
 
+    def rename_to_deleted(self) -> list[str]:
+        """Close the segment and rename its files to ``<name>.deleted``; returns the new paths.
+
+        Retention and DeleteRecords use this instead of ``delete``: the rename is instant and
+        atomic, while the files themselves are unlinked later (after file.delete.delay.ms), so
+        fetches that already hold a region of the file are not cut short.  A crash in between
+        is harmless: start-up removes every ``.deleted`` file.
+        """
+        self.close_handlers()
+        renamed: list[str] = []
+        for path in (self.log_path, self.offset_index.path, self.time_index.path,
+                     os.path.join(self.dir, segment_file_name(self.base_offset, TXN_INDEX_SUFFIX))):
+            try:
+                os.rename(path, path + DELETED_SUFFIX)
+            except FileNotFoundError:
+                continue
+            renamed.append(path + DELETED_SUFFIX)
+        return renamed
+
     def delete(self) -> None:
         """Close and remove the segment's files (open regions still read the old data)."""
         self.close_handlers()

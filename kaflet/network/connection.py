@@ -2,7 +2,12 @@
 
 Requests on a connection are handled one at a time and answered in order, as Kafka does (it
 mutes a channel while a request is in flight). Pipelined requests wait in the socket buffer.
-Plain sockets are driven with the loop's sock_* calls so file regions go out with sendfile.
+Bytes move through a `Channel` (channel.py): a plain socket driven with the loop's sock_* calls,
+so file regions go out with sendfile, or sans-io TLS over the same calls.
+
+A connection on a TLS listener first completes the TLS handshake; one on a SASL listener then
+has to authenticate before anything but ApiVersions and SaslHandshake is served. Until then it
+has a deadline, and its frames are bounded by sasl.server.max.receive.size, as in Kafka.
 """
 
 from __future__ import annotations
@@ -10,10 +15,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import ssl
 import struct
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any
+
+from kaflet.network.channel import Channel, FileRegionLike, TlsChannel, TlsError
+from kaflet.security.principal import ANONYMOUS, KafkaPrincipal
 
 log = logging.getLogger("kaflet.network")
 
@@ -21,26 +31,30 @@ _SIZE = struct.Struct(">i")
 _READ_CHUNK = 65536
 
 
-class FileRegionLike(Protocol):
-    """A run of bytes in a file that can be sent without copying it through Python."""
-
-    size: int
-
-    position: int
-
-    @property
-    def file(self) -> Any:
-        """The open binary file object that holds the bytes."""
-        ...
-
-    def read_bytes(self) -> bytes: ...
-
-
 Chunk = bytes | bytearray | memoryview | FileRegionLike
 
 
 class FrameError(Exception):
     """The peer sent something that is not a Kafka frame we accept; the connection is closed."""
+
+
+@dataclass(slots=True)
+class ListenerSecurity:
+    """How a listener secures its connections (its security protocol, resolved at start-up)."""
+
+    protocol: str = "PLAINTEXT"
+    ssl_context: ssl.SSLContext | None = None
+    #: Creates the per-connection SASL session (kaflet.security.session.SaslSession) on SASL listeners.
+    sasl_session_factory: Callable[[], Any] | None = None
+    #: Time a connection has to finish the TLS handshake and SASL authentication.
+    auth_timeout_s: float = 10.0
+    #: Largest frame accepted before authentication completes (sasl.server.max.receive.size).
+    sasl_max_receive: int = 524288
+    #: Builds the principal of a TLS client from its DER certificate (None: no certificate).
+    tls_principal: Callable[[bytes | None], KafkaPrincipal] | None = None
+
+
+_PLAIN = ListenerSecurity()
 
 
 class Connection:
@@ -54,6 +68,7 @@ class Connection:
         handler: Callable[[Connection, memoryview], Awaitable[Sequence[Chunk] | None]],
         max_request_bytes: int,
         conn_id: str,
+        security: ListenerSecurity | None = None,
     ) -> None:
         self.sock = sock
         self.peer = peer
@@ -61,23 +76,47 @@ class Connection:
         self.handler = handler
         self.max_request_bytes = max_request_bytes
         self.conn_id = conn_id
+        self.security = security or _PLAIN
+        self.channel: Channel = (TlsChannel(sock, self.security.ssl_context)
+                                 if self.security.ssl_context is not None else Channel(sock))
         self.loop = asyncio.get_running_loop()
         self.last_active = time.monotonic()
         self.busy = False
         self.closed = False
         self.client_software: tuple[str, str] = ("", "")
+        #: The authenticated principal, for the authorizer (ANONYMOUS until authenticated).
+        self.principal: KafkaPrincipal = ANONYMOUS
+        #: The SASL session on SASL listeners (kaflet.security.session.SaslSession), else None.
+        self.sasl: Any = (self.security.sasl_session_factory()
+                          if self.security.sasl_session_factory is not None else None)
+        #: Set by a handler whose response must be the last one (a failed authentication).
+        self.close_after_response = False
+        self._auth_deadline: float | None = time.monotonic() + self.security.auth_timeout_s
         self._buf = bytearray(_READ_CHUNK)
         self._view = memoryview(self._buf)
         self._start = 0
         self._end = 0
-        self.use_sendfile = True
         self.task: asyncio.Task[None] | None = None
+
+    @property
+    def use_sendfile(self) -> bool:
+        return self.channel.use_sendfile
+
+    @property
+    def authenticated(self) -> bool:
+        """True once the TLS handshake and (on SASL listeners) SASL authentication are done."""
+        return self._auth_deadline is None
 
     async def serve(self) -> None:
         """Serve requests until the peer disconnects, sends garbage, or the broker closes us."""
         try:
+            await self.channel.start(self.security.auth_timeout_s)
+            if self.sasl is None:
+                self._authenticated()
             while not self.closed:
-                frame = await self._read_frame()
+                if self._auth_deadline is not None and self.sasl is not None and self.sasl.complete:
+                    self._authenticated()
+                frame = await self._read_frame_in_time()
                 if frame is None:
                     return
                 self.busy = True
@@ -87,8 +126,12 @@ class Connection:
                     await self._write(chunks)
                 self.busy = False
                 self.last_active = time.monotonic()
+                if self.close_after_response:
+                    return
         except FrameError as exc:
             log.warning("closing connection %s from %s:%d: %s", self.conn_id, self.peer[0], self.peer[1], exc)
+        except TlsError as exc:
+            log.info("closing connection %s from %s:%d: %s", self.conn_id, self.peer[0], self.peer[1], exc)
         except (ConnectionError, TimeoutError, BrokenPipeError):
             pass
         except OSError as exc:
@@ -97,6 +140,28 @@ class Connection:
         finally:
             self.busy = False
             self.close()
+
+    def _authenticated(self) -> None:
+        self._auth_deadline = None
+        if self.sasl is not None:
+            self.principal = self.sasl.principal
+        elif self.security.tls_principal is not None:
+            self.principal = self.security.tls_principal(self.channel.peer_certificate())
+
+    async def _read_frame_in_time(self) -> memoryview | None:
+        if self._auth_deadline is None:
+            return await self._read_frame()
+        try:
+            async with asyncio.timeout_at(self.loop.time() + max(self._auth_deadline - time.monotonic(), 0)):
+                return await self._read_frame()
+        except TimeoutError:
+            raise FrameError("authentication not completed in time") from None
+
+    @property
+    def _frame_limit(self) -> int:
+        if self._auth_deadline is not None and self.sasl is not None:
+            return min(self.max_request_bytes, self.security.sasl_max_receive)
+        return self.max_request_bytes
 
     async def _fill(self, need: int) -> bool:
         """Make at least `need` bytes available in the buffer; False on EOF."""
@@ -108,7 +173,7 @@ class Connection:
                 remaining = self._end - self._start
                 self._buf[0:remaining] = self._buf[self._start : self._end]
                 self._start, self._end = 0, remaining
-            n = await self.loop.sock_recv_into(self.sock, self._view[self._end :])
+            n = await self.channel.recv_into(self._view[self._end :])
             if n == 0:
                 if self._end != self._start:
                     raise FrameError("connection closed in the middle of a request")
@@ -120,7 +185,11 @@ class Connection:
         if not await self._fill(4):
             return None
         size = _SIZE.unpack_from(self._buf, self._start)[0]
-        if size < 0 or size > self.max_request_bytes:
+        limit = self._frame_limit
+        if size < 0 or size > limit:
+            if size > 0 and limit < self.max_request_bytes:
+                raise FrameError(f"frame of {size} bytes before authentication is larger than "
+                                 f"sasl.server.max.receive.size ({limit})")
             raise FrameError(
                 f"request size {size} is larger than socket.request.max.bytes ({self.max_request_bytes})"
                 if size > 0 else f"invalid request size {size}"
@@ -138,7 +207,7 @@ class Connection:
         view = memoryview(frame_buf)
         got = buffered
         while got < size:
-            n = await self.loop.sock_recv_into(self.sock, view[got:])
+            n = await self.channel.recv_into(view[got:])
             if n == 0:
                 raise FrameError("connection closed in the middle of a request")
             got += n
@@ -154,29 +223,11 @@ class Connection:
                 pending += c
                 continue
             if pending:
-                await self.loop.sock_sendall(self.sock, pending)
+                await self.channel.sendall(pending)
                 pending = bytearray()
-            await self._send_region(c)
+            await self.channel.send_region(c)
         if pending:
-            await self.loop.sock_sendall(self.sock, pending)
-
-    async def _send_region(self, region: FileRegionLike) -> None:
-        if self.use_sendfile:
-            try:
-                sent = await self.loop.sock_sendfile(self.sock, region.file, region.position, region.size,
-                                                     fallback=False)
-            except (asyncio.SendfileNotAvailableError, NotImplementedError):
-                self.use_sendfile = False
-            else:
-                if sent != region.size:
-                    # The file shrank under us (truncation): the frame length we announced is now
-                    # wrong, so the only safe move is to drop the connection.
-                    raise ConnectionError("log truncated while sending a fetch response")
-                return
-        data = region.read_bytes()
-        if len(data) != region.size:
-            raise ConnectionError("log truncated while sending a fetch response")
-        await self.loop.sock_sendall(self.sock, data)
+            await self.channel.sendall(pending)
 
     def abort(self) -> None:
         """Stop serving from outside: cancel the connection's task, which closes the socket.
@@ -193,11 +244,7 @@ class Connection:
         if self.closed:
             return
         self.closed = True
-        try:
-            self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self.sock.close()
+        self.channel.close()
 
 
 def configure_socket(sock: socket.socket, send_buf: int, recv_buf: int) -> None:
@@ -210,4 +257,4 @@ def configure_socket(sock: socket.socket, send_buf: int, recv_buf: int) -> None:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, recv_buf)
 
 
-__all__ = ["Connection", "FrameError", "configure_socket", "Chunk", "FileRegionLike"]
+__all__ = ["Connection", "FrameError", "ListenerSecurity", "configure_socket", "Chunk", "FileRegionLike"]

@@ -10,7 +10,7 @@ import socket
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
-from kaflet.network.connection import Chunk, Connection, configure_socket
+from kaflet.network.connection import Chunk, Connection, ListenerSecurity, configure_socket
 
 log = logging.getLogger("kaflet.network")
 
@@ -31,6 +31,7 @@ class Listener:
         idle_ms: int,
         send_buf: int,
         recv_buf: int,
+        security: ListenerSecurity | None = None,
     ) -> None:
         self.name = name
         self.host = host
@@ -40,6 +41,7 @@ class Listener:
         self.idle_ms = idle_ms
         self.send_buf = send_buf
         self.recv_buf = recv_buf
+        self.security = security or ListenerSecurity()
         self.connections: dict[Connection, asyncio.Task[None]] = {}
         self._sock: socket.socket | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -87,7 +89,8 @@ class Listener:
                 continue
             configure_socket(sock, self.send_buf, self.recv_buf)
             conn_id = f"{self.host}:{self.port}-{addr[0]}:{addr[1]}-{next(self._ids)}"
-            conn = Connection(sock, (addr[0], addr[1]), self.name, self.handler, self.max_request_bytes, conn_id)
+            conn = Connection(sock, (addr[0], addr[1]), self.name, self.handler, self.max_request_bytes, conn_id,
+                              self.security)
             task = asyncio.create_task(conn.serve(), name=f"conn-{conn_id}")
             conn.task = task
             self.connections[conn] = task

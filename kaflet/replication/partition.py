@@ -67,6 +67,27 @@ class Partition:
         self.wake_fetchers()
         return result
 
+    def delete_records(self, offset: int) -> int:
+        """DeleteRecords on the leader: move the log start offset to ``offset`` (-1: the high
+        watermark); returns the low watermark.  Raises KafkaError with Kafka's error codes.
+
+        The caller drops the segments now below the start and checkpoints it
+        (``LogManager.log_start_offset_moved``).
+        """
+        if not self.is_leader:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                             f"Leader not local for partition {self.topic}-{self.index} on broker {self.broker_id}")
+        if not self.log.config.delete:
+            raise KafkaError(ErrorCode.POLICY_VIOLATION,
+                             f"Records of partition {self.topic}-{self.index} can not be deleted due to the configured policy")
+        target = self.log.high_watermark if offset == -1 else offset
+        if target < 0:
+            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
+                             f"The offset {target} for partition {self.topic}-{self.index} is not valid")
+        self.log.maybe_increment_log_start_offset(target)  # OffsetOutOfRangeError past the HW
+        # With followers this would be the smallest log start offset in the ISR.
+        return int(self.log.log_start_offset)
+
     def wake_fetchers(self) -> None:
         """Complete every long-polling fetch that waits on this partition."""
         waiters, self._waiters = self._waiters, set()

@@ -12,13 +12,19 @@ from collections.abc import Callable
 from typing import Any
 
 from kaflet.controller import topics as controller_topics
+from kaflet.coordinator.group.coordinator import GroupConfig, GroupCoordinator
+from kaflet.coordinator.group.store import GROUP_METADATA_TOPIC, OffsetsTopicStore
+from kaflet.coordinator.group.topic import OffsetsTopic
 from kaflet.coordinator.producer_id_manager import ProducerIdManager
 from kaflet.metadata import zkdata
 from kaflet.metadata.embedded import EmbeddedTree
 from kaflet.metadata.tree import MetadataTree, NodeExistsError, NoNodeError
 from kaflet.network.listener import Listener
 from kaflet.replication.replica_manager import ReplicaManager
+from kaflet.security.scram_store import ScramCredentialStore
+from kaflet.server import listener_security
 from kaflet.server.config import BrokerConfig, ConfigError, Endpoint, parse_endpoints
+from kaflet.server.config_admin import ConfigAdmin
 from kaflet.server.dispatcher import Dispatcher
 from kaflet.server.metadata_cache import MetadataCache, PartitionInfo
 from kaflet.server.topic_admin import TopicAdmin, wait_until
@@ -45,7 +51,12 @@ class Broker:
         self.log_manager: Any = None
         self.replica_manager: ReplicaManager = None  # type: ignore[assignment]
         self.producer_ids: ProducerIdManager = None  # type: ignore[assignment]
+        self.group_coordinator: GroupCoordinator = None  # type: ignore[assignment]
         self.topic_admin = TopicAdmin(self)
+        # Topic and broker configs at run time (DescribeConfigs, AlterConfigs, /config/changes).
+        self.config_admin = ConfigAdmin(self)
+        # SCRAM credentials in /config/users (AlterUserScramCredentials, SASL/SCRAM logins).
+        self.scram_credentials: ScramCredentialStore = None  # type: ignore[assignment]
         self.listeners: list[Listener] = []
         self.advertised: list[Endpoint] = []
         self._metadata_changed = asyncio.Event()
@@ -72,11 +83,12 @@ class Broker:
             )
         except ConfigError as exc:
             raise BrokerStartError(str(exc)) from None
-        for ep in endpoints:
-            if ep.protocol != "PLAINTEXT":
-                raise BrokerStartError(
-                    f"listener {ep.listener} uses {ep.protocol}; only PLAINTEXT listeners are available in this kaflet version"
-                )
+        try:
+            # Credentials are looked up at authentication time, once the metadata tree is open.
+            security = listener_security.build(
+                cfg, endpoints, lambda user, mech: self.scram_credentials.lookup(user, mech))
+        except listener_security.SecurityConfigError as exc:
+            raise BrokerStartError(str(exc)) from None
         log_dirs = [os.path.abspath(d) for d in cfg["log.dirs"]]
         for d in log_dirs:
             try:
@@ -91,6 +103,7 @@ class Broker:
                 ep.listener, ep.host, ep.port, dispatcher,
                 max_request_bytes=cfg["socket.request.max.bytes"], idle_ms=cfg["connections.max.idle.ms"],
                 send_buf=cfg["socket.send.buffer.bytes"], recv_buf=cfg["socket.receive.buffer.bytes"],
+                security=security[ep.listener],
             )
             try:
                 lst.bind()
@@ -107,14 +120,22 @@ class Broker:
         ]
 
         self.tree = await EmbeddedTree.open(log_dirs[0])
+        self.scram_credentials = ScramCredentialStore(self.tree)
         await self._init_cluster_identity()
+        await self.config_admin.load()  # dynamic broker configs, before the logs use them
         self._open_logs()
         self.replica_manager = ReplicaManager(self.broker_id, self.log_manager)
         self.producer_ids = ProducerIdManager(self.tree, self.broker_id)
+        # Before the topic watcher: it hands the coordinator its __consumer_offsets partitions.
+        self.group_coordinator = GroupCoordinator(
+            GroupConfig.from_broker(cfg), OffsetsTopicStore(self, cfg["offsets.commit.timeout.ms"]),
+            ensure_topic=OffsetsTopic(self).ensure)
+        self.group_coordinator.start()
         await self._register_broker()
         await self._become_controller()
         self._watcher = controller_topics.TopicWatcher(self.tree, self._on_topic_changed, self._on_topic_deleted)
         await self._watcher.start()
+        await self.config_admin.start()
         for lst in self.listeners:
             lst.serve()
         self._tasks.append(asyncio.create_task(self.log_manager.run_background(self._stop_background),
@@ -180,10 +201,11 @@ class Broker:
         try:
             manager = LogManager(
                 self.log_dirs,
-                cfg.topic_defaults(),
+                self.config_admin.topic_defaults(),
                 topic_config=lambda topic: self.topic_overrides.get(topic, {}),
                 recovery_point_checkpoint_interval_ms=cfg["log.flush.offset.checkpoint.interval.ms"],
                 log_start_offset_checkpoint_interval_ms=cfg["log.flush.start.offset.checkpoint.interval.ms"],
+                retention_check_interval_ms=cfg["log.retention.check.interval.ms"],
             )
             manager.startup()
             # Only a fully loaded manager may write the clean-shutdown marker at stop.
@@ -246,10 +268,15 @@ class Broker:
                 self.replica_manager.become_leader(
                     name, idx, meta.topic_id, state.leader_epoch, list(replicas), list(state.isr), log_config
                 )
+                if name == GROUP_METADATA_TOPIC:
+                    self.group_coordinator.on_became_leader(idx, len(meta.assignment))
         self.metadata_cache.put_topic(name, meta.topic_id, partitions)
         self._changed()
 
     async def _on_topic_deleted(self, name: str) -> None:
+        if name == GROUP_METADATA_TOPIC:
+            for idx in list(self.group_coordinator.owned | self.group_coordinator.loading):
+                self.group_coordinator.on_resigned(idx)
         self.metadata_cache.remove_topic(name)
         self.replica_manager.remove_topic(name)
         self.topic_overrides.pop(name, None)
@@ -270,6 +297,8 @@ class Broker:
         self.stopping = True
         for lst in self.listeners:
             lst.stop_accepting()
+        if self.group_coordinator is not None:
+            self.group_coordinator.shutdown()  # answers waiting JoinGroup/SyncGroup so draining is quick
         for part in list(self.replica_manager.partitions.values()) if self.replica_manager else []:
             part.wake_fetchers()
         for lst in self.listeners:
@@ -280,6 +309,7 @@ class Broker:
                 await t
         if self._watcher is not None:
             await self._watcher.stop()
+        await self.config_admin.stop()
         if self.log_manager is not None:
             self.log_manager.shutdown()
         if self.tree is not None:

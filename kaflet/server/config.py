@@ -32,6 +32,14 @@ def parse_list(v: str) -> list[str]:
     return [x.strip() for x in v.split(",") if x.strip()]
 
 
+def _parse_cleanup_policy(v: str) -> str:
+    items = parse_list(v)
+    for item in items:
+        if item not in ("compact", "delete"):
+            raise ValueError(f"{item!r} is not one of compact, delete")
+    return ",".join(items)
+
+
 @dataclass(frozen=True, slots=True)
 class ConfigDef:
     """One broker config key: its parser, default and bounds."""
@@ -77,6 +85,13 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("compression.type", str, "producer",
               choices=("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")),
     ConfigDef("log.segment.delete.delay.ms", int, 60000, minimum=0),
+    # Retention: log.retention.ms wins over .minutes, which wins over .hours (retention_ms).
+    ConfigDef("log.retention.ms", int, None),
+    ConfigDef("log.retention.minutes", int, None),
+    ConfigDef("log.retention.hours", int, 168),
+    ConfigDef("log.retention.bytes", int, -1),
+    ConfigDef("log.retention.check.interval.ms", int, 300000, minimum=1),
+    ConfigDef("log.cleanup.policy", _parse_cleanup_policy, "delete"),
     ConfigDef("min.insync.replicas", int, 1, minimum=1),
     ConfigDef("socket.request.max.bytes", int, 104857600, minimum=1),
     ConfigDef("socket.send.buffer.bytes", int, 102400, minimum=-1),
@@ -85,7 +100,47 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("fetch.max.bytes", int, 57671680, minimum=1024),
     ConfigDef("request.timeout.ms", int, 30000, minimum=0),
     ConfigDef("zookeeper.connect", str, None),
+    # Group coordinator and committed offsets (kaflet/coordinator/group).
+    ConfigDef("group.min.session.timeout.ms", int, 6000, minimum=0),
+    ConfigDef("group.max.session.timeout.ms", int, 1800000, minimum=0),
+    ConfigDef("group.initial.rebalance.delay.ms", int, 3000, minimum=0),
+    ConfigDef("group.max.size", int, 2147483647, minimum=1),
+    ConfigDef("offsets.topic.num.partitions", int, 50, minimum=1),
+    ConfigDef("offsets.topic.replication.factor", int, 3, minimum=1),
+    ConfigDef("offsets.topic.segment.bytes", int, 104857600, minimum=1),
+    ConfigDef("offsets.retention.minutes", int, 10080, minimum=1),
+    ConfigDef("offsets.retention.check.interval.ms", int, 600000, minimum=1),
+    ConfigDef("offset.metadata.max.bytes", int, 4096, minimum=0),
+    ConfigDef("offsets.commit.timeout.ms", int, 5000, minimum=1),
+    # Listener security (kaflet/security). Each may be overridden per listener as
+    # listener.name.<listener>.<key>; secrets are in SECRET_SECURITY_CONFIGS below instead.
+    ConfigDef("sasl.enabled.mechanisms", str, "GSSAPI"),
+    ConfigDef("connection.failed.authentication.delay.ms", int, 100, minimum=0),
+    ConfigDef("sasl.server.max.receive.size", int, 524288, minimum=1),
+    ConfigDef("ssl.keystore.type", str, "JKS"),
+    ConfigDef("ssl.keystore.location", str, None),
+    ConfigDef("ssl.keystore.certificate.chain", str, None),
+    ConfigDef("ssl.truststore.type", str, "JKS"),
+    ConfigDef("ssl.truststore.location", str, None),
+    ConfigDef("ssl.truststore.certificates", str, None),
+    ConfigDef("ssl.client.auth", str, "none", choices=("required", "requested", "none")),
+    ConfigDef("ssl.enabled.protocols", str, "TLSv1.2,TLSv1.3"),
+    ConfigDef("ssl.protocol", str, "TLSv1.3"),
+    ConfigDef("ssl.cipher.suites", str, None),
+    ConfigDef("ssl.principal.mapping.rules", str, "DEFAULT"),
+    ConfigDef("ssl.endpoint.identification.algorithm", str, "https"),
+    ConfigDef("security.inter.broker.protocol", str, "PLAINTEXT"),
+    ConfigDef("sasl.mechanism.inter.broker.protocol", str, "GSSAPI"),
+    ConfigDef("inter.broker.listener.name", str, None),
 )
+
+# Security configs that hold secrets: accepted and used (kaflet/security reads them from the
+# originals), but deliberately kept out of BROKER_CONFIGS so DescribeConfigs reports them as
+# sensitive, without their value, as Kafka does for PASSWORD-type configs.
+SECRET_SECURITY_CONFIGS = frozenset({
+    "sasl.jaas.config", "ssl.key.password", "ssl.keystore.password", "ssl.truststore.password",
+    "ssl.keystore.key",
+})
 
 # Keys of Kafka's that a server.properties commonly carries and that are accepted because
 # they configure what kaflet does differently by design (a thread pool size, say), with why.
@@ -129,7 +184,8 @@ class BrokerConfig:
             raw = self.originals.get(name)
             self.values[name] = d.default if raw is None else self._parse(d, raw)
         for key in self.originals:
-            if key not in BROKER_CONFIGS and not key.startswith("listener.name."):
+            if (key not in BROKER_CONFIGS and not key.startswith("listener.name.")
+                    and key not in SECRET_SECURITY_CONFIGS):
                 self.unknown.append(key)
         if self.values["log.dirs"] is None:
             self.values["log.dirs"] = [self.values["log.dir"]]
@@ -185,6 +241,18 @@ class BrokerConfig:
         ms = self.values["log.roll.ms"]
         return ms if ms is not None else self.values["log.roll.hours"] * 3600 * 1000
 
+    @property
+    def retention_ms(self) -> int:
+        """log.retention.ms, else .minutes, else .hours, in ms; any negative value means -1."""
+        v = self.values
+        if v["log.retention.ms"] is not None:
+            ms = v["log.retention.ms"]
+        elif v["log.retention.minutes"] is not None:
+            ms = v["log.retention.minutes"] * 60 * 1000
+        else:
+            ms = v["log.retention.hours"] * 3600 * 1000
+        return -1 if ms < 0 else ms
+
     def topic_defaults(self) -> dict[str, str]:
         """Broker-level defaults of topic configs, under the topic config names."""
         v = self.values
@@ -199,6 +267,9 @@ class BrokerConfig:
             "flush.messages": v["log.flush.interval.messages"],
             "file.delete.delay.ms": v["log.segment.delete.delay.ms"],
             "min.insync.replicas": v["min.insync.replicas"],
+            "retention.ms": self.retention_ms,
+            "retention.bytes": v["log.retention.bytes"],
+            "cleanup.policy": v["log.cleanup.policy"],
         }
         if v["log.flush.interval.ms"] is not None:
             out["flush.ms"] = v["log.flush.interval.ms"]

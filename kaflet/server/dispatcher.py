@@ -1,12 +1,18 @@
-"""The request pipeline: frame -> header -> handler -> response header + body.
+"""The request pipeline: frame -> header -> authentication gate -> handler -> response header + body.
 
 Kafka closes the connection when it cannot parse a request or does not support its API version
 (ApiVersions excepted: that one answers with UNSUPPORTED_VERSION so the client can pick another
 version). kaflet does the same, and says why in one log line.
+
+On a SASL listener the gate lets only ApiVersions and SaslHandshake (then SaslAuthenticate)
+through until the connection is authenticated; any other request closes it, as Kafka's
+SaslServerAuthenticator does. After SaslHandshake v0 the client sends raw tokens without Kafka
+headers (the legacy exchange), which the gate hands straight to the SASL session.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -16,6 +22,8 @@ from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
 from kaflet.protocol.header import parse_request_header, response_header
 from kaflet.protocol.primitives import DecodeError
+from kaflet.security.sasl import SaslAuthenticationError
+from kaflet.security.session import SaslState
 from kaflet.server.handlers import HANDLERS, api_versions
 from kaflet.server.request_context import RequestContext
 
@@ -23,6 +31,9 @@ if TYPE_CHECKING:
     from kaflet.server.broker import Broker
 
 log = logging.getLogger("kaflet.requests")
+auth_log = logging.getLogger("kaflet.security")
+
+_HANDSHAKE_APIS = (ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE)
 
 
 class Dispatcher:
@@ -32,10 +43,20 @@ class Dispatcher:
         self.broker = broker
 
     async def __call__(self, conn: Connection, frame: memoryview) -> Sequence[Chunk] | None:
+        sasl = conn.sasl
+        if sasl is not None and sasl.state is SaslState.AUTHENTICATE_RAW:
+            return await self._raw_token(conn, frame)
         try:
             header = parse_request_header(frame)
         except (DecodeError, UnicodeDecodeError) as exc:
             raise FrameError(f"malformed request header: {exc}") from None
+        if sasl is not None and not sasl.complete:
+            allowed = _HANDSHAKE_APIS if sasl.in_handshake else (ApiKey.SASL_AUTHENTICATE,)
+            if header.api_key not in allowed:
+                name = ApiKey(header.api_key).name if header.api_key in ApiKey._value2member_map_ else header.api_key
+                raise FrameError(f"unexpected {name} request during SASL authentication on listener {conn.listener}")
+            if header.api_key == ApiKey.API_VERSIONS:
+                sasl.on_api_versions()
         module = HANDLERS.get(header.api_key)
         if module is None:
             raise FrameError(f"unsupported API key {header.api_key}")
@@ -67,3 +88,21 @@ class Dispatcher:
         if isinstance(result, bytes | bytearray):
             return [head, result]
         return [head, *result]
+
+    async def _raw_token(self, conn: Connection, frame: memoryview) -> Sequence[Chunk] | None:
+        """One token of the legacy exchange (after SaslHandshake v0): no headers, size-prefixed answers."""
+        sasl = conn.sasl
+        try:
+            answer = await sasl.authenticate(bytes(frame))
+        except SaslAuthenticationError as exc:
+            auth_log.info("failed authentication of %s from %s (mechanism %s): %s",
+                          conn.conn_id, conn.peer[0], sasl.mechanism, exc)
+            # Kafka delays the close of a failed authentication to slow down password guessing;
+            # the legacy exchange has no error response, so the client just sees the close.
+            await asyncio.sleep(sasl.failed_delay_s)
+            conn.close_after_response = True
+            return None
+        if sasl.complete:
+            auth_log.debug("connection %s from %s authenticated as %s (%s)", conn.conn_id, conn.peer[0],
+                          sasl.principal, sasl.mechanism)
+        return [answer]

@@ -16,9 +16,7 @@ from kaflet.metadata.topic_names import validate as validate_topic_name
 from kaflet.metadata.zkdata import uuid_from_str
 from kaflet.protocol.errors import ErrorCode
 from kaflet.server.topic_config import (
-    TOPIC_CONFIGS,
     InvalidConfigError,
-    effective_topic_config,
     validate_topic_configs,
 )
 
@@ -65,17 +63,9 @@ class TopicAdmin:
         return [(b.id, b.rack) for b in self.broker.live_brokers()]
 
     def describe_configs(self, overrides: dict[str, str]) -> dict[str, tuple[str, int]]:
-        defaults = self.broker.config.topic_defaults()
-        out = {}
-        for name, value in effective_topic_config(defaults, overrides).items():
-            if name in overrides:
-                src = SOURCE_TOPIC
-            elif name in defaults and TOPIC_CONFIGS[name].broker_key in self.broker.config.originals:
-                src = SOURCE_STATIC_BROKER
-            else:
-                src = SOURCE_DEFAULT
-            out[name] = (value, src)
-        return out
+        """Every config of a topic with these overrides: (value, source), as DescribeConfigs
+        reports them (dynamic broker configs included)."""
+        return {e.name: (e.value or "", e.source) for e in self.broker.config_admin.topic_entries(overrides)}
 
     async def create(self, req: TopicRequest, validate_only: bool, timeout_ms: int) -> CreateOutcome:
         cfg = self.broker.config
@@ -138,6 +128,11 @@ class TopicAdmin:
         cfg = self.broker.config
         for name in names:
             if name in self._auto_creating:
+                continue
+            coordinator = self.broker.group_coordinator
+            if name == "__consumer_offsets" and coordinator is not None and coordinator.ensure_topic is not None:
+                # Kafka creates its internal topic with the offsets.topic.* settings, not the defaults.
+                await coordinator.ensure_topic()
                 continue
             self._auto_creating.add(name)
             try:

@@ -35,7 +35,7 @@ def _d(*items: TopicConfigDef) -> dict[str, TopicConfigDef]:
 
 _L = str(LONG_MAX)
 TOPIC_CONFIGS: dict[str, TopicConfigDef] = _d(
-    TopicConfigDef("cleanup.policy", "list", "log.cleanup.policy", "delete", choices=("compact", "delete"), enforced=False),
+    TopicConfigDef("cleanup.policy", "list", "log.cleanup.policy", "delete", choices=("compact", "delete")),
     TopicConfigDef("compression.type", "string", "compression.type", "producer",
                    choices=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
     TopicConfigDef("delete.retention.ms", "long", "log.cleaner.delete.retention.ms", "86400000", minimum=0, enforced=False),
@@ -58,8 +58,8 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = _d(
     TopicConfigDef("min.compaction.lag.ms", "long", "log.cleaner.min.compaction.lag.ms", "0", minimum=0, enforced=False),
     TopicConfigDef("min.insync.replicas", "int", "min.insync.replicas", "1", minimum=1),
     TopicConfigDef("preallocate", "boolean", "log.preallocate", "false", enforced=False),
-    TopicConfigDef("retention.bytes", "long", "log.retention.bytes", "-1", enforced=False),
-    TopicConfigDef("retention.ms", "long", "log.retention.ms", "604800000", minimum=-1, enforced=False),
+    TopicConfigDef("retention.bytes", "long", "log.retention.bytes", "-1"),
+    TopicConfigDef("retention.ms", "long", "log.retention.ms", "604800000", minimum=-1),
     TopicConfigDef("segment.bytes", "int", "log.segment.bytes", "1073741824", minimum=14),
     TopicConfigDef("segment.index.bytes", "int", "log.index.size.max.bytes", "10485760", minimum=4),
     TopicConfigDef("segment.jitter.ms", "long", "log.roll.jitter.ms", "0", minimum=0, enforced=False),
@@ -128,6 +128,10 @@ def validate_topic_configs(configs: dict[str, str | None]) -> dict[str, str]:
     pending = [k for k in out if not TOPIC_CONFIGS[k].enforced]
     if pending:
         log.warning("topic configs %s are stored but not yet enforced by kaflet", ", ".join(sorted(pending)))
+    if "compact" in out.get("cleanup.policy", ""):
+        # 'delete' is honoured (retention); 'compact' only switches retention off until the
+        # log cleaner exists.
+        log.warning("cleanup.policy=%s is stored, but kaflet does not compact logs yet", out["cleanup.policy"])
     return out
 
 

@@ -16,7 +16,4 @@ def bootstrap(kaflet_broker: BrokerProcess) -> str:
 @pytest.fixture(scope="session")
 def broker_known_gaps() -> set[str]:
     """Kafka features kaflet does not offer yet; tests that need them are skipped, saying so."""
-    return {
-        "config_source",  # DescribeConfigs arrives with the log-lifecycle work
-        "consumer_groups",  # the group coordinator arrives with the consumer-groups work
-    }
+    return set()

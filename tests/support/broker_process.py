@@ -6,6 +6,7 @@ line, so parallel runs never race for ports. Every process is stopped or killed 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -13,9 +14,11 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
-_LISTENING = re.compile(r"listening on PLAINTEXT://([0-9.]+):(\d+)")
+_LISTENING = re.compile(r"listening on (.*?), data in")
+_ENDPOINT = re.compile(r"([A-Za-z0-9_]+)://(\[[0-9a-fA-F:]+\]|[^,:\s]*):(\d+)")
 
 
 class BrokerProcess:
@@ -27,6 +30,8 @@ class BrokerProcess:
         self.overrides = dict(overrides or {})
         self.proc: subprocess.Popen[bytes] | None = None
         self.port: int | None = None
+        #: Bound port of every listener, by listener name (from the start-up log line).
+        self.ports: dict[str, int] = {}
         self.log_path = self.data_dir.parent / f"{self.data_dir.name}-broker.log"
         self._log_offset = 0
 
@@ -35,12 +40,24 @@ class BrokerProcess:
         assert self.port is not None, "broker not started"
         return f"127.0.0.1:{self.port}"
 
+    def bootstrap_for(self, listener: str) -> str:
+        """host:port of one of the broker's listeners, by name."""
+        return f"127.0.0.1:{self.ports[listener.upper()]}"
+
     def start(self, timeout: float = 30.0) -> BrokerProcess:
         port = self.port or 0  # a restart keeps its port so clients can reconnect
+        overrides = dict(self.overrides)
+        listeners = overrides.pop("listeners", None)
+        if listeners is None:
+            listeners = f"PLAINTEXT://127.0.0.1:{port}"
+        elif self.ports:
+            # A test's own listeners: a restart keeps each listener's port.
+            listeners = _ENDPOINT.sub(lambda m: f"{m.group(1)}://{m.group(2)}:{self.ports.get(m.group(1).upper(), m.group(3))}",
+                                      listeners)
         args = [sys.executable, "-m", "kaflet.cli", "broker",
-                "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+                "--override", f"listeners={listeners}",
                 "--override", f"log.dirs={self.data_dir}"]
-        for k, v in self.overrides.items():
+        for k, v in overrides.items():
             args += ["--override", f"{k}={v}"]
         self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         with open(self.log_path, "ab") as log:
@@ -51,7 +68,9 @@ class BrokerProcess:
                 raise RuntimeError(f"broker exited with {self.proc.returncode}:\n{self.new_log()}")
             m = _LISTENING.search(self.new_log())
             if m:
-                self.port = int(m.group(2))
+                self.ports = {name.upper(): int(p) for name, _host, p in _ENDPOINT.findall(m.group(1))}
+                # `port`/`bootstrap` name the PLAINTEXT listener, or the first one when there is none.
+                self.port = self.ports.get("PLAINTEXT", next(iter(self.ports.values())))
                 self._wait_port(deadline)
                 return self
             time.sleep(0.05)
@@ -102,3 +121,17 @@ class BrokerProcess:
     @property
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+
+@contextlib.contextmanager
+def running_broker(data_dir: Path, overrides: dict[str, str] | None = None) -> Iterator[BrokerProcess]:
+    """A started broker that is stopped (then killed if it hangs, by PID) on exit."""
+    broker = BrokerProcess(data_dir, overrides)
+    broker.start()
+    try:
+        yield broker
+    finally:
+        try:
+            broker.stop(timeout=20)
+        finally:
+            broker.kill()

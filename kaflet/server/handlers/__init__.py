@@ -10,16 +10,35 @@ from __future__ import annotations
 from types import ModuleType
 
 from kaflet.server.handlers import (
+    alter_configs,
+    alter_user_scram_credentials,
     api_versions,
     create_partitions,
     create_topics,
+    delete_groups,
+    delete_records,
     delete_topics,
     describe_cluster,
+    describe_configs,
+    describe_groups,
+    describe_user_scram_credentials,
     fetch,
+    find_coordinator,
+    heartbeat,
+    incremental_alter_configs,
     init_producer_id,
+    join_group,
+    leave_group,
+    list_groups,
     list_offsets,
     metadata,
+    offset_commit,
+    offset_delete,
+    offset_fetch,
     produce,
+    sasl_authenticate,
+    sasl_handshake,
+    sync_group,
 )
 
 HANDLER_MODULES: list[ModuleType] = [
@@ -33,6 +52,27 @@ HANDLER_MODULES: list[ModuleType] = [
     init_producer_id,
     create_partitions,
     describe_cluster,
+    delete_records,
+    describe_configs,
+    alter_configs,
+    incremental_alter_configs,
+    # consumer groups and committed offsets
+    find_coordinator,
+    join_group,
+    sync_group,
+    heartbeat,
+    leave_group,
+    describe_groups,
+    list_groups,
+    delete_groups,
+    offset_commit,
+    offset_fetch,
+    offset_delete,
+    # authentication and SCRAM credentials
+    sasl_handshake,
+    sasl_authenticate,
+    describe_user_scram_credentials,
+    alter_user_scram_credentials,
 ]
 
 HANDLERS: dict[int, ModuleType] = {m.API_KEY: m for m in HANDLER_MODULES}

@@ -1,0 +1,271 @@
+"""`kaflet configs`: describe and alter topic and broker configs (like kafka-configs.sh)."""
+
+from __future__ import annotations
+
+import socket
+import struct
+from typing import Any
+
+import click
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
+
+from kaflet.cli.common import (
+    CliError,
+    bootstrap_option,
+    client_config,
+    config_file_option,
+    describe_kafka_error,
+    timeout_option,
+    unreachable_message,
+)
+
+_DESCRIBE_CONFIGS, _INCREMENTAL_ALTER_CONFIGS = 32, 44
+_BROKER = 4
+
+# (name, value, source, sensitive, [(synonym source, synonym name, synonym value)])
+Entry = tuple[str, "str | None", int, bool, list[tuple[int, str, "str | None"]]]
+
+
+def parse_add_config(text: str) -> dict[str, str]:
+    """`k=v,k2=[a,b]` -> {k: v, k2: "a,b"}: commas inside [...] belong to a list value."""
+    items, depth, cur = [], 0, ""
+    for ch in text:
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth = max(depth - 1, 0)
+        if ch == "," and depth == 0:
+            items.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    items.append(cur)
+    out: dict[str, str] = {}
+    for item in (i.strip() for i in items):
+        if not item:
+            continue
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"expected key=value, got {item!r}", param_hint="--add-config")
+        value = value.strip()
+        if value.startswith("[") and value.endswith("]"):
+            value = value[1:-1]
+        out[key.strip()] = value
+    return out
+
+
+def _source_name(source: int) -> str:
+    try:
+        return ConfigSource(source).name
+    except ValueError:
+        return "UNKNOWN"
+
+
+class _Configs:
+    """An AdminClient plus what is needed to word its errors."""
+
+    def __init__(self, bootstrap: str, config_file: str | None, timeout_s: float) -> None:
+        self.conf = client_config(bootstrap, config_file, timeout_s=timeout_s)
+        self.conf["allow.auto.create.topics"] = False
+        self.bootstrap = bootstrap
+        self.timeout_s = timeout_s
+        try:
+            self.client = AdminClient(self.conf)
+        except (KafkaException, ValueError, TypeError) as exc:
+            raise CliError(f"Invalid client configuration: {describe_kafka_error(exc)}") from exc
+
+    def fail(self, exc: BaseException, topic: str | None = None) -> CliError:
+        return CliError(describe_kafka_error(exc, topic=topic, bootstrap=self.bootstrap, timeout_s=self.timeout_s))
+
+    def metadata(self) -> Any:
+        try:
+            return self.client.list_topics(timeout=self.timeout_s)
+        except KafkaException as exc:
+            raise self.fail(exc) from exc
+
+    def result(self, future: Any, topic: str | None = None) -> Any:
+        try:
+            return future.result(timeout=self.timeout_s + 5)
+        except KafkaException as exc:
+            raise self.fail(exc, topic) from exc
+        except TimeoutError as exc:
+            raise CliError(unreachable_message(self.bootstrap, self.timeout_s)) from exc
+
+    def describe(self, rtype: ConfigResource.Type, name: str) -> list[Entry]:
+        """DescribeConfigs with synonyms, over a plain connection: the client libraries keep one
+        synonym per name, and the same name often appears at two levels (static and default)."""
+        from kaflet.protocol import codec
+        from kaflet.protocol.errors import ErrorCode
+
+        address = None
+        if rtype == ConfigResource.Type.BROKER and name:
+            broker = self.metadata().brokers.get(int(name))
+            if broker is None:
+                raise CliError(f"Broker {name} is not in the cluster.")
+            address = (broker.host, broker.port)
+        req_cls = codec.request_class(_DESCRIBE_CONFIGS)
+        req = req_cls(resources=[req_cls.DescribeConfigsResource(resource_type=int(rtype.value), resource_name=name,
+                                                                 configuration_keys=None)], include_synonyms=True)
+        result = self._raw(_DESCRIBE_CONFIGS, 1, req, address).results[0]
+        if result.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and rtype == ConfigResource.Type.TOPIC:
+            raise CliError(f"Topic '{name}' does not exist.")
+        if result.error_code:
+            try:
+                code = ErrorCode(result.error_code).name
+            except ValueError:
+                code = f"error {result.error_code}"
+            raise CliError(f"{result.error_message or 'DescribeConfigs failed'} ({code}).")
+        return [(c.name, c.value, c.config_source, c.is_sensitive, [(y.source, y.name, y.value) for y in c.synonyms])
+                for c in sorted(result.configs, key=lambda c: c.name)]
+
+    def alter(self, rtype: ConfigResource.Type, name: str, add: dict[str, str], delete: list[str]) -> None:
+        ops = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in add.items()]
+        ops += [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in delete]
+        res = ConfigResource(rtype, name, incremental_configs=ops)
+        futures = self.client.incremental_alter_configs([res], request_timeout=self.timeout_s)
+        self.result(futures[res], name if rtype == ConfigResource.Type.TOPIC else None)
+
+    # The cluster-wide broker default is the BROKER resource with an empty name, which the
+    # client libraries refuse to send; it goes over a plain connection instead.
+
+    def _raw(self, api_key: int, version: int, request: Any, address: tuple[str, int] | None = None) -> Any:
+        from kaflet.protocol import codec
+
+        if address is None:
+            self.metadata()  # the usual "is the broker up?" probe, with the usual error
+            host, _, port = self.bootstrap.split(",")[0].strip().rpartition(":")
+        else:
+            host, port = address[0], str(address[1])
+        body = bytes(request.encode(version=version))
+        client_id = b"kaflet-configs"
+        header = struct.pack(">hhih", api_key, version, 1, len(client_id)) + client_id
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=self.timeout_s) as sock:
+                sock.sendall(struct.pack(">i", len(header) + len(body)) + header + body)
+                size = struct.unpack(">i", _read(sock, 4))[0]
+                data = _read(sock, size)
+        except (OSError, ValueError) as exc:
+            raise CliError(unreachable_message(self.bootstrap, self.timeout_s, str(exc))) from exc
+        return codec.response_class(api_key).decode(data[4:], version=version)
+
+    def describe_default(self) -> list[Entry]:
+        return self.describe(ConfigResource.Type.BROKER, "")
+
+    def alter_default(self, add: dict[str, str], delete: list[str]) -> None:
+        from kaflet.protocol import codec
+
+        req_cls = codec.request_class(_INCREMENTAL_ALTER_CONFIGS)
+        res_cls = req_cls.AlterConfigsResource
+        configs = [res_cls.AlterableConfig(name=k, config_operation=0, value=v) for k, v in add.items()]
+        configs += [res_cls.AlterableConfig(name=k, config_operation=1, value=None) for k in delete]
+        req = req_cls(resources=[res_cls(resource_type=_BROKER, resource_name="", configs=configs)], validate_only=False)
+        result = self._raw(_INCREMENTAL_ALTER_CONFIGS, 0, req).responses[0]
+        if result.error_code:
+            raise CliError(f"{result.error_message or 'IncrementalAlterConfigs failed'} (error {result.error_code}).")
+
+
+def _read(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("connection closed by the broker")
+        buf += chunk
+    return bytes(buf)
+
+
+def _print_entries(title: str, entries: list[Entry], only_source: int | None) -> None:
+    click.echo(title)
+    for name, value, source, sensitive, synonyms in entries:
+        if only_source is not None and source != only_source:
+            continue
+        syns = ", ".join(f"{_source_name(s)}:{n}={v}" for s, n, v in synonyms)
+        click.echo(f"  {name}={value} sensitive={str(sensitive).lower()} synonyms={{{syns}}}")
+
+
+@click.command("configs")
+@bootstrap_option()
+@click.option("--entity-type", type=click.Choice(["topics", "brokers", "users"]), required=True,
+              help="Kind of entity whose configs to describe or alter.")
+@click.option("--entity-name", metavar="NAME", help="Topic name or broker id.")
+@click.option("--entity-default", is_flag=True, help="The cluster-wide default (brokers only).")
+@click.option("--describe", is_flag=True, help="Show the entity's configs.")
+@click.option("--alter", is_flag=True, help="Change the entity's configs.")
+@click.option("--all", "all_", is_flag=True, help="With --describe: every config, not only dynamic ones.")
+@click.option("--add-config", "add_configs", multiple=True, metavar="K=V,K2=[A,B]",
+              help="Configs to set, comma separated; list values go in square brackets.")
+@click.option("--delete-config", "delete_configs", multiple=True, metavar="K,K2",
+              help="Configs to remove (back to their defaults), comma separated.")
+@config_file_option()
+@timeout_option()
+def configs(bootstrap: str, entity_type: str, entity_name: str | None, entity_default: bool, describe: bool,
+            alter: bool, all_: bool, add_configs: tuple[str, ...], delete_configs: tuple[str, ...],
+            config_file: str | None, timeout_s: float) -> None:
+    """Describe or alter topic and broker configs."""
+    if describe == alter:
+        raise click.UsageError("Exactly one of --describe or --alter is required.")
+    if entity_default and entity_type != "brokers":
+        raise click.UsageError("--entity-default is only valid with --entity-type brokers.")
+    if entity_default and entity_name:
+        raise click.UsageError("Give --entity-name or --entity-default, not both.")
+    if entity_type == "brokers" and entity_name is not None and not entity_name.strip().isdigit():
+        raise click.UsageError(f"The entity name for brokers must be a broker id, got {entity_name!r}.")
+    if describe and (add_configs or delete_configs):
+        raise click.UsageError("--add-config and --delete-config are only valid with --alter.")
+    if all_ and not describe:
+        raise click.UsageError("--all is only valid with --describe.")
+    add: dict[str, str] = {}
+    for text in add_configs:
+        add.update(parse_add_config(text))
+    delete = [k.strip() for text in delete_configs for k in text.split(",") if k.strip()]
+    if alter:
+        if not entity_name and not entity_default:
+            raise click.UsageError("--alter needs --entity-name (or --entity-default for brokers).")
+        if not add and not delete:
+            raise click.UsageError("--alter needs --add-config or --delete-config.")
+        both = sorted(set(add) & set(delete))
+        if both:
+            raise click.UsageError(f"Configs can not be added and deleted at once: {', '.join(both)}.")
+
+    if entity_type == "users":
+        # SCRAM credentials (SCRAM-SHA-256=[iterations=N,password=P]) through the KIP-554 APIs.
+        from kaflet.cli import users
+
+        if alter:
+            assert entity_name is not None
+            users.alter_users(bootstrap, config_file, timeout_s, entity_name, add, delete)
+        else:
+            users.describe_users(bootstrap, config_file, timeout_s, entity_name)
+        return
+    admin = _Configs(bootstrap, config_file, timeout_s)
+    if entity_type == "topics":
+        rtype = ConfigResource.Type.TOPIC
+        if alter:
+            assert entity_name is not None
+            admin.alter(rtype, entity_name, add, delete)
+            click.echo(f"Completed updating config for topic {entity_name}.")
+            return
+        names = [entity_name] if entity_name else sorted(admin.metadata().topics)
+        for name in names:
+            title = f"{'All' if all_ else 'Dynamic'} configs for topic {name} are:"
+            _print_entries(title, admin.describe(rtype, name), None if all_ else ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
+        return
+    rtype = ConfigResource.Type.BROKER
+    if entity_default:
+        if alter:
+            admin.alter_default(add, delete)
+            click.echo("Completed updating default config for brokers in the cluster.")
+        else:
+            _print_entries("Default configs for brokers in the cluster are:", admin.describe_default(), None)
+        return
+    if alter:
+        assert entity_name is not None
+        admin.alter(rtype, entity_name.strip(), add, delete)
+        click.echo(f"Completed updating config for broker {entity_name.strip()}.")
+        return
+    ids = [entity_name.strip()] if entity_name else [str(b) for b in sorted(admin.metadata().brokers)]
+    for broker_id in ids:
+        title = f"{'All' if all_ else 'Dynamic'} configs for broker {broker_id} are:"
+        _print_entries(title, admin.describe(rtype, broker_id),
+                       None if all_ else ConfigSource.DYNAMIC_BROKER_CONFIG.value)

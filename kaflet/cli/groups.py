@@ -1,0 +1,283 @@
+"""`kaflet groups`: list, describe, reset offsets of and delete consumer groups
+(like kafka-consumer-groups.sh)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from concurrent.futures import Future
+from typing import Any
+
+import click
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from kaflet.cli.common import (
+    CliError,
+    bootstrap_option,
+    client_config,
+    config_file_option,
+    describe_kafka_error,
+    is_code,
+    timeout_option,
+    unreachable_message,
+)
+
+_ACTIONS = ("list", "describe", "reset-offsets", "delete")
+
+
+class _Admin:
+    """An AdminClient plus what is needed to word its errors."""
+
+    def __init__(self, bootstrap: str, config_file: str | None, timeout_s: float) -> None:
+        conf = client_config(bootstrap, config_file, timeout_s=timeout_s)
+        conf["allow.auto.create.topics"] = False
+        self.bootstrap = bootstrap
+        self.timeout_s = timeout_s
+        try:
+            self.client = AdminClient(conf)
+        except (KafkaException, ValueError, TypeError) as exc:
+            raise CliError(f"Invalid client configuration: {describe_kafka_error(exc)}") from exc
+
+    def result(self, fut: Future[Any], what: str = "") -> Any:
+        try:
+            return fut.result(timeout=self.timeout_s + 5)
+        except KafkaException as exc:
+            msg = describe_kafka_error(exc, bootstrap=self.bootstrap, timeout_s=self.timeout_s)
+            raise CliError(f"{what}: {msg}" if what and "Could not reach" not in msg else msg) from exc
+        except TimeoutError as exc:
+            raise CliError(unreachable_message(self.bootstrap, self.timeout_s)) from exc
+
+    def probe(self) -> None:
+        """Fail fast, with the right message, when no broker answers."""
+        try:
+            self.client.list_topics(timeout=self.timeout_s)
+        except KafkaException as exc:
+            raise CliError(describe_kafka_error(exc, bootstrap=self.bootstrap, timeout_s=self.timeout_s)) from exc
+
+    def describe(self, group: str) -> Any:
+        return self.result(self.client.describe_consumer_groups([group], request_timeout=self.timeout_s)[group],
+                           f"Consumer group '{group}'")
+
+    def committed(self, group: str) -> dict[tuple[str, int], TopicPartition]:
+        fut = self.client.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
+                                                      request_timeout=self.timeout_s)[group]
+        res = self.result(fut, f"Consumer group '{group}'")
+        return {(tp.topic, tp.partition): tp for tp in res.topic_partitions or [] if tp.offset >= 0}
+
+    def offsets(self, parts: list[tuple[str, int]], spec: OffsetSpec) -> dict[tuple[str, int], int]:
+        if not parts:
+            return {}
+        futures = self.client.list_offsets({TopicPartition(t, p): spec for t, p in parts},
+                                           request_timeout=self.timeout_s)
+        return {(tp.topic, tp.partition): self.result(f, f"Topic '{tp.topic}'").offset for tp, f in futures.items()}
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> None:
+    """Left-aligned columns, as kafka-consumer-groups.sh prints them."""
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    for line in [headers, *rows]:
+        click.echo("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip())
+
+
+@click.command("groups")
+@bootstrap_option()
+@click.option("--list", "list_", is_flag=True, help="List all consumer groups.")
+@click.option("--describe", is_flag=True, help="Describe a group: offsets and lag per partition.")
+@click.option("--reset-offsets", is_flag=True, help="Reset an inactive group's committed offsets.")
+@click.option("--delete", is_flag=True, help="Delete an empty group and its offsets.")
+@click.option("--group", metavar="GROUP", help="The group to act on.")
+@click.option("--members", is_flag=True, help="With --describe: list the members instead.")
+@click.option("--offsets", "show_offsets", is_flag=True, help="With --describe: offsets and lag (the default).")
+@click.option("--state", "show_state", is_flag=True, help="With --describe: the group's state.")
+@click.option("--topic", metavar="TOPIC[:P,P]", help="With --reset-offsets: the topic (optionally its partitions).")
+@click.option("--to-earliest", is_flag=True, help="Reset to the earliest offset.")
+@click.option("--to-latest", is_flag=True, help="Reset to the latest offset.")
+@click.option("--to-offset", type=int, metavar="N", help="Reset to offset N (clamped to the log).")
+@click.option("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS[.sss][+hh:mm]",
+              help="Reset to the first offset at or after this time (local time without a zone).")
+@click.option("--shift-by", type=int, metavar="N", help="Move the committed offsets by N (may be negative).")
+@click.option("--dry-run", is_flag=True, help="With --reset-offsets: only show the new offsets (the default).")
+@click.option("--execute", is_flag=True, help="With --reset-offsets: commit the new offsets.")
+@config_file_option()
+@timeout_option()
+def groups(bootstrap: str, list_: bool, describe: bool, reset_offsets: bool, delete: bool, group: str | None,
+           members: bool, show_offsets: bool, show_state: bool, topic: str | None, to_earliest: bool,
+           to_latest: bool, to_offset: int | None, to_datetime: str | None, shift_by: int | None,
+           dry_run: bool, execute: bool, config_file: str | None, timeout_s: float) -> None:
+    """List, describe, reset the offsets of, or delete consumer groups."""
+    chosen = [n for n, on in zip(_ACTIONS, (list_, describe, reset_offsets, delete), strict=True) if on]
+    if len(chosen) != 1:
+        raise click.UsageError("Exactly one of --list, --describe, --reset-offsets or --delete is required.")
+    action = chosen[0]
+    if action != "list" and not group:
+        raise click.UsageError(f"--group is required with --{action}.")
+    if action != "describe" and (members or show_offsets or show_state):
+        raise click.UsageError("--members, --offsets and --state are only valid with --describe.")
+    if sum((members, show_offsets, show_state)) > 1:
+        raise click.UsageError("Choose one of --members, --offsets and --state.")
+    specs = [to_earliest, to_latest, to_offset is not None, to_datetime is not None, shift_by is not None]
+    if action == "reset-offsets":
+        if sum(specs) != 1:
+            raise click.UsageError("--reset-offsets needs exactly one of --to-earliest, --to-latest, --to-offset, "
+                                   "--to-datetime or --shift-by.")
+        if not topic:
+            raise click.UsageError("--topic is required with --reset-offsets.")
+        if dry_run and execute:
+            raise click.UsageError("Choose one of --dry-run and --execute.")
+    elif any(specs) or topic or dry_run or execute:
+        raise click.UsageError("--topic, --to-*, --shift-by, --dry-run and --execute go with --reset-offsets.")
+
+    admin = _Admin(bootstrap, config_file, timeout_s)
+    admin.probe()
+    if action == "list":
+        _list(admin)
+    elif action == "describe":
+        assert group is not None
+        _describe(admin, group, "members" if members else "state" if show_state else "offsets")
+    elif action == "delete":
+        assert group is not None
+        _delete(admin, group)
+    else:
+        assert group is not None and topic is not None
+        _reset(admin, group, topic, to_earliest, to_latest, to_offset, to_datetime, shift_by, execute)
+
+
+def _list(admin: _Admin) -> None:
+    res = admin.result(admin.client.list_consumer_groups(request_timeout=admin.timeout_s))
+    for g in sorted(res.valid, key=lambda g: g.group_id):
+        click.echo(g.group_id)
+
+
+def _state(desc: Any) -> str:
+    return {"STABLE": "Stable", "EMPTY": "Empty", "DEAD": "Dead", "PREPARING_REBALANCING": "PreparingRebalance",
+            "COMPLETING_REBALANCING": "CompletingRebalance"}.get(desc.state.name, desc.state.name.title())
+
+
+def _describe(admin: _Admin, group: str, what: str) -> None:
+    desc = admin.describe(group)
+    committed = admin.committed(group) if what == "offsets" else {}
+    state = _state(desc)
+    if state == "Dead" and not committed:
+        raise CliError(f"Consumer group '{group}' does not exist.")
+    if what == "state":
+        _table(["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
+               [[group, f"{desc.coordinator.host}:{desc.coordinator.port} ({desc.coordinator.id})",
+                 desc.partition_assignor or "", state, str(len(desc.members))]])
+        return
+    if not desc.members:
+        click.echo(f"Consumer group '{group}' has no active members.\n")
+    if what == "members":
+        rows = []
+        for m in sorted(desc.members, key=lambda m: m.member_id):
+            parts = m.assignment.topic_partitions if m.assignment else []
+            listing = ",".join(f"{tp.topic}({tp.partition})" for tp in sorted(parts, key=lambda t: (t.topic, t.partition)))
+            rows.append([group, m.member_id, m.host, m.client_id, str(len(parts)), listing or "-"])
+        _table(["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"], rows)
+        return
+    owner: dict[tuple[str, int], Any] = {}
+    for m in desc.members:
+        for tp in m.assignment.topic_partitions if m.assignment else []:
+            owner[(tp.topic, tp.partition)] = m
+    parts = sorted(set(committed) | set(owner))
+    ends = admin.offsets(parts, OffsetSpec.latest())
+    rows = []
+    for tp in parts:
+        cur = committed[tp].offset if tp in committed else None
+        end = ends.get(tp)
+        lag = str(max(end - cur, 0)) if cur is not None and end is not None and end >= 0 else "-"
+        m = owner.get(tp)
+        rows.append([group, tp[0], str(tp[1]), "-" if cur is None else str(cur), "-" if end is None else str(end),
+                     lag, m.member_id if m else "-", m.host if m else "-", m.client_id if m else "-"])
+    _table(["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST",
+            "CLIENT-ID"], rows)
+
+
+def _delete(admin: _Admin, group: str) -> None:
+    fut = admin.client.delete_consumer_groups([group], request_timeout=admin.timeout_s)[group]
+    try:
+        fut.result(timeout=admin.timeout_s + 5)
+    except KafkaException as exc:
+        if is_code(exc, KafkaError.NON_EMPTY_GROUP):
+            raise CliError(f"Deletion of group '{group}' failed: the group is not empty (it has active members) "
+                           "(NON_EMPTY_GROUP).") from exc
+        if is_code(exc, KafkaError.GROUP_ID_NOT_FOUND):
+            raise CliError(f"Consumer group '{group}' does not exist (GROUP_ID_NOT_FOUND).") from exc
+        raise CliError(f"Deletion of group '{group}' failed: "
+                       f"{describe_kafka_error(exc, bootstrap=admin.bootstrap, timeout_s=admin.timeout_s)}") from exc
+    except TimeoutError as exc:
+        raise CliError(unreachable_message(admin.bootstrap, admin.timeout_s)) from exc
+    click.echo(f"Deletion of requested consumer groups ('{group}') was successful.")
+
+
+def _parse_datetime(text: str) -> int:
+    try:
+        when = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise click.BadParameter(f"expected YYYY-MM-DDTHH:mm:SS[.sss][+hh:mm], got {text!r}",
+                                 param_hint="--to-datetime") from None
+    if when.tzinfo is None:
+        when = when.astimezone()  # local time, like the Kafka tool
+    return int(when.timestamp() * 1000)
+
+
+def _topic_partitions(admin: _Admin, spec: str) -> list[tuple[str, int]]:
+    name, _, plist = spec.partition(":")
+    try:
+        meta = admin.client.list_topics(topic=name, timeout=admin.timeout_s).topics.get(name)
+    except KafkaException as exc:
+        raise CliError(describe_kafka_error(exc, topic=name, bootstrap=admin.bootstrap,
+                                            timeout_s=admin.timeout_s)) from exc
+    if meta is None or (meta.error is not None and meta.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
+        raise CliError(f"Topic '{name}' does not exist.")
+    existing = sorted(meta.partitions)
+    if not plist:
+        return [(name, p) for p in existing]
+    try:
+        wanted = sorted({int(x) for x in plist.split(",") if x.strip()})
+    except ValueError:
+        raise click.BadParameter(f"expected TOPIC or TOPIC:P,P,..., got {spec!r}", param_hint="--topic") from None
+    missing = [p for p in wanted if p not in existing]
+    if missing:
+        raise CliError(f"Topic '{name}' has no partition {missing[0]}.")
+    return [(name, p) for p in wanted]
+
+
+def _reset(admin: _Admin, group: str, topic: str, to_earliest: bool, to_latest: bool, to_offset: int | None,
+           to_datetime: str | None, shift_by: int | None, execute: bool) -> None:
+    ts = _parse_datetime(to_datetime) if to_datetime is not None else None
+    desc = admin.describe(group)
+    state = _state(desc)
+    if state not in ("Empty", "Dead"):
+        raise CliError(f"Assignments can only be reset if the group '{group}' is inactive, but the current state "
+                       f"is {state}.")
+    parts = _topic_partitions(admin, topic)
+    earliest = admin.offsets(parts, OffsetSpec.earliest())
+    latest = admin.offsets(parts, OffsetSpec.latest())
+    committed = admin.committed(group) if shift_by is not None else {}
+    by_time = admin.offsets(parts, OffsetSpec.for_timestamp(ts)) if ts is not None else {}
+    new: dict[tuple[str, int], int] = {}
+    for tp in parts:
+        lo, hi = earliest[tp], latest[tp]
+        if to_earliest:
+            target = lo
+        elif to_latest:
+            target = hi
+        elif to_offset is not None:
+            target = to_offset
+        elif ts is not None:
+            target = by_time[tp] if by_time.get(tp, -1) >= 0 else hi  # nothing that late: the end
+        else:
+            assert shift_by is not None
+            base = committed[tp].offset if tp in committed else hi
+            target = base + shift_by
+        new[tp] = min(max(target, lo), hi)  # out-of-range targets are clamped, as Kafka's tool does
+    _table(["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"], [[group, t, str(p), str(new[(t, p)])] for t, p in parts])
+    if not execute:
+        return
+    request = ConsumerGroupTopicPartitions(group, [TopicPartition(t, p, off) for (t, p), off in new.items()])
+    fut = admin.client.alter_consumer_group_offsets([request], request_timeout=admin.timeout_s)[group]
+    res = admin.result(fut, f"Resetting the offsets of group '{group}' failed")
+    for tp in res.topic_partitions or []:
+        if tp.error is not None:
+            raise CliError(f"Resetting the offset of {tp.topic}-{tp.partition} failed: "
+                           f"{describe_kafka_error(tp.error, bootstrap=admin.bootstrap)}")

@@ -1,0 +1,886 @@
+"""The group coordinator: Kafka's rules for joining, syncing, heartbeats, leaving and offsets.
+
+Follows Kafka's classic GroupCoordinator (2.x/3.x) transition for transition and error code for
+error code, because client libraries encode that behaviour in their own state machines. All
+group state lives on the broker's event loop, so no locks: a method runs to its first `await`
+without interference. Requests that must wait (JoinGroup until the rebalance completes,
+SyncGroup until the leader's assignment is stored) hold a future that the coordinator
+completes; the connection's own task awaits it, so other connections are never blocked.
+Timers (session timeouts, rebalance timeouts, the initial rebalance delay) are loop timers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from kaflet.coordinator.group import schemas
+from kaflet.coordinator.group.group import CONSUMER_PROTOCOL_TYPE, Group, GroupState, GroupSummary
+from kaflet.coordinator.group.hashing import partition_for
+from kaflet.coordinator.group.member import NEW_MEMBER_JOIN_TIMEOUT_MS, JoinResult, Member, SyncResult
+from kaflet.coordinator.group.store import GroupStore, KeyValue
+from kaflet.protocol.errors import ErrorCode
+
+log = logging.getLogger("kaflet.coordinator")
+
+E = ErrorCode
+S = GroupState
+TopicPartition = tuple[str, int]
+
+
+class Api(enum.Enum):
+    """The request kinds whose group id rules differ (Kafka's isValidGroupId)."""
+
+    JOIN = "join"
+    SYNC = "sync"
+    HEARTBEAT = "heartbeat"
+    LEAVE = "leave"
+    COMMIT = "commit"
+    FETCH = "fetch"
+    DESCRIBE = "describe"
+    DELETE = "delete"
+    OFFSET_DELETE = "offset-delete"
+
+
+_EMPTY_ID_OK = {Api.COMMIT, Api.FETCH, Api.DESCRIBE}
+
+
+@dataclass(slots=True)
+class GroupConfig:
+    """The broker configs the coordinator honours (Kafka's names in from_broker)."""
+
+    min_session_timeout_ms: int = 6000
+    max_session_timeout_ms: int = 1_800_000
+    initial_rebalance_delay_ms: int = 3000
+    max_size: int = 2**31 - 1
+    num_partitions: int = 50
+    metadata_max_bytes: int = 4096
+    retention_ms: int = 7 * 24 * 3600 * 1000
+    retention_check_interval_ms: int = 600_000
+
+    @classmethod
+    def from_broker(cls, cfg: Any) -> GroupConfig:
+        return cls(
+            min_session_timeout_ms=cfg["group.min.session.timeout.ms"],
+            max_session_timeout_ms=cfg["group.max.session.timeout.ms"],
+            initial_rebalance_delay_ms=cfg["group.initial.rebalance.delay.ms"],
+            max_size=cfg["group.max.size"],
+            num_partitions=cfg["offsets.topic.num.partitions"],
+            metadata_max_bytes=cfg["offset.metadata.max.bytes"],
+            retention_ms=cfg["offsets.retention.minutes"] * 60_000,
+            retention_check_interval_ms=cfg["offsets.retention.check.interval.ms"],
+        )
+
+
+def _group_store_error(code: ErrorCode) -> ErrorCode:
+    """How a failed group metadata write is reported (Kafka's storeGroup mapping)."""
+    if code in (E.UNKNOWN_TOPIC_OR_PARTITION, E.NOT_ENOUGH_REPLICAS, E.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+                E.REQUEST_TIMED_OUT):
+        return E.COORDINATOR_NOT_AVAILABLE
+    if code in (E.NOT_LEADER_OR_FOLLOWER, E.KAFKA_STORAGE_ERROR):
+        return E.NOT_COORDINATOR
+    return E.UNKNOWN_SERVER_ERROR
+
+
+def _commit_store_error(code: ErrorCode) -> ErrorCode:
+    """How a failed offset commit write is reported (Kafka's storeOffsets mapping)."""
+    if code in (E.MESSAGE_TOO_LARGE, E.RECORD_LIST_TOO_LARGE, E.INVALID_FETCH_SIZE):
+        return E.INVALID_COMMIT_OFFSET_SIZE
+    return _group_store_error(code)
+
+
+class GroupCoordinator:
+    """All groups whose __consumer_offsets partition this broker leads."""
+
+    def __init__(self, config: GroupConfig, store: GroupStore,
+                 ensure_topic: Callable[[], Awaitable[bool]] | None = None,
+                 now_ms: Callable[[], int] | None = None) -> None:
+        self.config = config
+        self.store = store
+        self.ensure_topic = ensure_topic
+        self.num_partitions = config.num_partitions
+        self.groups: dict[str, Group] = {}
+        self.owned: set[int] = set()
+        self.loading: set[int] = set()
+        self.active = True
+        self._now = now_ms or (lambda: int(time.time() * 1000))
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    # ---- plumbing ------------------------------------------------------------------------
+
+    def _spawn(self, coro: Awaitable[Any], name: str) -> None:
+        task = asyncio.ensure_future(coro)
+        task.set_name(name)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("group coordinator task %s failed", task.get_name(), exc_info=task.exception())
+
+    def start(self) -> None:
+        """Start the periodic offset expiration."""
+        self._spawn(self._expiry_loop(), "offsets-expiry")
+
+    def shutdown(self) -> None:
+        """Answer every waiting request with NOT_COORDINATOR and stop all timers."""
+        self.active = False
+        for group in list(self.groups.values()):
+            self._unload_group(group)
+        self.groups.clear()
+        for task in list(self._tasks):
+            task.cancel()
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.num_partitions)
+
+    def _status(self, group_id: str | None, api: Api) -> ErrorCode | None:
+        """Kafka's validateGroupStatus: the error that stops a request before the group is looked at."""
+        if group_id is None or (not group_id and api not in _EMPTY_ID_OK):
+            return E.INVALID_GROUP_ID
+        if not self.active:
+            return E.COORDINATOR_NOT_AVAILABLE
+        p = self.partition_for(group_id)
+        if p in self.loading:
+            return E.COORDINATOR_LOAD_IN_PROGRESS
+        if p not in self.owned:
+            return E.NOT_COORDINATOR
+        return None
+
+    def is_coordinator_for(self, group_id: str) -> bool:
+        return self.partition_for(group_id) in self.owned
+
+    def _live(self, group: Group) -> bool:
+        """The group is still the one the coordinator holds (not deleted or unloaded meanwhile)."""
+        return self.groups.get(group.group_id) is group
+
+    # ---- partition ownership -------------------------------------------------------------
+
+    def on_became_leader(self, partition: int, num_partitions: int | None = None) -> None:
+        """This broker leads `partition` of __consumer_offsets: load its groups (once)."""
+        if num_partitions:
+            self.num_partitions = num_partitions
+        if not self.active or partition in self.owned or partition in self.loading:
+            return
+        self.loading.add(partition)
+        self._spawn(self._load(partition), f"load-offsets-{partition}")
+
+    def on_resigned(self, partition: int) -> None:
+        """This broker no longer leads `partition`: forget its groups."""
+        self.owned.discard(partition)
+        self.loading.discard(partition)
+        for group in [g for g in self.groups.values() if self.partition_for(g.group_id) == partition]:
+            self._unload_group(group)
+            del self.groups[group.group_id]
+
+    async def _load(self, partition: int) -> None:
+        start = time.monotonic()
+        try:
+            loaded = await self.store.load(partition)
+        except Exception:
+            self.loading.discard(partition)
+            log.exception("loading __consumer_offsets-%d failed; its groups stay unavailable", partition)
+            return
+        if partition not in self.loading:
+            return  # resigned meanwhile
+        now = self._now()
+        names = set(loaded.groups) | {g for g, offs in loaded.offsets.items() if offs}
+        for name in names:
+            if name in self.groups:
+                continue
+            self.groups[name] = self._restore_group(name, loaded.groups.get(name), loaded.offsets.get(name, {}), now)
+        self.loading.discard(partition)
+        self.owned.add(partition)
+        if names:
+            log.info("loaded %d groups from __consumer_offsets-%d in %.0f ms", len(names), partition,
+                     (time.monotonic() - start) * 1000)
+
+    def _restore_group(self, name: str, value: schemas.GroupValue | None,
+                       offsets: dict[TopicPartition, schemas.OffsetValue], now: int) -> Group:
+        group = Group(name, now)
+        group.offsets = dict(offsets)
+        if value is None:
+            return group  # offsets only: a simple (typeless) group
+        group.generation_id = value.generation
+        group.protocol_type = value.protocol_type or None
+        group.protocol_name = value.protocol
+        group.current_state_timestamp = value.current_state_timestamp if value.current_state_timestamp >= 0 else None
+        for mv in value.members:
+            member = Member(mv.member_id, mv.group_instance_id, mv.client_id, mv.client_host, mv.rebalance_timeout,
+                            mv.session_timeout, value.protocol_type, [(value.protocol or "", mv.subscription)],
+                            assignment=mv.assignment)
+            group.add(member, None)
+            if mv.group_instance_id is not None:
+                group.static_members[mv.group_instance_id] = mv.member_id
+        if group.members:
+            group.leader_id = value.leader if value.leader in group.members else next(iter(group.members))
+            group.state = S.STABLE
+            group.subscribed_topics = group._compute_subscribed_topics()
+            for member in group.members.values():
+                self._schedule_heartbeat(group, member)
+        return group
+
+    def _unload_group(self, group: Group) -> None:
+        if group.join_timer is not None:
+            group.join_timer.cancel()
+            group.join_timer = None
+        for handle in group.pending_members.values():
+            if handle is not None:
+                handle.cancel()
+        group.pending_members.clear()
+        for member in group.members.values():
+            member.cancel_heartbeat()
+            group.complete_join(member, JoinResult(member.member_id, E.NOT_COORDINATOR))
+            member.complete_sync(SyncResult(E.NOT_COORDINATOR))
+
+    def _get_or_create(self, group_id: str) -> Group:
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = Group(group_id, self._now())
+        return group
+
+    # ---- heartbeats and timers -----------------------------------------------------------
+
+    def _schedule_heartbeat(self, group: Group, member: Member, timeout_ms: int | None = None) -> None:
+        """Kafka's completeAndScheduleNextHeartbeatExpiration: the member is alive now."""
+        member.cancel_heartbeat()
+        if not self.active:
+            return
+        delay = (member.session_timeout_ms if timeout_ms is None else timeout_ms) / 1000
+        member.heartbeat_timer = asyncio.get_running_loop().call_later(
+            delay, self._on_heartbeat_expired, group, member)
+
+    def _on_heartbeat_expired(self, group: Group, member: Member) -> None:
+        member.heartbeat_timer = None
+        if not self._live(group) or group.is_(S.DEAD) or group.members.get(member.member_id) is not member:
+            return
+        if not member.is_new and (member.awaiting_join or member.awaiting_sync):
+            # Waiting in a rebalance counts as alive; the rebalance timeout bounds the wait.
+            self._schedule_heartbeat(group, member)
+            return
+        log.info("member %s in group %s has failed (no heartbeat within %d ms), removing it from the group",
+                 member.member_id, group.group_id, member.session_timeout_ms)
+        self._remove_member_and_update(group, member)
+
+    def _add_pending_member(self, group: Group, member_id: str, session_timeout_ms: int) -> None:
+        handle = asyncio.get_running_loop().call_later(
+            session_timeout_ms / 1000, self._on_pending_expired, group, member_id)
+        group.pending_members[member_id] = handle
+
+    def _on_pending_expired(self, group: Group, member_id: str) -> None:
+        if self._live(group) and member_id in group.pending_members:
+            log.info("pending member %s in group %s has been removed after session timeout expiration",
+                     member_id, group.group_id)
+            self._remove_pending_member(group, member_id)
+
+    def _remove_pending_member(self, group: Group, member_id: str) -> None:
+        handle = group.pending_members.pop(member_id, None)
+        if handle is not None:
+            handle.cancel()
+        if group.is_(S.PREPARING_REBALANCE):
+            self._try_complete_join(group)
+
+    # ---- rebalancing ---------------------------------------------------------------------
+
+    def _maybe_prepare_rebalance(self, group: Group, reason: str) -> None:
+        if group.can_rebalance():
+            self._prepare_rebalance(group, reason)
+
+    def _prepare_rebalance(self, group: Group, reason: str) -> None:
+        if group.is_(S.COMPLETING_REBALANCE):
+            self._reset_and_propagate_assignment_error(group, E.REBALANCE_IN_PROGRESS)
+        initial = group.is_(S.EMPTY)
+        if group.join_timer is not None:
+            group.join_timer.cancel()
+        loop = asyncio.get_running_loop()
+        if initial:
+            # A new group waits group.initial.rebalance.delay.ms (and more while members keep
+            # arriving, up to the rebalance timeout) so a starting fleet joins in one rebalance.
+            delay = self.config.initial_rebalance_delay_ms
+            group.join_initial = True
+            group.initial_remaining_ms = max(group.rebalance_timeout_ms() - delay, 0)
+        else:
+            delay = group.rebalance_timeout_ms()
+            group.join_initial = False
+        log.info("preparing to rebalance group %s in state %s with old generation %d (reason: %s)",
+                 group.group_id, group.state.value, group.generation_id, reason)
+        group.transition_to(S.PREPARING_REBALANCE, self._now())
+        group.join_timer = loop.call_later(delay / 1000, self._on_join_timer, group)
+        self._try_complete_join(group)
+
+    def _try_complete_join(self, group: Group) -> None:
+        if group.is_(S.PREPARING_REBALANCE) and not group.join_initial and group.has_all_members_joined():
+            if group.join_timer is not None:
+                group.join_timer.cancel()
+                group.join_timer = None
+            self._complete_join(group)
+
+    def _on_join_timer(self, group: Group) -> None:
+        group.join_timer = None
+        if not self._live(group) or not group.is_(S.PREPARING_REBALANCE):
+            return
+        if group.join_initial and group.new_member_added and group.initial_remaining_ms > 0:
+            group.new_member_added = False
+            delay = min(self.config.initial_rebalance_delay_ms, group.initial_remaining_ms)
+            group.initial_remaining_ms = max(group.initial_remaining_ms - self.config.initial_rebalance_delay_ms, 0)
+            group.join_timer = asyncio.get_running_loop().call_later(delay / 1000, self._on_join_timer, group)
+            return
+        self._complete_join(group)
+
+    def _complete_join(self, group: Group) -> None:
+        """Kafka's onCompleteJoin: drop dynamic members that did not rejoin, start the next generation."""
+        group.join_initial = False
+        for failed in group.not_yet_rejoined():
+            if not failed.is_static:
+                log.info("member %s of group %s did not rejoin in time; removing it", failed.member_id, group.group_id)
+                failed.cancel_heartbeat()
+                failed.complete_sync(SyncResult(E.UNKNOWN_MEMBER_ID))
+                group.remove(failed.member_id)
+        if group.is_(S.DEAD):
+            return
+        if not group.maybe_elect_new_joined_leader() and group.members:
+            # Nobody rejoined: wait another rebalance timeout for session expiry to clear them out.
+            group.join_timer = asyncio.get_running_loop().call_later(
+                group.rebalance_timeout_ms() / 1000, self._on_join_timer, group)
+            return
+        group.init_next_generation(self._now())
+        if group.is_(S.EMPTY):
+            log.info("group %s with generation %d is now empty", group.group_id, group.generation_id)
+            self._spawn(self._store_group_logged(group, {}), f"store-group-{group.group_id}")
+            return
+        log.info("stabilized group %s generation %d with %d members (protocol %s)",
+                 group.group_id, group.generation_id, group.size, group.protocol_name)
+        for member in list(group.members.values()):
+            result = JoinResult(
+                member_id=member.member_id,
+                generation_id=group.generation_id,
+                protocol_type=group.protocol_type,
+                protocol_name=group.protocol_name,
+                leader_id=group.leader_id or "",
+                members=group.current_member_metadata() if group.is_leader(member.member_id) else [],
+            )
+            group.complete_join(member, result)
+            self._schedule_heartbeat(group, member)
+            member.is_new = False
+
+    def _reset_and_propagate_assignment_error(self, group: Group, error: ErrorCode) -> None:
+        for member in group.members.values():
+            member.assignment = b""
+        self._propagate_assignment(group, error)
+
+    def _propagate_assignment(self, group: Group, error: ErrorCode) -> None:
+        for member in group.members.values():
+            if member.complete_sync(SyncResult(error, member.assignment, group.protocol_type, group.protocol_name)):
+                # Sessions restart once the assignment is out: expirations were ignored while waiting.
+                self._schedule_heartbeat(group, member)
+
+    def _remove_member_and_update(self, group: Group, member: Member) -> None:
+        group.complete_join(member, JoinResult(member.member_id, E.UNKNOWN_MEMBER_ID))
+        member.complete_sync(SyncResult(E.UNKNOWN_MEMBER_ID))
+        member.cancel_heartbeat()
+        group.remove(member.member_id)
+        if group.state in (S.STABLE, S.COMPLETING_REBALANCE):
+            self._maybe_prepare_rebalance(group, f"removing member {member.member_id}")
+        elif group.is_(S.PREPARING_REBALANCE):
+            self._try_complete_join(group)
+
+    # ---- JoinGroup -----------------------------------------------------------------------
+
+    async def join_group(
+        self, group_id: str, member_id: str, group_instance_id: str | None, require_known_member_id: bool,
+        client_id: str, client_host: str, rebalance_timeout_ms: int, session_timeout_ms: int,
+        protocol_type: str, protocols: list[tuple[str, bytes]],
+    ) -> JoinResult:
+        """Join (or rejoin) a group; returns when the rebalance completes (or at once on error)."""
+        err = self._status(group_id, Api.JOIN)
+        if err is not None:
+            return JoinResult(member_id, err)
+        if not self.config.min_session_timeout_ms <= session_timeout_ms <= self.config.max_session_timeout_ms:
+            return JoinResult(member_id, E.INVALID_SESSION_TIMEOUT)
+        unknown = member_id == ""
+        group = self.groups.get(group_id)
+        if group is None:
+            if not unknown:
+                return JoinResult(member_id, E.UNKNOWN_MEMBER_ID)
+            group = self._get_or_create(group_id)
+        if not self._accept_joining_member(group, member_id):
+            known = group.members.get(member_id)
+            if known is not None:
+                self._remove_member_and_update(group, known)
+            return JoinResult(member_id, E.GROUP_MAX_SIZE_REACHED)
+        fut: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
+        args = (client_id, client_host, rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols)
+        if unknown:
+            self._join_unknown_member(group, fut, group_instance_id, require_known_member_id, *args)
+        else:
+            self._join_current_member(group, fut, member_id, group_instance_id, *args)
+        if group.is_(S.PREPARING_REBALANCE):
+            self._try_complete_join(group)
+        return await fut
+
+    def _accept_joining_member(self, group: Group, member_id: str) -> bool:
+        if group.state in (S.EMPTY, S.DEAD):
+            return True
+        if group.is_(S.PREPARING_REBALANCE):
+            m = group.members.get(member_id)
+            return (m is not None and m.awaiting_join) or group.num_awaiting_join < self.config.max_size
+        return group.has(member_id) or group.size < self.config.max_size
+
+    def _join_unknown_member(
+        self, group: Group, fut: asyncio.Future[JoinResult], instance_id: str | None, require_known: bool,
+        client_id: str, client_host: str, rebalance_timeout_ms: int, session_timeout_ms: int,
+        protocol_type: str, protocols: list[tuple[str, bytes]],
+    ) -> None:
+        if group.is_(S.DEAD):
+            fut.set_result(JoinResult("", E.COORDINATOR_NOT_AVAILABLE))
+            return
+        if not group.supports_protocols(protocol_type, protocols):
+            fut.set_result(JoinResult("", E.INCONSISTENT_GROUP_PROTOCOL))
+            return
+        new_id = f"{client_id}-{uuid.uuid4()}"
+        args = (client_id, client_host, rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols)
+        if instance_id is not None:
+            if instance_id in group.static_members:
+                self._update_static_member_and_rebalance(group, fut, new_id, instance_id, *args)
+            else:
+                self._add_member_and_rebalance(group, fut, new_id, instance_id, *args)
+        elif require_known:
+            # KIP-394: hand out the id first, so a client that retries its join is not counted twice.
+            self._add_pending_member(group, new_id, session_timeout_ms)
+            fut.set_result(JoinResult(new_id, E.MEMBER_ID_REQUIRED))
+        else:
+            self._add_member_and_rebalance(group, fut, new_id, None, *args)
+
+    def _join_current_member(
+        self, group: Group, fut: asyncio.Future[JoinResult], member_id: str, instance_id: str | None,
+        client_id: str, client_host: str, rebalance_timeout_ms: int, session_timeout_ms: int,
+        protocol_type: str, protocols: list[tuple[str, bytes]],
+    ) -> None:
+        if group.is_(S.DEAD):
+            fut.set_result(JoinResult(member_id, E.COORDINATOR_NOT_AVAILABLE))
+            return
+        if not group.supports_protocols(protocol_type, protocols):
+            fut.set_result(JoinResult(member_id, E.INCONSISTENT_GROUP_PROTOCOL))
+            return
+        if member_id in group.pending_members:
+            handle = group.pending_members.pop(member_id)
+            if handle is not None:
+                handle.cancel()
+            self._add_member_and_rebalance(group, fut, member_id, instance_id, client_id, client_host,
+                                           rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols)
+            return
+        if group.is_static_member_fenced(member_id, instance_id):
+            fut.set_result(JoinResult(member_id, E.FENCED_INSTANCE_ID))
+            return
+        member = group.members.get(member_id)
+        if member is None:
+            fut.set_result(JoinResult(member_id, E.UNKNOWN_MEMBER_ID))
+            return
+        member.client_id, member.client_host = client_id, client_host
+        member.rebalance_timeout_ms, member.session_timeout_ms = rebalance_timeout_ms, session_timeout_ms
+        if group.is_(S.PREPARING_REBALANCE):
+            self._update_member_and_rebalance(group, member, protocols, fut, "member rejoined")
+        elif group.is_(S.COMPLETING_REBALANCE):
+            if member.matches(protocols):
+                # A retried join of the generation being synced: answer with what it already got.
+                fut.set_result(self._current_join_result(group, member_id, with_members=group.is_leader(member_id)))
+            else:
+                self._update_member_and_rebalance(group, member, protocols, fut, "member changed its protocols")
+        elif group.is_(S.STABLE):
+            if group.is_leader(member_id) or not member.matches(protocols):
+                # The leader rejoining means it wants a new assignment (e.g. its metadata changed).
+                self._update_member_and_rebalance(group, member, protocols, fut, f"member {member_id} rejoined")
+            else:
+                fut.set_result(self._current_join_result(group, member_id, with_members=False))
+        else:
+            fut.set_result(JoinResult(member_id, E.UNKNOWN_MEMBER_ID))
+
+    def _current_join_result(self, group: Group, member_id: str, with_members: bool,
+                             leader_id: str | None = None) -> JoinResult:
+        return JoinResult(
+            member_id=member_id, generation_id=group.generation_id, protocol_type=group.protocol_type,
+            protocol_name=group.protocol_name, leader_id=(leader_id if leader_id is not None else group.leader_id) or "",
+            members=group.current_member_metadata() if with_members else [],
+        )
+
+    def _add_member_and_rebalance(
+        self, group: Group, fut: asyncio.Future[JoinResult], member_id: str, instance_id: str | None,
+        client_id: str, client_host: str, rebalance_timeout_ms: int, session_timeout_ms: int,
+        protocol_type: str, protocols: list[tuple[str, bytes]],
+    ) -> None:
+        member = Member(member_id, instance_id, client_id, client_host, rebalance_timeout_ms, session_timeout_ms,
+                        protocol_type, protocols, is_new=True)
+        if group.is_(S.PREPARING_REBALANCE) and group.generation_id == 0:
+            group.new_member_added = True
+        group.add(member, fut)
+        if instance_id is not None:
+            group.static_members[instance_id] = member_id
+        self._schedule_heartbeat(group, member, NEW_MEMBER_JOIN_TIMEOUT_MS)
+        self._maybe_prepare_rebalance(group, f"adding new member {member_id}")
+
+    def _update_member_and_rebalance(self, group: Group, member: Member, protocols: list[tuple[str, bytes]],
+                                     fut: asyncio.Future[JoinResult], reason: str) -> None:
+        group.update_member(member, protocols, fut)
+        self._maybe_prepare_rebalance(group, reason)
+
+    def _update_static_member_and_rebalance(
+        self, group: Group, fut: asyncio.Future[JoinResult], new_id: str, instance_id: str,
+        client_id: str, client_host: str, rebalance_timeout_ms: int, session_timeout_ms: int,
+        protocol_type: str, protocols: list[tuple[str, bytes]],
+    ) -> None:
+        """KIP-345: a static member came back under a new member id; it takes over its old slot."""
+        current_leader = group.leader_id
+        old_id = group.static_members[instance_id]
+        member = group.replace_static_member(old_id, new_id, instance_id)
+        old_state = (member.protocols, member.client_id, member.client_host, member.rebalance_timeout_ms,
+                     member.session_timeout_ms)
+        member.client_id, member.client_host = client_id, client_host
+        member.rebalance_timeout_ms, member.session_timeout_ms = rebalance_timeout_ms, session_timeout_ms
+        self._schedule_heartbeat(group, member)
+        group.update_member(member, protocols, fut)
+        if group.is_(S.STABLE):
+            if group.select_protocol() == group.protocol_name:
+                # Nothing changes for the others: persist the new member id, hand back the old
+                # assignment, and skip the rebalance. The old leader id is returned so the member
+                # does not think it must compute an assignment.
+                assignments = {m.member_id: m.assignment for m in group.members.values()}
+                self._spawn(self._finish_static_rejoin(group, member, fut, old_id, instance_id, old_state,
+                                                       current_leader, assignments),
+                            f"static-rejoin-{group.group_id}")
+            else:
+                self._maybe_prepare_rebalance(group, f"static member {instance_id} joined with other protocols")
+        elif group.is_(S.COMPLETING_REBALANCE):
+            # The leader may be assigning to the old member id: start over with the new one.
+            self._prepare_rebalance(group, f"updating metadata for static member {instance_id}")
+
+    async def _finish_static_rejoin(self, group: Group, member: Member, fut: asyncio.Future[JoinResult],
+                                    old_id: str, instance_id: str, old_state: tuple[Any, ...],
+                                    current_leader: str | None, assignments: dict[str, bytes]) -> None:
+        err = await self._store_group(group, assignments)
+        if member.join_future is not fut:
+            return  # something else (a rebalance, a removal) has answered it meanwhile
+        if err != E.NONE:
+            log.warning("failed to persist the new member id of static member %s of group %s: %s",
+                        instance_id, group.group_id, err.name)
+            group.update_member(member, old_state[0], None)
+            (member.protocols, member.client_id, member.client_host, member.rebalance_timeout_ms,
+             member.session_timeout_ms) = old_state
+            group.complete_join(member, JoinResult(member.member_id, err))
+            if group.members.get(member.member_id) is member:
+                group.replace_static_member(member.member_id, old_id, instance_id)
+            return
+        group.complete_join(member, self._current_join_result(group, member.member_id, False, current_leader))
+
+    # ---- SyncGroup -----------------------------------------------------------------------
+
+    async def sync_group(self, group_id: str, generation_id: int, member_id: str, protocol_type: str | None,
+                         protocol_name: str | None, group_instance_id: str | None,
+                         assignments: dict[str, bytes]) -> SyncResult:
+        """Receive the leader's assignment (or wait for it) and hand each member its part."""
+        err = self._status(group_id, Api.SYNC)
+        if err is not None:
+            # A loading coordinator makes the member rejoin rather than re-find the coordinator.
+            return SyncResult(E.REBALANCE_IN_PROGRESS if err == E.COORDINATOR_LOAD_IN_PROGRESS else err)
+        group = self.groups.get(group_id)
+        if group is None:
+            return SyncResult(E.UNKNOWN_MEMBER_ID)
+        if group.is_(S.DEAD):
+            return SyncResult(E.COORDINATOR_NOT_AVAILABLE)
+        if group.is_static_member_fenced(member_id, group_instance_id):
+            return SyncResult(E.FENCED_INSTANCE_ID)
+        member = group.members.get(member_id)
+        if member is None:
+            return SyncResult(E.UNKNOWN_MEMBER_ID)
+        if generation_id != group.generation_id:
+            return SyncResult(E.ILLEGAL_GENERATION)
+        if (protocol_type is not None and protocol_type != group.protocol_type) or \
+                (protocol_name is not None and protocol_name != group.protocol_name):
+            return SyncResult(E.INCONSISTENT_GROUP_PROTOCOL)
+        if group.is_(S.EMPTY):
+            return SyncResult(E.UNKNOWN_MEMBER_ID)
+        if group.is_(S.PREPARING_REBALANCE):
+            return SyncResult(E.REBALANCE_IN_PROGRESS)
+        if group.is_(S.STABLE):
+            self._schedule_heartbeat(group, member)
+            return SyncResult(E.NONE, member.assignment, group.protocol_type, group.protocol_name)
+        fut: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
+        member.complete_sync(SyncResult(E.REBALANCE_IN_PROGRESS))  # a duplicate sync replaces the first
+        member.sync_future = fut
+        if group.is_leader(member_id):
+            full = {mid: assignments.get(mid, b"") for mid in group.members}
+            self._spawn(self._leader_sync(group, group.generation_id, full), f"sync-{group_id}")
+        return await fut
+
+    async def _leader_sync(self, group: Group, generation: int, assignments: dict[str, bytes]) -> None:
+        err = await self._store_group(group, assignments)
+        if not self._live(group) or not group.is_(S.COMPLETING_REBALANCE) or group.generation_id != generation:
+            return
+        if err != E.NONE:
+            log.warning("failed to store group %s generation %d: %s", group.group_id, generation, err.name)
+            self._reset_and_propagate_assignment_error(group, err)
+            self._maybe_prepare_rebalance(group, f"error {err.name} storing the group's assignment")
+            return
+        for member in group.members.values():
+            member.assignment = assignments.get(member.member_id, b"")
+        self._propagate_assignment(group, E.NONE)
+        group.transition_to(S.STABLE, self._now())
+
+    # ---- Heartbeat / LeaveGroup ----------------------------------------------------------
+
+    def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int) -> ErrorCode:
+        err = self._status(group_id, Api.HEARTBEAT)
+        if err == E.COORDINATOR_LOAD_IN_PROGRESS:
+            return E.NONE  # the group is still loading: let the member carry on and retry later
+        if err is not None:
+            return err
+        group = self.groups.get(group_id)
+        if group is None:
+            return E.UNKNOWN_MEMBER_ID
+        if group.is_(S.DEAD):
+            return E.COORDINATOR_NOT_AVAILABLE
+        if group.is_static_member_fenced(member_id, group_instance_id):
+            return E.FENCED_INSTANCE_ID
+        member = group.members.get(member_id)
+        if member is None:
+            return E.UNKNOWN_MEMBER_ID
+        if generation_id != group.generation_id:
+            return E.ILLEGAL_GENERATION
+        if group.is_(S.EMPTY):
+            return E.UNKNOWN_MEMBER_ID
+        self._schedule_heartbeat(group, member)
+        if group.is_(S.PREPARING_REBALANCE):
+            return E.REBALANCE_IN_PROGRESS
+        return E.NONE
+
+    def leave_group(self, group_id: str, leaving: list[tuple[str, str | None]]
+                    ) -> tuple[ErrorCode, list[tuple[str, str | None, ErrorCode]]]:
+        """Remove members (by member id, or by group.instance.id); per-member errors."""
+        err = self._status(group_id, Api.LEAVE)
+        if err is not None:
+            return err, []
+        group = self.groups.get(group_id)
+        if group is None:
+            return E.NONE, [(mid, iid, E.UNKNOWN_MEMBER_ID) for mid, iid in leaving]
+        if group.is_(S.DEAD):
+            return E.COORDINATOR_NOT_AVAILABLE, []
+        out = []
+        for member_id, instance_id in leaving:
+            if member_id and group.is_static_member_fenced(member_id, instance_id):
+                out.append((member_id, instance_id, E.FENCED_INSTANCE_ID))
+            elif member_id in group.pending_members:
+                self._remove_pending_member(group, member_id)
+                out.append((member_id, instance_id, E.NONE))
+            else:
+                target = group.static_members.get(instance_id) if instance_id is not None else None
+                member = group.members.get(target or member_id)
+                if member is None:
+                    out.append((member_id, instance_id, E.UNKNOWN_MEMBER_ID))
+                    continue
+                log.info("member %s (instance %s) has left group %s", member.member_id, instance_id, group_id)
+                self._remove_member_and_update(group, member)
+                out.append((member_id, instance_id, E.NONE))
+        return E.NONE, out
+
+    # ---- offsets -------------------------------------------------------------------------
+
+    async def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
+                             offsets: dict[TopicPartition, schemas.OffsetValue]) -> dict[TopicPartition, ErrorCode]:
+        """Store offsets for a group member (or a simple consumer: generation < 0, empty group)."""
+        def all_(code: ErrorCode) -> dict[TopicPartition, ErrorCode]:
+            return {tp: code for tp in offsets}
+
+        err = self._status(group_id, Api.COMMIT)
+        if err is not None:
+            return all_(err)
+        group = self.groups.get(group_id)
+        if group is None:
+            if generation_id >= 0:
+                return all_(E.ILLEGAL_GENERATION)  # a stale member of a group that is gone
+            group = self._get_or_create(group_id)
+        if group.is_(S.DEAD):
+            return all_(E.COORDINATOR_NOT_AVAILABLE)
+        if group.is_static_member_fenced(member_id, group_instance_id):
+            return all_(E.FENCED_INSTANCE_ID)
+        if not (generation_id < 0 and group.is_(S.EMPTY)):
+            if group.is_(S.COMPLETING_REBALANCE):
+                return all_(E.REBALANCE_IN_PROGRESS)
+            member = group.members.get(member_id)
+            if member is None:
+                return all_(E.UNKNOWN_MEMBER_ID)
+            if generation_id != group.generation_id:
+                return all_(E.ILLEGAL_GENERATION)
+            self._schedule_heartbeat(group, member)
+        return await self._store_offsets(group, offsets)
+
+    async def _store_offsets(self, group: Group, offsets: dict[TopicPartition, schemas.OffsetValue]
+                             ) -> dict[TopicPartition, ErrorCode]:
+        result: dict[TopicPartition, ErrorCode] = {}
+        records: list[KeyValue] = []
+        valid: dict[TopicPartition, schemas.OffsetValue] = {}
+        for tp, value in offsets.items():
+            if len(value.metadata.encode()) > self.config.metadata_max_bytes:
+                result[tp] = E.OFFSET_METADATA_TOO_LARGE
+                continue
+            valid[tp] = value
+            records.append((schemas.encode_offset_key(group.group_id, tp[0], tp[1]), schemas.encode_offset_value(value)))
+        if records:
+            err = await self.store.append(self.partition_for(group.group_id), records)
+            code = E.NONE if err == E.NONE else _commit_store_error(err)
+            if code == E.NONE and not group.is_(S.DEAD):
+                group.offsets.update(valid)
+            for tp in valid:
+                result[tp] = code
+        return result
+
+    def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None
+                      ) -> tuple[ErrorCode, dict[TopicPartition, schemas.OffsetValue | None]]:
+        """Committed offsets of the given partitions (None: all); None values: nothing committed."""
+        err = self._status(group_id, Api.FETCH)
+        if err is not None:
+            return err, {}
+        group = self.groups.get(group_id)
+        offsets = group.offsets if group is not None and not group.is_(S.DEAD) else {}
+        if partitions is None:
+            return E.NONE, dict(sorted(offsets.items()))
+        return E.NONE, {tp: offsets.get(tp) for tp in partitions}
+
+    async def delete_offsets(self, group_id: str, partitions: list[TopicPartition]
+                             ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        """OffsetDelete: only offsets of topics the group does not consume any more."""
+        err = self._status(group_id, Api.OFFSET_DELETE)
+        if err is not None:
+            return err, {}
+        group = self.groups.get(group_id)
+        if group is None or group.is_(S.DEAD):
+            return E.GROUP_ID_NOT_FOUND, {}
+        errors: dict[TopicPartition, ErrorCode] = {}
+        eligible: list[TopicPartition] = []
+        if group.is_(S.EMPTY):
+            eligible = list(partitions)
+        elif group.protocol_type == CONSUMER_PROTOCOL_TYPE:
+            for tp in partitions:
+                if group.is_subscribed_to(tp[0]):
+                    errors[tp] = E.GROUP_SUBSCRIBED_TO_TOPIC
+                else:
+                    eligible.append(tp)
+        else:
+            return E.NON_EMPTY_GROUP, {}
+        code = await self._remove_offsets(group, [tp for tp in eligible if tp in group.offsets])
+        for tp in eligible:
+            errors[tp] = code
+        return E.NONE, errors
+
+    async def _remove_offsets(self, group: Group, partitions: Iterable[TopicPartition],
+                              remove_group: bool = False) -> ErrorCode:
+        """Write tombstones for offsets (and the group itself), then forget them."""
+        parts = list(partitions)
+        records: list[KeyValue] = [(schemas.encode_offset_key(group.group_id, t, p), None) for t, p in parts]
+        if remove_group:
+            records.append((schemas.encode_group_key(group.group_id), None))
+        for tp in parts:
+            group.offsets.pop(tp, None)
+        if not records:
+            return E.NONE
+        err = await self.store.append(self.partition_for(group.group_id), records)
+        return E.NONE if err == E.NONE else _group_store_error(err)
+
+    # ---- describe / list / delete --------------------------------------------------------
+
+    def describe_group(self, group_id: str) -> tuple[ErrorCode, GroupSummary]:
+        dead = GroupSummary(S.DEAD.value, "", "", [])
+        err = self._status(group_id, Api.DESCRIBE)
+        if err is not None:
+            return err, dead
+        group = self.groups.get(group_id)
+        return E.NONE, group.summary() if group is not None else dead
+
+    def list_groups(self, states: set[str] | None = None) -> tuple[ErrorCode, list[tuple[str, str, str]]]:
+        """(group id, protocol type, state) of every group; COORDINATOR_LOAD_IN_PROGRESS while loading."""
+        wanted = {s.lower() for s in states} if states else None
+        out = [(g.group_id, g.protocol_type or "", g.state.value) for g in self.groups.values()
+               if not g.is_(S.DEAD) and (wanted is None or g.state.value.lower() in wanted)]
+        err = E.COORDINATOR_LOAD_IN_PROGRESS if self.loading else E.NONE
+        return err, sorted(out)
+
+    async def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
+        result: dict[str, ErrorCode] = {}
+        for group_id in group_ids:
+            err = self._status(group_id, Api.DELETE)
+            if err is not None:
+                result[group_id] = err
+                continue
+            group = self.groups.get(group_id)
+            if group is None or group.is_(S.DEAD):
+                result[group_id] = E.GROUP_ID_NOT_FOUND
+            elif not group.is_(S.EMPTY):
+                result[group_id] = E.NON_EMPTY_GROUP
+            else:
+                group.transition_to(S.DEAD, self._now())
+                self._unload_group(group)
+                del self.groups[group_id]
+                result[group_id] = await self._remove_offsets(group, list(group.offsets), remove_group=True)
+                log.info("deleted group %s", group_id)
+        return result
+
+    # ---- storage -------------------------------------------------------------------------
+
+    async def _store_group(self, group: Group, assignments: dict[str, bytes]) -> ErrorCode:
+        proto = group.protocol_name
+        value = schemas.GroupValue(
+            protocol_type=group.protocol_type or "",
+            generation=group.generation_id,
+            protocol=proto,
+            leader=group.leader_id,
+            current_state_timestamp=group.current_state_timestamp if group.current_state_timestamp is not None else -1,
+            members=[
+                schemas.MemberValue(m.member_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
+                                    m.session_timeout_ms, m.metadata(proto) if proto else b"",
+                                    assignments.get(m.member_id, b""), m.group_instance_id)
+                for m in group.members.values()
+            ],
+        )
+        record = (schemas.encode_group_key(group.group_id), schemas.encode_group_value(value))
+        err = await self.store.append(self.partition_for(group.group_id), [record])
+        return E.NONE if err == E.NONE else _group_store_error(err)
+
+    async def _store_group_logged(self, group: Group, assignments: dict[str, bytes]) -> None:
+        err = await self._store_group(group, assignments)
+        if err != E.NONE:
+            log.warning("failed to write the metadata of group %s generation %d: %s",
+                        group.group_id, group.generation_id, err.name)
+
+    # ---- expiration ----------------------------------------------------------------------
+
+    async def _expiry_loop(self) -> None:
+        while self.active:
+            await asyncio.sleep(self.config.retention_check_interval_ms / 1000)
+            with contextlib.suppress(Exception):
+                await self.expire_offsets()
+
+    async def expire_offsets(self) -> int:
+        """Drop offsets past offsets.retention.minutes, and empty groups with no offsets left."""
+        now = self._now()
+        removed = 0
+        for group in list(self.groups.values()):
+            if not self._live(group) or not self.is_coordinator_for(group.group_id):
+                continue
+            expired = group.expired_offsets(now, self.config.retention_ms)
+            drop_group = group.is_(S.EMPTY) and not group.pending_members and len(expired) == len(group.offsets)
+            if not expired and not drop_group:
+                continue
+            if drop_group:
+                group.transition_to(S.DEAD, now)
+                del self.groups[group.group_id]
+            await self._remove_offsets(group, expired, remove_group=drop_group)
+            removed += len(expired)
+            if expired:
+                log.info("removed %d expired offsets of group %s", len(expired), group.group_id)
+        return removed

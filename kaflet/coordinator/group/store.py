@@ -1,0 +1,126 @@
+"""Reading and writing the __consumer_offsets partitions the coordinator owns.
+
+Writes go through the partition's ordinary leader append path (producer id -1, acks=all
+semantics) and are answered once the high watermark covers them, as Kafka answers a commit
+only when it is replicated. Loading replays a partition from its log start to its high
+watermark: the last record per key wins and a null value (tombstone) deletes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+from kaflet.coordinator.group import schemas
+from kaflet.protocol.errors import ErrorCode, KafkaError
+from kaflet.protocol.primitives import DecodeError
+from kaflet.protocol.records import Record, build_batch, decode_records, iter_batches
+
+if TYPE_CHECKING:
+    from kaflet.server.broker import Broker
+
+log = logging.getLogger("kaflet.coordinator")
+
+GROUP_METADATA_TOPIC = "__consumer_offsets"
+_LOAD_CHUNK_BYTES = 4 * 1024 * 1024
+
+KeyValue = tuple[bytes, bytes | None]
+
+
+@dataclass(slots=True)
+class LoadedPartition:
+    """The live state of one partition after replaying it."""
+
+    groups: dict[str, schemas.GroupValue] = field(default_factory=dict)
+    offsets: dict[str, dict[tuple[str, int], schemas.OffsetValue]] = field(default_factory=dict)
+
+
+class GroupStore(Protocol):
+    """Where the coordinator persists groups and offsets (the topic, or memory in unit tests)."""
+
+    async def append(self, partition: int, records: list[KeyValue]) -> ErrorCode: ...
+
+    async def load(self, partition: int) -> LoadedPartition: ...
+
+
+def replay(loaded: LoadedPartition, key_bytes: bytes | None, value: bytes | None) -> None:
+    """Apply one record of the topic to `loaded`."""
+    if key_bytes is None:
+        return
+    try:
+        key = schemas.decode_key(key_bytes)
+        if isinstance(key, schemas.OffsetKey):
+            tp = (key.topic, key.partition)
+            if value is None:
+                loaded.offsets.get(key.group, {}).pop(tp, None)
+            else:
+                loaded.offsets.setdefault(key.group, {})[tp] = schemas.decode_offset_value(value)
+        elif isinstance(key, schemas.GroupKey):
+            if value is None:
+                loaded.groups.pop(key.group, None)
+            else:
+                loaded.groups[key.group] = schemas.decode_group_value(value)
+    except DecodeError as exc:
+        # Kafka would stop loading the partition; one unreadable record should not cost every
+        # group on it, so it is skipped and reported.
+        log.warning("skipping an unreadable record in %s: %s", GROUP_METADATA_TOPIC, exc)
+
+
+class OffsetsTopicStore:
+    """GroupStore over the broker's __consumer_offsets partitions."""
+
+    def __init__(self, broker: Broker, commit_timeout_ms: int) -> None:
+        self.broker = broker
+        self.commit_timeout_ms = commit_timeout_ms
+
+    async def append(self, partition: int, records: list[KeyValue]) -> ErrorCode:
+        part = self.broker.replica_manager.get(GROUP_METADATA_TOPIC, partition)
+        if part is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        batch = build_batch([Record(i, 0, k, v) for i, (k, v) in enumerate(records)])
+        try:
+            result = part.append(memoryview(batch), -1)
+        except KafkaError as exc:
+            return exc.code
+        except ValueError:  # the log was closed under us (shutdown, deletion)
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if result.flush_needed:
+            await part.log.flush_until(result.last_offset + 1)
+        # With followers the high watermark trails the append; one broker advances it at once.
+        deadline = time.monotonic() + self.commit_timeout_ms / 1000
+        while part.log.high_watermark <= result.last_offset:
+            if time.monotonic() >= deadline:
+                return ErrorCode.REQUEST_TIMED_OUT
+            await asyncio.sleep(0.01)
+        return ErrorCode.NONE
+
+    async def load(self, partition: int) -> LoadedPartition:
+        loaded = LoadedPartition()
+        part = self.broker.replica_manager.get(GROUP_METADATA_TOPIC, partition)
+        if part is None:
+            return loaded
+        plog = part.log
+        offset = plog.log_start_offset
+        end = plog.high_watermark
+        while offset < end:
+            data = b"".join(r.read_bytes() for r in plog.read(offset, _LOAD_CHUNK_BYTES, end).regions)
+            if not data:
+                break
+            mv = memoryview(data)
+            moved = False
+            for pos, h in iter_batches(mv):
+                if h.next_offset <= offset:
+                    continue
+                if not h.is_control:
+                    for rec in decode_records(mv[pos : pos + h.size]):
+                        if h.base_offset + rec.offset_delta >= offset:
+                            replay(loaded, rec.key, rec.value)
+                offset = h.next_offset
+                moved = True
+            if not moved:
+                break
+            await asyncio.sleep(0)  # a big partition must not hold up the loop
+        return loaded

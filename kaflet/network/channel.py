@@ -1,0 +1,188 @@
+"""Byte channels under a Connection: plain sockets and TLS, both over the loop's sock_* calls.
+
+A plain channel is the socket itself: frames are received straight into their buffers and file
+regions go out with sendfile. The TLS channel is sans-io TLS: an `ssl.SSLObject` between two
+`MemoryBIO`s, with ciphertext moved by the same sock_recv/sock_sendall calls, so no asyncio
+transport or protocol is involved and Connection code is the same for both. TLS cannot use
+sendfile (the bytes must be encrypted in user space), so file regions are read and written
+through TLS instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import ssl
+from typing import Any, Protocol, cast
+
+_TLS_READ = 65536
+_TLS_WRITE_CHUNK = 262144  # bounds the ciphertext buffered at once for a large response
+
+
+class FileRegionLike(Protocol):
+    """A run of bytes in a file that can be sent without copying it through Python."""
+
+    size: int
+
+    position: int
+
+    @property
+    def file(self) -> Any:
+        """The open binary file object that holds the bytes."""
+        ...
+
+    def read_bytes(self) -> bytes: ...
+
+
+class Channel:
+    """A plain TCP socket driven with the loop's sock_* calls."""
+
+    is_tls = False
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.loop = asyncio.get_running_loop()
+        self.use_sendfile = True
+
+    async def start(self, timeout: float) -> None:
+        """Anything to do before the first frame (the TLS handshake); nothing for plain sockets."""
+
+    async def recv_into(self, view: memoryview) -> int:
+        """Receive into `view`; 0 at end of stream."""
+        return await self.loop.sock_recv_into(self.sock, view)
+
+    async def sendall(self, data: bytes | bytearray | memoryview) -> None:
+        await self.loop.sock_sendall(self.sock, data)
+
+    async def send_region(self, region: FileRegionLike) -> None:
+        """Send a file region, zero-copy when the platform allows."""
+        if self.use_sendfile:
+            try:
+                sent = await self.loop.sock_sendfile(self.sock, region.file, region.position, region.size,
+                                                     fallback=False)
+            except (asyncio.SendfileNotAvailableError, NotImplementedError):
+                self.use_sendfile = False
+            else:
+                if sent != region.size:
+                    # The file shrank under us (truncation): the frame length we announced is now
+                    # wrong, so the only safe move is to drop the connection.
+                    raise ConnectionError("log truncated while sending a fetch response")
+                return
+        await self.sendall(_region_bytes(region))
+
+    def peer_certificate(self) -> bytes | None:
+        """The client's certificate (DER) when TLS client authentication gave one."""
+        return None
+
+    def close(self) -> None:
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+
+
+def _region_bytes(region: FileRegionLike) -> bytes:
+    data = region.read_bytes()
+    if len(data) != region.size:
+        raise ConnectionError("log truncated while sending a fetch response")
+    return data
+
+
+class TlsError(ConnectionError):
+    """The TLS handshake or a TLS record failed; the message says why."""
+
+
+class TlsChannel(Channel):
+    """Server-side TLS over a plain socket, without transports (SSLObject + MemoryBIO)."""
+
+    is_tls = True
+
+    def __init__(self, sock: socket.socket, context: ssl.SSLContext) -> None:
+        super().__init__(sock)
+        self.use_sendfile = False
+        self._in = ssl.MemoryBIO()
+        self._out = ssl.MemoryBIO()
+        self._ssl = context.wrap_bio(self._in, self._out, server_side=True)
+        self._eof = False
+
+    async def start(self, timeout: float) -> None:
+        """The TLS handshake, bounded by `timeout` seconds (a silent client must not hold a task)."""
+        try:
+            async with asyncio.timeout(timeout):
+                while True:
+                    try:
+                        self._ssl.do_handshake()
+                        break
+                    except ssl.SSLWantReadError:
+                        await self._flush()
+                        if not await self._feed():
+                            raise TlsError("connection closed during the TLS handshake") from None
+        except TimeoutError:
+            raise TlsError(f"TLS handshake not completed within {timeout:g} s") from None
+        except ssl.SSLError as exc:
+            # Send the alert (e.g. "certificate required") before the socket goes away.
+            try:
+                await self._flush()
+            except OSError:
+                pass
+            raise TlsError(f"TLS handshake failed: {exc.reason or exc}") from None
+        await self._flush()
+
+    async def _feed(self) -> bool:
+        """Move ciphertext from the socket into the TLS object; False at end of stream."""
+        data = await self.loop.sock_recv(self.sock, _TLS_READ)
+        if not data:
+            self._in.write_eof()
+            self._eof = True
+            return False
+        self._in.write(data)
+        return True
+
+    async def _flush(self) -> None:
+        if self._out.pending:
+            await self.loop.sock_sendall(self.sock, self._out.read())
+
+    async def recv_into(self, view: memoryview) -> int:
+        want = len(view)
+        while True:
+            try:
+                # With a buffer, SSLObject.read returns the byte count (typeshed says bytes).
+                n = cast(int, self._ssl.read(want, view))
+            except ssl.SSLWantReadError:
+                # TLS 1.3 may also need to write (a key update) before it can read more.
+                await self._flush()
+                if self._eof or not await self._feed():
+                    return 0
+                continue
+            except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
+                return 0
+            except ssl.SSLError as exc:
+                raise TlsError(f"TLS error: {exc.reason or exc}") from None
+            if self._out.pending:
+                await self._flush()
+            return n
+
+    async def sendall(self, data: bytes | bytearray | memoryview) -> None:
+        view = memoryview(data).cast("B")
+        pos = 0
+        try:
+            while pos < len(view):
+                pos += self._ssl.write(view[pos : pos + _TLS_WRITE_CHUNK])
+                await self._flush()
+        except ssl.SSLError as exc:
+            raise TlsError(f"TLS error: {exc.reason or exc}") from None
+
+    def peer_certificate(self) -> bytes | None:
+        try:
+            return self._ssl.getpeercert(binary_form=True)
+        except ValueError:
+            return None
+
+    def close(self) -> None:
+        # No close_notify round trip: the peer is gone or being dropped, and waiting for it would
+        # let a client hold the task. Kafka also just closes the channel.
+        super().close()
+
+
+__all__ = ["Channel", "TlsChannel", "TlsError", "FileRegionLike"]

@@ -1,0 +1,305 @@
+"""Topic and broker configs at run time: describe, alter, store, and apply without a restart.
+
+Storage is Kafka's: overrides live in ``/config/topics/<t>``, ``/config/brokers/<id>`` and
+``/config/brokers/<default>`` as ``{"version":1,"config":{...}}``, and every change is announced
+by a sequential ``/config/changes/config_change_<seq>`` node (``{"version":2,"entity_path":...}``).
+Every broker watches ``/config/changes`` and re-reads the entity a notification names, so a
+change made through any broker (or written by Kafka's own tools) reaches all of them. The
+broker that made a change also applies it at once, so a client that alters and then produces
+sees the new value on its very next request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from kaflet.metadata import zkdata
+from kaflet.metadata.errors import AdminError
+from kaflet.metadata.topic_names import validate as validate_topic_name
+from kaflet.metadata.tree import NodeExistsError, NoNodeError, WatchEvent
+from kaflet.protocol.errors import ErrorCode
+from kaflet.server.dynamic_config import (
+    RESOURCE_BROKER,
+    RESOURCE_TOPIC,
+    ConfigEntry,
+    ConfigRequestError,
+    DynamicBrokerConfig,
+    apply_incremental,
+    describe_broker,
+    describe_broker_default,
+    describe_topic,
+    effective_topic_defaults,
+    validate_broker_update,
+)
+from kaflet.server.topic_config import InvalidConfigError, validate_topic_configs
+
+if TYPE_CHECKING:
+    from kaflet.server.broker import Broker
+
+log = logging.getLogger("kaflet.configs")
+
+#: Kafka's listeners delete change notifications older than this (15 minutes).
+NOTIFICATION_EXPIRY_MS = 15 * 60 * 1000
+
+_TOPICS = zkdata.ConfigType.TOPIC
+# ConfigResource.Type names, as Kafka's messages print them.
+_RESOURCE_NAMES = {2: "TOPIC", 4: "BROKER", 8: "BROKER_LOGGER", 16: "CLIENT_METRICS", 32: "GROUP"}
+_BROKERS = zkdata.ConfigType.BROKER
+
+
+class ConfigAdmin:
+    """The broker's config service (the parts of Kafka's AdminManager, DynamicBrokerConfig and
+    ConfigChangeListener that concern topics and brokers)."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.dynamic = DynamicBrokerConfig(broker.broker_id, broker.config.originals)
+        self._last_seq = -1
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    # ------------------------------------------------------------------ start-up and defaults
+
+    async def load(self) -> None:
+        """Read the dynamic broker configs (before the logs open, so they start with them)."""
+        self.dynamic.broker_id = self.broker.broker_id
+        self.dynamic.update(default=await self._read(_BROKERS, zkdata.DEFAULT_ENTITY),
+                            per_broker=await self._read(_BROKERS, str(self.broker.broker_id)))
+        if self.dynamic.default or self.dynamic.per_broker:
+            log.info("dynamic broker configs: cluster default %s, broker %d %s",
+                     self.dynamic.default, self.broker.broker_id, self.dynamic.per_broker)
+
+    def topic_defaults(self) -> dict[str, str]:
+        """Topic-config defaults: server.properties, then the dynamic broker configs."""
+        return effective_topic_defaults(self.broker.config.topic_defaults(), self.dynamic)
+
+    def topic_entries(self, overrides: Mapping[str, str]) -> list[ConfigEntry]:
+        """Every config of a topic with these overrides, as DescribeConfigs reports it."""
+        return describe_topic(self.dynamic, self.topic_defaults(), overrides)
+
+    # ------------------------------------------------------------------ tree I/O
+
+    async def _read(self, entity_type: str, name: str) -> dict[str, str]:
+        got = await self.broker.tree.get_or_none(zkdata.config_entity_path(entity_type, name))
+        return zkdata.parse_entity_config(got[0]) if got else {}
+
+    async def _write(self, entity_type: str, name: str, configs: Mapping[str, str]) -> None:
+        """Set-or-create the entity's config node, then announce the change (as AdminZkClient)."""
+        tree = self.broker.tree
+        path = zkdata.config_entity_path(entity_type, name)
+        data = zkdata.entity_config_json(dict(configs))
+        try:
+            await tree.set(path, data)
+        except NoNodeError:
+            try:
+                await tree.create(path, data, make_parents=True)
+            except NodeExistsError:
+                await tree.set(path, data)
+        await tree.create(zkdata.config_change_prefix(), zkdata.config_change_json(f"{entity_type}/{name}"),
+                          sequential=True, make_parents=True)
+
+    # ------------------------------------------------------------------ resources
+
+    def _broker_entity(self, name: str | None) -> str:
+        """The /config/brokers child a BROKER resource name means ("" is the cluster default)."""
+        if not name:
+            return zkdata.DEFAULT_ENTITY
+        try:
+            broker_id = int(name)
+        except ValueError:
+            raise ConfigRequestError(ErrorCode.INVALID_REQUEST,
+                                     f"Broker id must be an integer, but it is: {name}") from None
+        if broker_id != self.broker.broker_id:
+            raise ConfigRequestError(
+                ErrorCode.INVALID_REQUEST,
+                f"Unexpected broker id, expected {self.broker.broker_id} or empty string, but received {name}")
+        return str(broker_id)
+
+    def _check_topic(self, name: str, message: bool) -> None:
+        try:
+            validate_topic_name(name)
+        except AdminError as exc:
+            raise ConfigRequestError(exc.error_code, exc.message) from None
+        if name not in self.broker.metadata_cache.topics:
+            raise ConfigRequestError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                     f"The topic '{name}' does not exist." if message else None)
+
+    @staticmethod
+    def _unsupported(resource_type: int, api: str) -> ConfigRequestError:
+        resource_type = _RESOURCE_NAMES.get(resource_type, "UNKNOWN")  # type: ignore[assignment]
+        if api == "describe":
+            return ConfigRequestError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {resource_type}")
+        return ConfigRequestError(
+            ErrorCode.INVALID_REQUEST,
+            f"AlterConfigs is only supported for topics and brokers, but resource type is {resource_type}")
+
+    async def describe(self, resource_type: int, name: str, keys: Sequence[str] | None) -> list[ConfigEntry]:
+        """The configs of one resource; raises ConfigRequestError."""
+        if resource_type == RESOURCE_TOPIC:
+            self._check_topic(name, message=False)
+            overrides = await self._read(_TOPICS, name)
+            return describe_topic(self.dynamic, self.topic_defaults(), overrides, keys)
+        if resource_type == RESOURCE_BROKER:
+            entity = self._broker_entity(name)
+            if entity == zkdata.DEFAULT_ENTITY:
+                return describe_broker_default(self.dynamic, keys)
+            return describe_broker(self.dynamic, keys)
+        raise self._unsupported(resource_type, "describe")
+
+    async def alter(self, resource_type: int, name: str, configs: Mapping[str, str | None],
+                    validate_only: bool) -> None:
+        """AlterConfigs: the given map replaces the resource's whole stored config."""
+        nulls = [k for k, v in configs.items() if v is None]
+        if nulls and resource_type in (RESOURCE_TOPIC, RESOURCE_BROKER):
+            raise ConfigRequestError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {','.join(nulls)}")
+        await self._store(resource_type, name, lambda _current: dict(configs), validate_only)  # type: ignore[arg-type]
+
+    async def incremental_alter(self, resource_type: int, name: str, ops: Sequence[tuple[str, int, str | None]],
+                                validate_only: bool) -> None:
+        """IncrementalAlterConfigs: SET, DELETE, APPEND, SUBTRACT on the stored config."""
+        broker = resource_type == RESOURCE_BROKER
+        await self._store(resource_type, name, lambda current: apply_incremental(current, ops, broker=broker),
+                          validate_only)
+
+    async def _store(self, resource_type: int, name: str, change: Any, validate_only: bool) -> None:
+        if resource_type == RESOURCE_TOPIC:
+            self._check_topic(name, message=True)
+            new = change(await self._read(_TOPICS, name))
+            try:
+                new = validate_topic_configs(new)
+            except InvalidConfigError as exc:
+                raise ConfigRequestError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+            if validate_only:
+                return
+            log.info("updating topic %s with new configuration: %s", name, new)
+            await self._write(_TOPICS, name, new)
+            await self.apply_entity(f"{_TOPICS}/{name}")
+        elif resource_type == RESOURCE_BROKER:
+            entity = self._broker_entity(name)
+            per_broker = entity != zkdata.DEFAULT_ENTITY
+            new = validate_broker_update(change(await self._read(_BROKERS, entity)), name, per_broker)
+            if validate_only:
+                return
+            log.info("updating %s with new configuration: %s",
+                     f"broker {entity}" if per_broker else "the cluster-wide broker defaults", new)
+            await self._write(_BROKERS, entity, new)
+            await self.apply_entity(f"{_BROKERS}/{entity}")
+        else:
+            raise self._unsupported(resource_type, "alter")
+
+    # ------------------------------------------------------------------ applying changes
+
+    async def apply_entity(self, entity_path: str) -> None:
+        """Re-read one changed entity and make its configs take effect."""
+        entity_type, _, name = entity_path.partition("/")
+        if entity_type == _TOPICS:
+            if name not in self.broker.metadata_cache.topics:
+                return
+            self.broker.topic_overrides[name] = await self._read(_TOPICS, name)
+            self._refresh_logs([name])
+        elif entity_type == _BROKERS:
+            if name == zkdata.DEFAULT_ENTITY:
+                self.dynamic.update(default=await self._read(_BROKERS, name))
+            elif name == str(self.broker.broker_id):
+                self.dynamic.update(per_broker=await self._read(_BROKERS, name))
+            else:
+                return  # another broker's own configs
+            self._refresh_defaults()
+
+    def _refresh_defaults(self) -> None:
+        """New broker-level topic defaults: every log without an override follows them."""
+        from kaflet.log.config import LogConfig
+
+        lm = self.broker.log_manager
+        if lm is None:
+            return
+        try:
+            lm.default_config = LogConfig.from_props(self.topic_defaults())
+        except ValueError as exc:
+            log.error("dynamic broker configs not applied to the logs: %s", exc)
+            return
+        self._refresh_logs(sorted({t for t, _ in lm.all_logs()}))
+
+    def _refresh_logs(self, topics: list[str]) -> None:
+        lm = self.broker.log_manager
+        if lm is None:
+            return
+        for topic in topics:
+            try:
+                lm.update_topic_config(topic)
+            except ValueError as exc:
+                log.error("config of topic %s not applied to its logs: %s", topic, exc)
+
+    # ------------------------------------------------------------------ /config/changes listener
+
+    async def start(self) -> None:
+        """Start following /config/changes; what is there already is state we just read."""
+        names = await self._watch_changes()
+        self._last_seq = max((s for s in map(_seq, names) if s is not None), default=-1)
+        await self._purge(names)
+        self._task = asyncio.create_task(self._run(), name="kaflet-config-changes")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    def _on_change(self, _event: WatchEvent) -> None:
+        self._wake.set()
+
+    async def _watch_changes(self) -> list[str]:
+        return await self.broker.tree.children(zkdata.CONFIG_CHANGES_PATH, watch=self._on_change)
+
+    async def _run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            try:
+                await self._process()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("processing config change notifications failed; retrying")
+                await asyncio.sleep(0.5)
+                self._wake.set()
+
+    async def _process(self) -> None:
+        names = await self._watch_changes()
+        pending = sorted((s, n) for n in names if (s := _seq(n)) is not None and s > self._last_seq)
+        for seq, node in pending:
+            got = await self.broker.tree.get_or_none(f"{zkdata.CONFIG_CHANGES_PATH}/{node}")
+            if got is not None:
+                try:
+                    entity_path = zkdata.parse_config_change(got[0])
+                except (ValueError, KeyError) as exc:
+                    log.warning("ignoring malformed config change notification %s: %s", node, exc)
+                else:
+                    await self.apply_entity(entity_path)
+            self._last_seq = seq
+        await self._purge(names)
+
+    async def _purge(self, names: list[str]) -> None:
+        """Delete notifications older than Kafka's 15 minutes (any broker may do it)."""
+        cutoff = int(time.time() * 1000) - NOTIFICATION_EXPIRY_MS
+        for node in names:
+            path = f"{zkdata.CONFIG_CHANGES_PATH}/{node}"
+            got = await self.broker.tree.get_or_none(path)
+            if got is not None and got[1].ctime < cutoff:
+                with contextlib.suppress(NoNodeError):
+                    await self.broker.tree.delete(path)
+
+
+def _seq(node: str) -> int | None:
+    if not node.startswith(zkdata.CONFIG_CHANGE_PREFIX):
+        return None
+    try:
+        return int(node[len(zkdata.CONFIG_CHANGE_PREFIX):])
+    except ValueError:
+        return None

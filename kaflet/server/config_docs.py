@@ -1,0 +1,100 @@
+"""Short descriptions of topic and broker configs, as DescribeConfigs v3+ reports them.
+
+The wording is kaflet's own: one sentence that tells an operator what the setting changes.
+Broker configs that supply a topic config's default reuse the topic sentence through
+:func:`broker_doc`, so the two never drift apart.
+"""
+
+from __future__ import annotations
+
+TOPIC_DOCS: dict[str, str] = {
+    "cleanup.policy": "How old log segments are disposed of: 'delete' removes them by age or size, "
+    "'compact' keeps the latest record of each key; both may be given.",
+    "compression.type": "Codec the broker stores batches with; 'producer' keeps whatever codec the producer used, "
+    "'uncompressed' stores them uncompressed.",
+    "delete.retention.ms": "How long tombstones (null values) of a compacted topic stay readable after cleaning.",
+    "file.delete.delay.ms": "How long a segment marked for deletion stays on disk before it is removed.",
+    "flush.messages": "Force an fsync of the log after this many messages have been appended.",
+    "flush.ms": "Force an fsync of the log when this many milliseconds have passed since the last one.",
+    "follower.replication.throttled.replicas": "Replicas (partition:broker pairs, or '*') whose follower-side "
+    "replication is throttled.",
+    "index.interval.bytes": "How many bytes of records are appended between two entries of the offset index.",
+    "leader.replication.throttled.replicas": "Replicas (partition:broker pairs, or '*') whose leader-side "
+    "replication is throttled.",
+    "max.compaction.lag.ms": "Longest time a record may stay uncompacted in a compacted log.",
+    "max.message.bytes": "Largest record batch (after compression) the topic accepts.",
+    "message.downconversion.enable": "Whether the broker converts batches to an older format for old consumers.",
+    "message.format.version": "Record format version used on disk; ignored by brokers at 3.0 or later.",
+    "message.timestamp.difference.max.ms": "Largest allowed distance between a record's CreateTime timestamp "
+    "and the broker's clock.",
+    "message.timestamp.type": "Whether record timestamps are the producer's (CreateTime) or the broker's append "
+    "time (LogAppendTime).",
+    "min.cleanable.dirty.ratio": "Share of a compacted log that must be uncleaned before the cleaner picks it.",
+    "min.compaction.lag.ms": "Shortest time a record stays uncompacted in a compacted log.",
+    "min.insync.replicas": "Fewest in-sync replicas that must have a write for an acks=all produce to succeed.",
+    "preallocate": "Whether new segment files are preallocated on disk.",
+    "retention.bytes": "Largest size a partition may grow to before its oldest segments are deleted; -1 for no limit.",
+    "retention.ms": "How long records are kept before their segment is deleted; -1 for no time limit.",
+    "segment.bytes": "Size at which the active log segment is closed and a new one started.",
+    "segment.index.bytes": "Size of the offset and time index files of each segment.",
+    "segment.jitter.ms": "Largest random offset subtracted from segment.ms, so segments do not all roll at once.",
+    "segment.ms": "Age after which the active segment is rolled even if it is not full.",
+    "unclean.leader.election.enable": "Whether a replica outside the ISR may become leader (risking data loss).",
+}
+
+BROKER_DOCS: dict[str, str] = {
+    "broker.id": "This broker's id; -1 generates one when broker.id.generation.enable is true.",
+    "broker.id.generation.enable": "Whether a broker without broker.id gets a generated one.",
+    "reserved.broker.max.id": "Highest id reserved for configured broker ids; generated ids start above it.",
+    "broker.rack": "Rack of this broker, used for rack-aware replica placement.",
+    "listeners": "Addresses the broker listens on, as NAME://host:port.",
+    "advertised.listeners": "Addresses clients are told to connect to; the listeners when unset.",
+    "listener.security.protocol.map": "Security protocol of each listener name.",
+    "log.dirs": "Directories the partitions are stored in.",
+    "log.dir": "Directory for log data, used when log.dirs is not set.",
+    "num.partitions": "Partition count of topics created without one.",
+    "default.replication.factor": "Replication factor of topics created without one.",
+    "auto.create.topics.enable": "Whether a metadata request for an unknown topic creates it.",
+    "delete.topic.enable": "Whether topics may be deleted.",
+    "log.roll.hours": "Age in hours after which a segment is rolled; log.roll.ms takes precedence.",
+    "log.roll.jitter.hours": "Roll jitter in hours; log.roll.jitter.ms takes precedence.",
+    "log.retention.minutes": "Retention in minutes; log.retention.ms takes precedence.",
+    "log.retention.hours": "Retention in hours; log.retention.minutes and log.retention.ms take precedence.",
+    "log.flush.scheduler.interval.ms": "How often the flusher checks whether a log needs an fsync.",
+    "log.flush.offset.checkpoint.interval.ms": "How often the recovery points are checkpointed.",
+    "log.flush.start.offset.checkpoint.interval.ms": "How often the log start offsets are checkpointed.",
+    "log.retention.check.interval.ms": "How often the broker looks for segments to delete.",
+    "log.cleaner.enable": "Whether the log cleaner runs (it is needed by compacted topics).",
+    "log.cleaner.threads": "Number of background threads that compact logs.",
+    "log.cleaner.dedupe.buffer.size": "Memory the cleaner uses for its key-to-offset map.",
+    "log.cleaner.io.buffer.size": "Memory the cleaner uses for its read and write buffers.",
+    "log.cleaner.io.buffer.load.factor": "Fill ratio of the cleaner's key-to-offset map.",
+    "log.cleaner.io.max.bytes.per.second": "Throttle on the cleaner's combined read and write rate.",
+    "log.cleaner.backoff.ms": "Pause of the cleaner when no log needs cleaning.",
+    "socket.request.max.bytes": "Largest request the broker reads from a socket.",
+    "socket.send.buffer.bytes": "SO_SNDBUF of the broker's sockets; -1 for the OS default.",
+    "socket.receive.buffer.bytes": "SO_RCVBUF of the broker's sockets; -1 for the OS default.",
+    "connections.max.idle.ms": "Idle time after which a client connection is closed.",
+    "fetch.max.bytes": "Largest response the broker builds for one fetch request.",
+    "request.timeout.ms": "How long the broker waits on behalf of a request before giving up.",
+    "zookeeper.connect": "ZooKeeper connection string; unset for a self-contained single broker.",
+    "num.network.threads": "Threads that serve the network (kaflet: one event loop).",
+    "num.io.threads": "Threads that handle requests (kaflet: one event loop).",
+    "num.recovery.threads.per.data.dir": "Threads per data directory that recover logs at start-up.",
+    "num.replica.fetchers": "Threads that fetch from leaders for follower replicas.",
+    "background.threads": "Threads for background tasks.",
+    "queued.max.requests": "Requests queued before the network stops reading.",
+}
+
+
+def topic_doc(name: str) -> str | None:
+    """The description of a topic config, or None."""
+    return TOPIC_DOCS.get(name)
+
+
+def broker_doc(name: str, topic_synonym: str | None = None) -> str | None:
+    """The description of a broker config; a topic default's own sentence if it has none."""
+    doc = BROKER_DOCS.get(name)
+    if doc is None and topic_synonym is not None and topic_synonym in TOPIC_DOCS:
+        return f"Default for topics without an override: {TOPIC_DOCS[topic_synonym][0].lower()}{TOPIC_DOCS[topic_synonym][1:]}"
+    return doc

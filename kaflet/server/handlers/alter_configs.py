@@ -1,0 +1,30 @@
+"""AlterConfigs (key 33): replace a topic's or broker's stored configs."""
+
+from __future__ import annotations
+
+from kaflet.protocol import codec
+from kaflet.protocol.api_keys import ApiKey
+from kaflet.server.dynamic_config import ConfigRequestError
+from kaflet.server.request_context import RequestContext
+
+API_KEY = ApiKey.ALTER_CONFIGS
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+
+async def handle(ctx: RequestContext, body: memoryview) -> bytes:
+    req = codec.decode_request(API_KEY, ctx.version, body)
+    R = codec.response_class(API_KEY)
+    Resp = R.AlterConfigsResourceResponse
+    validate_only = bool(req.validate_only)
+    out = []
+    for res in req.resources:
+        code, message = 0, None
+        try:
+            configs = {c.name: c.value for c in res.configs}
+            await ctx.broker.config_admin.alter(res.resource_type, res.resource_name, configs, validate_only)
+        except ConfigRequestError as exc:
+            code, message = exc.code, exc.message
+        out.append(Resp(error_code=code, error_message=message, resource_type=res.resource_type,
+                        resource_name=res.resource_name))
+    return codec.encode_response(API_KEY, ctx.version, R(throttle_time_ms=0, responses=out))

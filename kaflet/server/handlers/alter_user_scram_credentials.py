@@ -1,0 +1,24 @@
+"""AlterUserScramCredentials (key 51): upsert and delete SCRAM credentials in /config/users."""
+
+from __future__ import annotations
+
+from kaflet.protocol import codec
+from kaflet.protocol.api_keys import ApiKey
+from kaflet.security.scram_store import Deletion, Upsertion
+from kaflet.server.request_context import RequestContext
+
+API_KEY = ApiKey.ALTER_USER_SCRAM_CREDENTIALS
+MIN_VERSION = 0
+MAX_VERSION = 0
+
+
+async def handle(ctx: RequestContext, body: memoryview) -> bytes:
+    req = codec.decode_request(API_KEY, ctx.version, body)
+    R = codec.response_class(API_KEY)
+    results = await ctx.broker.scram_credentials.alter(
+        [Upsertion(u.name, u.mechanism, u.iterations, bytes(u.salt), bytes(u.salted_password)) for u in req.upsertions],
+        [Deletion(d.name, d.mechanism) for d in req.deletions],
+    )
+    return codec.encode_response(API_KEY, ctx.version, R(throttle_time_ms=0, results=[
+        R.AlterUserScramCredentialsResult(user=r.user, error_code=r.error_code, error_message=r.error_message)
+        for r in results]))

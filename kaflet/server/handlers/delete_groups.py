@@ -1,0 +1,22 @@
+"""DeleteGroups (key 42): delete empty groups and their committed offsets."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kaflet.protocol import codec
+from kaflet.protocol.api_keys import ApiKey
+from kaflet.server.request_context import RequestContext
+
+API_KEY = ApiKey.DELETE_GROUPS
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+
+async def handle(ctx: RequestContext, body: memoryview) -> bytes:
+    req = codec.decode_request(API_KEY, ctx.version, body)
+    R: Any = codec.response_class(API_KEY)
+    names = list(dict.fromkeys(req.groups_names))  # a group named twice is deleted (and answered) once
+    results = await ctx.broker.group_coordinator.delete_groups(names)
+    out = [R.DeletableGroupResult(group_id=g, error_code=int(results[g])) for g in names]
+    return codec.encode_response(API_KEY, ctx.version, R(throttle_time_ms=0, results=out))

@@ -1,0 +1,59 @@
+"""DeleteRecords (key 21): move partitions' log start offsets forward (AdminClient.deleteRecords).
+
+Per partition, as Kafka answers: UNKNOWN_TOPIC_OR_PARTITION if the broker does not host it,
+NOT_LEADER_OR_FOLLOWER, INVALID_TOPIC_EXCEPTION for internal topics, POLICY_VIOLATION when
+cleanup.policy lacks ``delete``, OFFSET_OUT_OF_RANGE for an offset below -1 or above the high
+watermark.  On success the low watermark (the new log start offset) comes back once the whole
+segments below it are gone and the start offset is checkpointed.  With one replica the low
+watermark is reached at once, so the request never waits for ``timeout_ms``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kaflet.metadata.topic_names import is_internal
+from kaflet.protocol import codec
+from kaflet.protocol.api_keys import ApiKey
+from kaflet.protocol.errors import ErrorCode, KafkaError
+from kaflet.server.request_context import RequestContext
+
+API_KEY = ApiKey.DELETE_RECORDS
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+log = logging.getLogger("kaflet.delete_records")
+
+
+async def handle(ctx: RequestContext, body: memoryview) -> bytes:
+    req = codec.decode_request(API_KEY, ctx.version, body)
+    R = codec.response_class(API_KEY)
+    TR = R.DeleteRecordsTopicResult
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            code, low = await _delete(ctx, t.name, p.partition_index, p.offset)
+            parts.append(TR.DeleteRecordsPartitionResult(partition_index=p.partition_index, low_watermark=low,
+                                                         error_code=code))
+        topics.append(TR(name=t.name, partitions=parts))
+    return codec.encode_response(API_KEY, ctx.version, R(throttle_time_ms=0, topics=topics))
+
+
+async def _delete(ctx: RequestContext, topic: str, index: int, offset: int) -> tuple[int, int]:
+    broker: Any = ctx.broker
+    partition = broker.replica_manager.get(topic, index)
+    if partition is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1
+    if is_internal(topic):
+        return ErrorCode.INVALID_TOPIC_EXCEPTION, -1
+    try:
+        low = partition.delete_records(offset)
+        await broker.log_manager.log_start_offset_moved(partition.log)
+    except KafkaError as exc:
+        return exc.code, -1
+    except OSError:
+        log.exception("DeleteRecords on %s-%d failed", topic, index)
+        return ErrorCode.KAFKA_STORAGE_ERROR, -1
+    return ErrorCode.NONE, low

@@ -1,0 +1,44 @@
+"""DescribeConfigs (key 32): topic and broker configs with sources, synonyms and documentation."""
+
+from __future__ import annotations
+
+from kaflet.protocol import codec
+from kaflet.protocol.api_keys import ApiKey
+from kaflet.server.dynamic_config import SOURCE_DEFAULT, ConfigRequestError
+from kaflet.server.request_context import RequestContext
+
+API_KEY = ApiKey.DESCRIBE_CONFIGS
+MIN_VERSION = 0
+MAX_VERSION = 4
+
+
+async def handle(ctx: RequestContext, body: memoryview) -> bytes:
+    req = codec.decode_request(API_KEY, ctx.version, body)
+    R = codec.response_class(API_KEY)
+    Result = R.DescribeConfigsResult
+    Entry = Result.DescribeConfigsResourceResult
+    Syn = Entry.DescribeConfigsSynonym
+    synonyms = ctx.version >= 1 and bool(getattr(req, "include_synonyms", False))
+    docs = ctx.version >= 3 and bool(getattr(req, "include_documentation", False))
+    results = []
+    for res in req.resources:
+        try:
+            entries = await ctx.broker.config_admin.describe(res.resource_type, res.resource_name,
+                                                             res.configuration_keys)
+        except ConfigRequestError as exc:
+            results.append(Result(error_code=exc.code, error_message=exc.message, resource_type=res.resource_type,
+                                  resource_name=res.resource_name, configs=[]))
+            continue
+        configs = [
+            Entry(
+                name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
+                # v0 has no source, only "is this the built-in default".
+                is_default=e.source == SOURCE_DEFAULT, is_sensitive=e.sensitive,
+                synonyms=[Syn(name=s.name, value=s.value, source=s.source) for s in e.synonyms] if synonyms else [],
+                config_type=e.kind, documentation=e.documentation if docs else None,
+            )
+            for e in entries
+        ]
+        results.append(Result(error_code=0, error_message=None, resource_type=res.resource_type,
+                              resource_name=res.resource_name, configs=configs))
+    return codec.encode_response(API_KEY, ctx.version, R(throttle_time_ms=0, results=results))

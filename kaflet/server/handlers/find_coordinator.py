@@ -1,0 +1,61 @@
+"""FindCoordinator (key 10): which broker coordinates a group (v4: several keys at once)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kaflet.coordinator.group.store import GROUP_METADATA_TOPIC
+from kaflet.protocol import codec
+from kaflet.protocol.api_keys import ApiKey
+from kaflet.protocol.errors import ErrorCode
+from kaflet.server.request_context import RequestContext
+
+API_KEY = ApiKey.FIND_COORDINATOR
+MIN_VERSION = 0
+MAX_VERSION = 4
+
+KEY_TYPE_GROUP = 0
+KEY_TYPE_TRANSACTION = 1
+
+_Found = tuple[int, int, str, int, str | None]  # error, node id, host, port, message
+
+
+def _error(code: ErrorCode, message: str | None = None) -> _Found:
+    return int(code), -1, "", -1, message
+
+
+async def _find(ctx: RequestContext, key: str, key_type: int) -> _Found:
+    broker = ctx.broker
+    if key_type == KEY_TYPE_TRANSACTION:
+        return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                      "This broker has no transaction coordinator: transactions are not supported")
+    if key_type != KEY_TYPE_GROUP:
+        return _error(ErrorCode.INVALID_REQUEST, f"Unknown coordinator type {key_type}")
+    coordinator = broker.group_coordinator
+    if coordinator.ensure_topic is None or not await coordinator.ensure_topic():
+        return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.")
+    info = broker.metadata_cache.topics.get(GROUP_METADATA_TOPIC)
+    part = info.partitions.get(coordinator.partition_for(key)) if info is not None else None
+    node = broker.metadata_cache.brokers.get(part.leader) if part is not None else None
+    ep = node.endpoint(ctx.listener) if node is not None else None
+    if node is None or ep is None:
+        return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.")
+    return int(ErrorCode.NONE), node.id, ep.host or "", ep.port, None
+
+
+async def handle(ctx: RequestContext, body: memoryview) -> bytes:
+    req = codec.decode_request(API_KEY, ctx.version, body)
+    R: Any = codec.response_class(API_KEY)
+    v = ctx.version
+    key_type = req.key_type if v >= 1 else KEY_TYPE_GROUP
+    if v >= 4:
+        coordinators = []
+        for key in req.coordinator_keys:
+            err, node_id, host, port, msg = await _find(ctx, key, key_type)
+            coordinators.append(R.Coordinator(key=key, node_id=node_id, host=host, port=port, error_code=err,
+                                              error_message=msg))
+        resp = R(throttle_time_ms=0, coordinators=coordinators)
+    else:
+        err, node_id, host, port, msg = await _find(ctx, req.key, key_type)
+        resp = R(throttle_time_ms=0, error_code=err, error_message=msg, node_id=node_id, host=host, port=port)
+    return codec.encode_response(API_KEY, v, resp)

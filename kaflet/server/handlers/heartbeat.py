@@ -1,0 +1,21 @@
+"""Heartbeat (key 12): keep a member's session alive; tells it when to rejoin."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kaflet.protocol import codec
+from kaflet.protocol.api_keys import ApiKey
+from kaflet.server.request_context import RequestContext
+
+API_KEY = ApiKey.HEARTBEAT
+MIN_VERSION = 0
+MAX_VERSION = 4
+
+
+async def handle(ctx: RequestContext, body: memoryview) -> bytes:
+    req = codec.decode_request(API_KEY, ctx.version, body)
+    R: Any = codec.response_class(API_KEY)
+    err = ctx.broker.group_coordinator.heartbeat(
+        req.group_id, req.member_id, req.group_instance_id if ctx.version >= 3 else None, req.generation_id)
+    return codec.encode_response(API_KEY, ctx.version, R(throttle_time_ms=0, error_code=int(err)))

@@ -1,0 +1,33 @@
+"""LeaveGroup (key 13): members leave (v3+: several at once, also by group.instance.id)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kaflet.protocol import codec
+from kaflet.protocol.api_keys import ApiKey
+from kaflet.protocol.errors import ErrorCode
+from kaflet.server.request_context import RequestContext
+
+API_KEY = ApiKey.LEAVE_GROUP
+MIN_VERSION = 0
+MAX_VERSION = 4
+
+
+async def handle(ctx: RequestContext, body: memoryview) -> bytes:
+    req = codec.decode_request(API_KEY, ctx.version, body)
+    R: Any = codec.response_class(API_KEY)
+    v = ctx.version
+    leaving: list[tuple[str, str | None]] = (
+        [(m.member_id, m.group_instance_id) for m in req.members] if v >= 3 else [(req.member_id, None)]
+    )
+    err, members = ctx.broker.group_coordinator.leave_group(req.group_id, leaving)
+    if v >= 3:
+        resp = R(throttle_time_ms=0, error_code=int(err), members=[
+            R.MemberResponse(member_id=m, group_instance_id=i, error_code=int(e)) for m, i, e in members])
+    else:
+        # One member: its error is the request's error (Kafka's LeaveGroupResponse.getError).
+        if err == ErrorCode.NONE:
+            err = next((e for _, _, e in members if e != ErrorCode.NONE), ErrorCode.NONE)
+        resp = R(throttle_time_ms=0, error_code=int(err))
+    return codec.encode_response(API_KEY, v, resp)

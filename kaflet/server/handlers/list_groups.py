@@ -1,0 +1,22 @@
+"""ListGroups (key 16): the groups this broker coordinates (v4: filtered by state)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kaflet.protocol import codec
+from kaflet.protocol.api_keys import ApiKey
+from kaflet.server.request_context import RequestContext
+
+API_KEY = ApiKey.LIST_GROUPS
+MIN_VERSION = 0
+MAX_VERSION = 4
+
+
+async def handle(ctx: RequestContext, body: memoryview) -> bytes:
+    req = codec.decode_request(API_KEY, ctx.version, body)
+    R: Any = codec.response_class(API_KEY)
+    states = set(req.states_filter or []) if ctx.version >= 4 else set()
+    err, groups = ctx.broker.group_coordinator.list_groups(states or None)
+    listed = [R.ListedGroup(group_id=g, protocol_type=pt, group_state=st) for g, pt, st in groups]
+    return codec.encode_response(API_KEY, ctx.version, R(throttle_time_ms=0, error_code=int(err), groups=listed))

@@ -1,0 +1,57 @@
+"""OffsetCommit (key 8): store a group's (or a simple consumer's) committed offsets."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from kaflet.coordinator.group.schemas import OffsetValue
+from kaflet.protocol import codec
+from kaflet.protocol.api_keys import ApiKey
+from kaflet.protocol.errors import ErrorCode
+from kaflet.server.request_context import RequestContext
+
+API_KEY = ApiKey.OFFSET_COMMIT
+MIN_VERSION = 0
+MAX_VERSION = 8
+
+
+async def handle(ctx: RequestContext, body: memoryview) -> bytes:
+    req = codec.decode_request(API_KEY, ctx.version, body)
+    R: Any = codec.response_class(API_KEY)
+    v = ctx.version
+    now = int(time.time() * 1000)
+    retention = req.retention_time_ms if 2 <= v <= 4 else -1
+    topics = ctx.broker.metadata_cache.topics
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    offsets: dict[tuple[str, int], OffsetValue] = {}
+    for t in req.topics:
+        info = topics.get(t.name)
+        for p in t.partitions:
+            tp = (t.name, p.partition_index)
+            if info is None or p.partition_index not in info.partitions:
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            # v1 may carry the commit time; v2-v4 a retention that becomes an expire time.
+            commit_ts = p.commit_timestamp if v == 1 and p.commit_timestamp != -1 else now
+            offsets[tp] = OffsetValue(
+                offset=p.committed_offset,
+                metadata=p.committed_metadata or "",
+                commit_timestamp=commit_ts,
+                leader_epoch=p.committed_leader_epoch if v >= 6 else -1,
+                expire_timestamp=commit_ts + retention if retention >= 0 else -1,
+            )
+    if offsets:
+        errors.update(await ctx.broker.group_coordinator.commit_offsets(
+            req.group_id,
+            req.member_id if v >= 1 else "",
+            req.group_instance_id if v >= 7 else None,
+            req.generation_id_or_member_epoch if v >= 1 else -1,
+            offsets,
+        ))
+    T = R.OffsetCommitResponseTopic
+    P = T.OffsetCommitResponsePartition
+    out = [T(name=t.name, partitions=[P(partition_index=p.partition_index, error_code=int(errors[(t.name, p.partition_index)]))
+                                      for p in t.partitions])
+           for t in req.topics]
+    return codec.encode_response(API_KEY, v, R(throttle_time_ms=0, topics=out))

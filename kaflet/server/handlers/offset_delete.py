@@ -1,0 +1,41 @@
+"""OffsetDelete (key 47): delete a group's offsets for topics it no longer consumes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kaflet.protocol import codec
+from kaflet.protocol.api_keys import ApiKey
+from kaflet.protocol.errors import ErrorCode
+from kaflet.server.request_context import RequestContext
+
+API_KEY = ApiKey.OFFSET_DELETE
+MIN_VERSION = 0
+MAX_VERSION = 0
+
+
+async def handle(ctx: RequestContext, body: memoryview) -> bytes:
+    req = codec.decode_request(API_KEY, ctx.version, body)
+    R: Any = codec.response_class(API_KEY)
+    topics = ctx.broker.metadata_cache.topics
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    known: list[tuple[str, int]] = []
+    for t in req.topics:
+        info = topics.get(t.name)
+        for p in t.partitions:
+            tp = (t.name, p.partition_index)
+            if info is None or p.partition_index not in info.partitions:
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                known.append(tp)
+    err, deleted = await ctx.broker.group_coordinator.delete_offsets(req.group_id, known)
+    T = R.OffsetDeleteResponseTopic
+    P = T.OffsetDeleteResponsePartition
+    out = []
+    if err == ErrorCode.NONE:
+        errors.update(deleted)
+        out = [T(name=t.name, partitions=[P(partition_index=p.partition_index,
+                                            error_code=int(errors.get((t.name, p.partition_index), ErrorCode.NONE)))
+                                          for p in t.partitions])
+               for t in req.topics]
+    return codec.encode_response(API_KEY, 0, R(error_code=int(err), throttle_time_ms=0, topics=out))

@@ -1,0 +1,49 @@
+"""SaslAuthenticate (key 36): one SASL token each way, after SaslHandshake v1."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from kaflet.protocol import codec
+from kaflet.protocol.api_keys import ApiKey
+from kaflet.protocol.errors import ErrorCode
+from kaflet.security.sasl import SaslAuthenticationError
+from kaflet.security.session import SaslState
+from kaflet.server.request_context import RequestContext
+
+API_KEY = ApiKey.SASL_AUTHENTICATE
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+log = logging.getLogger("kaflet.security")
+
+
+def _response(ctx: RequestContext, code: int, message: str | None, auth_bytes: bytes = b"") -> bytes:
+    R = codec.response_class(API_KEY)
+    return codec.encode_response(API_KEY, ctx.version, R(
+        error_code=code, error_message=message, auth_bytes=auth_bytes, session_lifetime_ms=0))
+
+
+async def handle(ctx: RequestContext, body: memoryview) -> bytes:
+    req = codec.decode_request(API_KEY, ctx.version, body)
+    conn = ctx.conn
+    sasl = conn.sasl
+    if sasl is None or sasl.state is not SaslState.AUTHENTICATE:
+        what = ("SaslAuthenticate request received after successful authentication"
+                if sasl is None or sasl.complete else "SaslAuthenticate request received before SaslHandshake")
+        return _response(ctx, ErrorCode.ILLEGAL_SASL_STATE, what)
+    try:
+        answer = await sasl.authenticate(bytes(req.auth_bytes))
+    except SaslAuthenticationError as exc:
+        log.info("failed authentication of %s from %s (mechanism %s): %s", conn.conn_id, conn.peer[0],
+                 sasl.mechanism, exc)
+        # connection.failed.authentication.delay.ms: the failure answer (then the close) is held
+        # back to slow down password guessing, as Kafka does.
+        await asyncio.sleep(sasl.failed_delay_s)
+        conn.close_after_response = True
+        return _response(ctx, ErrorCode.SASL_AUTHENTICATION_FAILED, str(exc))
+    if sasl.complete:
+        log.debug("connection %s from %s authenticated as %s (%s)", conn.conn_id, conn.peer[0], sasl.principal,
+                 sasl.mechanism)
+    return _response(ctx, ErrorCode.NONE, None, answer)

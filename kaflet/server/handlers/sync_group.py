@@ -1,0 +1,31 @@
+"""SyncGroup (key 14): the leader hands in the assignment, every member gets its part."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kaflet.protocol import codec
+from kaflet.protocol.api_keys import ApiKey
+from kaflet.server.request_context import RequestContext
+
+API_KEY = ApiKey.SYNC_GROUP
+MIN_VERSION = 0
+MAX_VERSION = 5
+
+
+async def handle(ctx: RequestContext, body: memoryview) -> bytes:
+    req = codec.decode_request(API_KEY, ctx.version, body)
+    R: Any = codec.response_class(API_KEY)
+    v = ctx.version
+    result = await ctx.broker.group_coordinator.sync_group(
+        group_id=req.group_id,
+        generation_id=req.generation_id,
+        member_id=req.member_id,
+        protocol_type=req.protocol_type if v >= 5 else None,
+        protocol_name=req.protocol_name if v >= 5 else None,
+        group_instance_id=req.group_instance_id if v >= 3 else None,
+        assignments={a.member_id: bytes(a.assignment) for a in req.assignments},
+    )
+    resp = R(throttle_time_ms=0, error_code=int(result.error), protocol_type=result.protocol_type,
+             protocol_name=result.protocol_name, assignment=result.assignment)
+    return codec.encode_response(API_KEY, v, resp)

@@ -1,0 +1,102 @@
+"""Listener security from the broker config: a TLS context and/or SASL sessions per listener.
+
+Kept out of broker.py so the composition root only asks for one `ListenerSecurity` per endpoint.
+Configs are looked up as Kafka does: `listener.name.<listener in lower case>.<key>` first, then
+`<key>`. Anything unusable is reported as one start-up line naming the key.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable
+
+from kaflet.network.connection import ListenerSecurity
+from kaflet.security import scram
+from kaflet.security.authenticator import AuthenticatorConfigError, KafkaAuthenticator
+from kaflet.security.principal import ANONYMOUS, KafkaPrincipal
+from kaflet.security.session import SaslSession
+from kaflet.security.tls import TlsConfigError, server_context
+from kaflet.security.x500 import CertificateError, subject_rfc2253
+from kaflet.server.config import BrokerConfig, Endpoint
+
+log = logging.getLogger("kaflet.security")
+
+#: Upper bound on the time a connection has for the TLS handshake and SASL authentication.
+AUTH_TIMEOUT_MS = 10000
+
+PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+class SecurityConfigError(ValueError):
+    """The security settings of a listener cannot work; one line naming the key."""
+
+
+def listener_config(config: BrokerConfig) -> Callable[[str, str], str | None]:
+    """(listener, key) -> the listener's override, else the broker-wide value, else None."""
+    originals = config.originals
+
+    def get(listener: str, key: str) -> str | None:
+        value = originals.get(f"listener.name.{listener.lower()}.{key}")
+        return value if value is not None else originals.get(key)
+
+    return get
+
+
+def tls_principal(cert_der: bytes | None) -> KafkaPrincipal:
+    """Kafka's DEFAULT ssl.principal.mapping.rules: User:<subject DN>, or ANONYMOUS without a certificate."""
+    if not cert_der:
+        return ANONYMOUS
+    try:
+        return KafkaPrincipal.user(subject_rfc2253(cert_der))
+    except CertificateError as exc:
+        # The handshake verified the certificate, so this is a reader limit: refuse the connection.
+        raise ConnectionError(f"cannot read the subject of the client certificate: {exc}") from None
+
+
+def build(config: BrokerConfig, endpoints: list[Endpoint],
+          scram_lookup: scram.CredentialLookup) -> dict[str, ListenerSecurity]:
+    """One ListenerSecurity per endpoint; raises SecurityConfigError."""
+    get = listener_config(config)
+    sasl_listeners = [ep.listener for ep in endpoints if ep.protocol.startswith("SASL_")]
+    authenticator = None
+    if sasl_listeners:
+        try:
+            authenticator = KafkaAuthenticator(get, sasl_listeners, scram_lookup)
+        except AuthenticatorConfigError as exc:
+            raise SecurityConfigError(str(exc)) from None
+    idle_ms = config["connections.max.idle.ms"]
+    timeout_s = (min(idle_ms, AUTH_TIMEOUT_MS) if idle_ms > 0 else AUTH_TIMEOUT_MS) / 1000
+    out: dict[str, ListenerSecurity] = {}
+    for ep in endpoints:
+        if ep.protocol not in PROTOCOLS:
+            raise SecurityConfigError(f"listener {ep.listener}: unknown security protocol {ep.protocol} in "
+                                      f"listener.security.protocol.map (use one of {', '.join(PROTOCOLS)})")
+        sec = ListenerSecurity(protocol=ep.protocol, auth_timeout_s=timeout_s)
+        if ep.protocol in ("SSL", "SASL_SSL"):
+            try:
+                sec.ssl_context = server_context(functools.partial(get, ep.listener))
+            except TlsConfigError as exc:
+                raise SecurityConfigError(f"listener {ep.listener}: {exc}") from None
+            sec.tls_principal = tls_principal
+        if ep.protocol.startswith("SASL_"):
+            assert authenticator is not None
+            delay = _int(get(ep.listener, "connection.failed.authentication.delay.ms"),
+                         config["connection.failed.authentication.delay.ms"], "connection.failed.authentication.delay.ms")
+            max_receive = _int(get(ep.listener, "sasl.server.max.receive.size"), config["sasl.server.max.receive.size"],
+                               "sasl.server.max.receive.size")
+            sec.sasl_max_receive = max_receive
+            sec.sasl_session_factory = functools.partial(SaslSession, authenticator, ep.listener, delay, max_receive)
+            log.info("listener %s (%s): SASL mechanisms %s", ep.listener, ep.protocol,
+                     ", ".join(authenticator.enabled_mechanisms(ep.listener)))
+        out[ep.listener] = sec
+    return out
+
+
+def _int(raw: str | None, default: int, key: str) -> int:
+    if raw is None:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise SecurityConfigError(f"Invalid value {raw!r} for configuration {key}: expected an integer") from None
