@@ -50,6 +50,7 @@ from kaflet.log.segment import (
     TXN_INDEX_SUFFIX,
     FileRegion,
     LogSegment,
+    SharedFile,
     segment_file_name,
 )
 from kaflet.protocol.errors import ErrorCode
@@ -107,6 +108,29 @@ class ReadResult(NamedTuple):
     high_watermark: int
     log_start_offset: int
     log_end_offset: int
+
+
+class CleanableSegment(NamedTuple):
+    """An inactive segment as the log cleaner sees it (see ``Log.cleaner_view``)."""
+
+    segment: LogSegment
+    base_offset: int
+    next_base_offset: int  # base of the following segment: no offset of this one reaches it
+    size: int
+    largest_timestamp: int
+    handle: SharedFile  # keeps the .log open for the cleaner's reads
+
+
+class CleanerView(NamedTuple):
+    """What the log cleaner needs of a log, taken on the owning thread in one go."""
+
+    segments: list[CleanableSegment]
+    active_base_offset: int
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+    config: LogConfig
+    producer_last_offsets: dict[int, int]  # producer id -> last offset of its last batch
 
 
 class TimestampOffset(NamedTuple):
@@ -177,7 +201,9 @@ class Log:
             jitter = random.randrange(min(self.config.segment_jitter_ms, self.config.segment_ms))
         return LogSegment(self.dir, base_offset, self.config, created_ms=self._time(), roll_jitter_ms=jitter)
 
-    def _remove_temp_files(self) -> None:
+    def _remove_temp_files(self) -> set[int]:
+        # Returns the base offsets of the swap segments installed (their indexes need rebuilding).
+        installed: set[int] = set()
         names = os.listdir(self.dir)
         cleaned = [n for n in names if n.endswith(CLEANED_SUFFIX)]
         min_cleaned = min((int(n[:20]) for n in cleaned if n[:20].isdigit()), default=None)
@@ -193,6 +219,8 @@ class Log:
                 _unlink(path)  # unfinished split, or a swap index (rebuilt below)
                 continue
             self._install_swap(path, base)
+            installed.add(base)
+        return installed
 
     def _install_swap(self, swap_path: str, base: int) -> None:
         # A finished cleaned segment: it replaces every old segment inside its offset range.
@@ -220,7 +248,7 @@ class Log:
             _unlink(os.path.join(self.dir, segment_file_name(base, suffix)))
 
     def _load(self, recovery_point: int, log_start_offset: int, clean: bool) -> None:
-        self._remove_temp_files()
+        swapped = self._remove_temp_files()
         names = os.listdir(self.dir)
         bases = sorted(int(m.group(1)) for n in names if (m := _LOG_FILE.match(n)))
         base_set = set(bases)
@@ -230,7 +258,10 @@ class Log:
                         and int(n[:20]) not in base_set):
                     _unlink(os.path.join(self.dir, n))  # orphan index
         for b in bases:
-            self._add_segment(self._new_segment(b))
+            seg = self._new_segment(b)
+            if b in swapped:
+                seg.recover()  # an installed swap's indexes were dropped with the .swap suffix
+            self._add_segment(seg)
         if not self._segments:
             self._add_segment(self._new_segment(max(0, log_start_offset)))
 
@@ -778,6 +809,66 @@ class Log:
     def next_file_delete_ms(self) -> int | None:
         """When the next pending ``.deleted`` file is due, if any."""
         return min((t for t, _ in self._pending_file_deletes), default=None)
+
+    # ------------------------------------------------------------------ log cleaner support
+    # The cleaner runs on its own thread; these two methods are what it calls on the thread that
+    # owns the Log (the event loop), so the segment list is only ever read and changed there.
+
+    def cleaner_view(self) -> CleanerView | None:
+        """A snapshot of what the log cleaner may work on (call on the owning thread).
+
+        Only inactive segments are listed, each with its own reference to the open file so the
+        cleaner can keep reading it even if retention or truncation drops the segment meanwhile.
+        None if the log is closed.
+        """
+        if self._closed:
+            return None
+        segs: list[CleanableSegment] = []
+        for i, seg in enumerate(self._segments[:-1]):
+            handle = seg.shared_handle()
+            if handle is None:
+                break
+            segs.append(CleanableSegment(seg, seg.base_offset, self._bases[i + 1], seg.size,
+                                         seg.largest_timestamp, handle))
+        producers = {pid: e.last_offset for pid, e in self.producer_state.producers.items()}
+        return CleanerView(segs, self.active_segment.base_offset, self._high_watermark, self.log_start_offset,
+                           self._leo, self.config, producers)
+
+    def replace_with_cleaned(self, old: list[LogSegment], base: int, cleaned: dict[str, str]) -> bool:
+        """Swap a run of inactive segments for the cleaned segment written at ``base``.
+
+        ``cleaned`` maps each final suffix (``.log``, ``.index``, ``.timeindex``) to its
+        ``.cleaned`` file.  Runs on the owning thread, so readers, appends and retention never
+        see a half-swapped list.  The file steps follow Kafka's crash-safe order: every
+        ``.cleaned`` becomes ``.swap`` (the ``.log`` last), the old segments are renamed
+        ``.deleted`` oldest first, then each ``.swap`` gets its final name; start-up finishes or
+        undoes whatever a crash interrupted.  Returns False (nothing changed) when the log was
+        closed or ``old`` is no longer a run of its inactive segments.
+        """
+        if self._closed or not old:
+            return False
+        try:
+            i = next(k for k, seg in enumerate(self._segments) if seg is old[0])
+        except StopIteration:
+            return False
+        n = len(old)
+        if i + n >= len(self._segments) or any(a is not b for a, b in zip(self._segments[i : i + n], old, strict=True)):
+            return False
+        suffixes = [sfx for sfx in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX) if sfx in cleaned]
+        for sfx in suffixes:
+            os.rename(cleaned[sfx], os.path.join(self.dir, segment_file_name(base, sfx + SWAP_SUFFIX)))
+        paths: list[str] = []
+        for seg in old:
+            paths.extend(seg.rename_to_deleted())
+        for sfx in suffixes:
+            final = os.path.join(self.dir, segment_file_name(base, sfx))
+            os.rename(final + SWAP_SUFFIX, final)
+        seg = self._new_segment(base)
+        seg.on_become_inactive()  # trims an index the cleaner left empty (it was re-created full size)
+        self._segments[i : i + n] = [seg]
+        self._bases[i : i + n] = [base]
+        self._pending_file_deletes.append((self._time() + self.config.file_delete_delay_ms, paths))
+        return True
 
     # ------------------------------------------------------------------ truncation / lifecycle
 

@@ -13,7 +13,10 @@ it drops are renamed ``.deleted`` at once and unlinked in the executor after
 ``file.delete.delay.ms``.  When a log start offset moves, the checkpoint is written right away
 rather than at the next 60 s tick, so a restart never resurrects deleted records.
 
-Shutdown (``shutdown()``, blocking): flush every log, close it (producer snapshots, trimmed
+Compaction: ``LogCleaner`` (cleaner_manager.py) runs ``log.cleaner.threads`` threads from
+``run_background`` until it ends; they compact logs whose cleanup.policy includes ``compact``.
+
+Shutdown (``shutdown()``, blocking): stop the cleaner, flush every log, close it (producer snapshots, trimmed
 indexes), write the checkpoints, write an empty ``.kafka_cleanshutdown`` per dir, unlock.
 """
 
@@ -38,6 +41,8 @@ from kaflet.log.checkpoints import (
     read_offset_checkpoint,
     write_offset_checkpoint,
 )
+from kaflet.log.cleaner import CleanerConfig
+from kaflet.log.cleaner_manager import LogCleaner
 from kaflet.log.config import LogConfig
 from kaflet.log.log import Log, parse_topic_partition, unlink_files
 
@@ -77,6 +82,7 @@ class LogManager:
         log_start_offset_checkpoint_interval_ms: int = 60000,
         flush_check_interval_ms: int = 1000,
         retention_check_interval_ms: int = 300000,
+        cleaner_config: CleanerConfig | None = None,
         executor: Executor | None = None,
         now_ms: Callable[[], int] = _now_ms,
     ) -> None:
@@ -101,6 +107,9 @@ class LogManager:
         self._locks: dict[str, int] = {}
         self._pending_deletes: list[tuple[str, int]] = []  # (path, delete after ms)
         self._started = False
+        self.cleaner_config = cleaner_config if cleaner_config is not None else CleanerConfig()
+        #: The log cleaner (compaction); created at startup when log.cleaner.enable is true.
+        self.cleaner: LogCleaner | None = None
 
     # ------------------------------------------------------------------ configs
 
@@ -133,6 +142,10 @@ class LogManager:
             self._lock(d)
         for d in self.log_dirs:
             self._load_dir(d)
+        if self.cleaner_config.enable:
+            # Its threads start with run_background, once there is an event loop to own the logs.
+            self.cleaner = LogCleaner(self.cleaner_config, self.log_dirs, lambda: self._logs, self._dir_of.get,
+                                      now_ms=self._time)
         self._started = True
 
     def _load_dir(self, d: str) -> None:
@@ -223,6 +236,8 @@ class LogManager:
         d = self._dir_of.pop(tp, None)
         if lg is None or d is None:
             return None
+        if self.cleaner is not None:
+            self.cleaner.forget(tp)  # a pass in progress notices the closed log and gives up
         lg.close()
         suffix = f"-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
         new_dir = os.path.join(d, topic[: 255 - len(suffix)] + suffix)
@@ -319,7 +334,21 @@ class LogManager:
         return max(wake, 10)
 
     async def run_background(self, stop_event: asyncio.Event) -> None:
-        """Periodic jobs until ``stop_event`` is set: flush.ms flushes, checkpoints, dir removal."""
+        """Periodic jobs until ``stop_event`` is set: flush.ms flushes, checkpoints, dir removal.
+
+        The log cleaner's threads run alongside for as long as this does.
+        """
+        loop = asyncio.get_running_loop()
+        if self.cleaner is not None:
+            self.cleaner.start(loop)
+        try:
+            await self._background_loop(stop_event)
+        finally:
+            if self.cleaner is not None:
+                # Joined off the loop: a cleaner thread may be waiting for a swap on the loop.
+                await loop.run_in_executor(None, self.cleaner.stop)
+
+    async def _background_loop(self, stop_event: asyncio.Event) -> None:
         last_rp = last_ls = last_retention = self._time()
         while not stop_event.is_set():
             now = self._time()
@@ -355,6 +384,8 @@ class LogManager:
 
     def shutdown(self) -> None:
         """Flush and close every log, write checkpoints and the clean-shutdown marker.  Blocking."""
+        if self.cleaner is not None:
+            self.cleaner.stop()  # normally already stopped with run_background
         for lg in self._logs.values():
             if not lg.closed:
                 lg.flush_sync()

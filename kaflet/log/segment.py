@@ -46,7 +46,7 @@ def segment_file_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:020d}{suffix}"
 
 
-class _SharedFile:
+class SharedFile:
     """Owns a segment's open ``.log`` file; it closes when no segment or region refers to it.
 
     CPython's reference counting makes the close deterministic: the segment drops its reference
@@ -57,6 +57,9 @@ class _SharedFile:
 
     def __init__(self, file: object) -> None:
         self.file = file
+
+    def fileno(self) -> int:
+        return self.file.fileno()  # type: ignore[attr-defined, no-any-return]
 
     def __del__(self) -> None:
         try:
@@ -75,7 +78,7 @@ class FileRegion:
 
     __slots__ = ("_handle", "position", "size")
 
-    def __init__(self, handle: _SharedFile, position: int, size: int) -> None:
+    def __init__(self, handle: SharedFile, position: int, size: int) -> None:
         self._handle = handle
         self.position = position
         self.size = size
@@ -124,8 +127,8 @@ class LogSegment:
         self.dir = directory
         self.base_offset = base_offset
         self.log_path = os.path.join(directory, segment_file_name(base_offset, LOG_SUFFIX))
-        f = open(self.log_path, "a+b", buffering=0)  # noqa: SIM115 - lifetime managed by _SharedFile
-        self._handle: _SharedFile | None = _SharedFile(f)
+        f = open(self.log_path, "a+b", buffering=0)  # noqa: SIM115 - lifetime managed by SharedFile
+        self._handle: SharedFile | None = SharedFile(f)
         self._fd = f.fileno()
         self.size = os.fstat(self._fd).st_size
         self.offset_index = OffsetIndex(
@@ -184,6 +187,11 @@ class LogSegment:
             if len(hdr) == BATCH_HEADER_SIZE:
                 self._rolling_based_timestamp = BatchHeader._make(_HEADER.unpack_from(hdr, 0)).max_timestamp
         return self._rolling_based_timestamp
+
+    def shared_handle(self) -> SharedFile | None:
+        """The open ``.log`` file (None once closed); holding it keeps the file readable
+        through ``fileno()`` even after the segment is closed, renamed or deleted."""
+        return self._handle
 
     def update_config(self, config: LogConfig) -> None:
         self.index_interval_bytes = config.index_interval_bytes

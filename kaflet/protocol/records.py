@@ -128,6 +128,11 @@ class BatchHeader(NamedTuple):
         return bool(self.attributes & CONTROL_FLAG_MASK)
 
     @property
+    def delete_horizon_ms(self) -> int | None:
+        """The delete horizon the log cleaner stored in BaseTimestamp, if the bit is set (KIP-534)."""
+        return self.base_timestamp if self.attributes & DELETE_HORIZON_FLAG_MASK else None
+
+    @property
     def last_sequence(self) -> int:
         """Sequence of the last record (wrapping at Int.MAX), or -1 without a sequence."""
         if self.base_sequence < 0:
@@ -466,14 +471,21 @@ def build_batch(
     partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
     is_control: bool = False,
     max_timestamp: int | None = None,
+    delete_horizon_ms: int | None = None,
+    last_offset_delta: int | None = None,
 ) -> bytes:
     """Encode a complete v2 batch (header, CRC and records).
 
     ``base_timestamp`` defaults to now (ms); record timestamps are base + timestamp_delta.
     ``max_timestamp`` defaults to the largest record timestamp (pass it for LogAppendTime).
+    ``delete_horizon_ms`` (the log cleaner's) sets the delete-horizon attribute bit and is
+    stored as BaseTimestamp, so record timestamp deltas must then be relative to it.
+    ``last_offset_delta`` overrides the one taken from the last record: the cleaner keeps a
+    batch's original last offset (and so its last sequence) when it drops trailing records.
     """
     from kaflet.protocol import compression as codecs  # the parameter shadows the module
 
+    override_delta = last_offset_delta
     if records:
         if base_timestamp is None:
             base_timestamp = int(time.time() * 1000)
@@ -485,6 +497,8 @@ def build_batch(
         last_offset_delta = 0
         if max_timestamp is None:
             max_timestamp = NO_TIMESTAMP
+    if override_delta is not None:
+        last_offset_delta = override_delta
     body: bytes = encode_records(records)
     if compression != COMPRESSION_NONE:
         body = codecs.compress(compression, body)
@@ -495,6 +509,9 @@ def build_batch(
         attrs |= TRANSACTIONAL_FLAG_MASK
     if is_control:
         attrs |= CONTROL_FLAG_MASK
+    if delete_horizon_ms is not None:
+        attrs |= DELETE_HORIZON_FLAG_MASK
+        base_timestamp = delete_horizon_ms
     length = BATCH_HEADER_SIZE - LOG_OVERHEAD + len(body)
     buf = bytearray(BATCH_HEADER_SIZE + len(body))
     _HEADER.pack_into(
@@ -502,6 +519,24 @@ def build_batch(
         base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence, len(records),
     )
     buf[BATCH_HEADER_SIZE:] = body
+    recompute_crc(buf, 0)
+    return bytes(buf)
+
+
+def build_empty_batch(h: BatchHeader) -> bytes:
+    """A header-only batch (no records) standing in for ``h``: same offsets, producer id, epoch,
+    base sequence, flags and leader epoch, with both timestamps set to its max timestamp.
+
+    The log cleaner writes one when it removes every record of a producer's last batch, so the
+    producer's sequence state survives a reload (Kafka's RETAIN_EMPTY).
+    """
+    attrs = h.attributes & (TIMESTAMP_TYPE_MASK | TRANSACTIONAL_FLAG_MASK | CONTROL_FLAG_MASK)
+    buf = bytearray(BATCH_HEADER_SIZE)
+    _HEADER.pack_into(
+        buf, 0, h.base_offset, MIN_BATCH_LENGTH, h.partition_leader_epoch, MAGIC_V2, 0, attrs,
+        h.last_offset_delta, h.max_timestamp, h.max_timestamp, h.producer_id, h.producer_epoch,
+        h.base_sequence, 0,
+    )
     recompute_crc(buf, 0)
     return bytes(buf)
 

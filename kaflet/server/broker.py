@@ -195,6 +195,7 @@ class Broker:
                                                   "cluster.id": cluster_id})
 
     def _open_logs(self) -> None:
+        from kaflet.log.cleaner import CleanerConfig
         from kaflet.log.log_manager import LogDirLockedError, LogManager
 
         cfg = self.config
@@ -206,6 +207,7 @@ class Broker:
                 recovery_point_checkpoint_interval_ms=cfg["log.flush.offset.checkpoint.interval.ms"],
                 log_start_offset_checkpoint_interval_ms=cfg["log.flush.start.offset.checkpoint.interval.ms"],
                 retention_check_interval_ms=cfg["log.retention.check.interval.ms"],
+                cleaner_config=CleanerConfig.from_broker(cfg),
             )
             manager.startup()
             # Only a fully loaded manager may write the clean-shutdown marker at stop.

@@ -92,6 +92,18 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("log.retention.bytes", int, -1),
     ConfigDef("log.retention.check.interval.ms", int, 300000, minimum=1),
     ConfigDef("log.cleanup.policy", _parse_cleanup_policy, "delete"),
+    # The log cleaner (kaflet/log/cleaner*.py) and the broker defaults of its topic configs.
+    ConfigDef("log.cleaner.enable", parse_bool, True),
+    ConfigDef("log.cleaner.threads", int, 1, minimum=0),
+    ConfigDef("log.cleaner.backoff.ms", int, 15000, minimum=0),
+    ConfigDef("log.cleaner.dedupe.buffer.size", int, 134217728, minimum=1),
+    ConfigDef("log.cleaner.io.buffer.size", int, 524288, minimum=0),
+    ConfigDef("log.cleaner.io.buffer.load.factor", float, 0.9),
+    ConfigDef("log.cleaner.io.max.bytes.per.second", float, 1.7976931348623157e308),
+    ConfigDef("log.cleaner.min.cleanable.ratio", float, 0.5),
+    ConfigDef("log.cleaner.delete.retention.ms", int, 86400000, minimum=0),
+    ConfigDef("log.cleaner.min.compaction.lag.ms", int, 0, minimum=0),
+    ConfigDef("log.cleaner.max.compaction.lag.ms", int, LONG_MAX, minimum=1),
     ConfigDef("min.insync.replicas", int, 1, minimum=1),
     ConfigDef("socket.request.max.bytes", int, 104857600, minimum=1),
     ConfigDef("socket.send.buffer.bytes", int, 102400, minimum=-1),
@@ -270,6 +282,10 @@ class BrokerConfig:
             "retention.ms": self.retention_ms,
             "retention.bytes": v["log.retention.bytes"],
             "cleanup.policy": v["log.cleanup.policy"],
+            "min.cleanable.dirty.ratio": v["log.cleaner.min.cleanable.ratio"],
+            "delete.retention.ms": v["log.cleaner.delete.retention.ms"],
+            "min.compaction.lag.ms": v["log.cleaner.min.compaction.lag.ms"],
+            "max.compaction.lag.ms": v["log.cleaner.max.compaction.lag.ms"],
         }
         if v["log.flush.interval.ms"] is not None:
             out["flush.ms"] = v["log.flush.interval.ms"]

@@ -38,14 +38,14 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = _d(
     TopicConfigDef("cleanup.policy", "list", "log.cleanup.policy", "delete", choices=("compact", "delete")),
     TopicConfigDef("compression.type", "string", "compression.type", "producer",
                    choices=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
-    TopicConfigDef("delete.retention.ms", "long", "log.cleaner.delete.retention.ms", "86400000", minimum=0, enforced=False),
+    TopicConfigDef("delete.retention.ms", "long", "log.cleaner.delete.retention.ms", "86400000", minimum=0),
     TopicConfigDef("file.delete.delay.ms", "long", "log.segment.delete.delay.ms", "60000", minimum=0),
     TopicConfigDef("flush.messages", "long", "log.flush.interval.messages", _L, minimum=1),
     TopicConfigDef("flush.ms", "long", "log.flush.interval.ms", _L, minimum=0),
     TopicConfigDef("follower.replication.throttled.replicas", "list", None, "", enforced=False),
     TopicConfigDef("index.interval.bytes", "int", "log.index.interval.bytes", "4096", minimum=0),
     TopicConfigDef("leader.replication.throttled.replicas", "list", None, "", enforced=False),
-    TopicConfigDef("max.compaction.lag.ms", "long", "log.cleaner.max.compaction.lag.ms", _L, minimum=1, enforced=False),
+    TopicConfigDef("max.compaction.lag.ms", "long", "log.cleaner.max.compaction.lag.ms", _L, minimum=1),
     TopicConfigDef("max.message.bytes", "int", "message.max.bytes", "1048588", minimum=0),
     TopicConfigDef("message.downconversion.enable", "boolean", "log.message.downconversion.enable", "true", enforced=False),
     TopicConfigDef("message.format.version", "string", "log.message.format.version", "3.0-IV1", enforced=False),
@@ -54,8 +54,8 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = _d(
     TopicConfigDef("message.timestamp.type", "string", "log.message.timestamp.type", "CreateTime",
                    choices=("CreateTime", "LogAppendTime")),
     TopicConfigDef("min.cleanable.dirty.ratio", "double", "log.cleaner.min.cleanable.ratio", "0.5",
-                   minimum=0, maximum=1, enforced=False),
-    TopicConfigDef("min.compaction.lag.ms", "long", "log.cleaner.min.compaction.lag.ms", "0", minimum=0, enforced=False),
+                   minimum=0, maximum=1),
+    TopicConfigDef("min.compaction.lag.ms", "long", "log.cleaner.min.compaction.lag.ms", "0", minimum=0),
     TopicConfigDef("min.insync.replicas", "int", "min.insync.replicas", "1", minimum=1),
     TopicConfigDef("preallocate", "boolean", "log.preallocate", "false", enforced=False),
     TopicConfigDef("retention.bytes", "long", "log.retention.bytes", "-1"),
@@ -128,10 +128,6 @@ def validate_topic_configs(configs: dict[str, str | None]) -> dict[str, str]:
     pending = [k for k in out if not TOPIC_CONFIGS[k].enforced]
     if pending:
         log.warning("topic configs %s are stored but not yet enforced by kaflet", ", ".join(sorted(pending)))
-    if "compact" in out.get("cleanup.policy", ""):
-        # 'delete' is honoured (retention); 'compact' only switches retention off until the
-        # log cleaner exists.
-        log.warning("cleanup.policy=%s is stored, but kaflet does not compact logs yet", out["cleanup.policy"])
     return out
 
 

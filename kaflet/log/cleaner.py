@@ -1,0 +1,469 @@
+"""Compaction of one log: Kafka's log cleaner pass (``cleanup.policy`` with ``compact``).
+
+A pass over a log, on a cleaner thread (never the event loop):
+
+1. **Offset map.**  Read the dirty section ``[first_dirty, first_uncleanable)`` and record
+   key -> latest offset (``OffsetMap``, bounded by ``log.cleaner.dedupe.buffer.size``).  If the
+   map fills up, the pass covers only up to the last batch that fitted (``end``); the rest stays
+   dirty for the next pass.
+2. **Rewrite.**  Every inactive segment from the start of the log up to ``end`` is rewritten,
+   consecutive segments grouped so a group stays within segment.bytes (and the index size).
+   A record survives if it is at or past ``end``, or it is its key's latest record
+   and it is not a tombstone whose delete horizon has passed.  Batches whose records all survive
+   are copied byte for byte; the others are rebuilt with the same compression codec, producer
+   id/epoch/base sequence, timestamp type, leader epoch and *last offset* (so a producer's last
+   sequence does not move).  A batch that loses every record is dropped, except the last batch
+   of a producer that still has state: it stays as an empty batch so the producer's sequence
+   state survives a reload (Kafka's RETAIN_EMPTY).
+3. **Tombstones** (null values) are kept for ``delete.retention.ms`` after the pass that first
+   sees them: that pass stamps their batch with the delete-horizon bit and BaseTimestamp =
+   now + delete.retention.ms (KIP-534's format, Kafka 3.x); a pass after the horizon drops them.
+4. **Swap.**  Each group is written as ``<base>.log.cleaned`` (+ ``.index.cleaned``,
+   ``.timeindex.cleaned``), fsync'd, and then swapped in by ``Log.replace_with_cleaned`` *on the
+   thread that owns the Log*, which follows Kafka's crash-safe rename order.
+
+Control batches: kaflet has no transactions yet, but the rules are Kafka's so that replicated or
+imported data stays correct: a marker whose transaction still has data in the log is kept as
+it is; otherwise it gets a delete horizon and is dropped once that has passed.  Transactional
+data is not treated as aborted (there is no transaction index to say so).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from kaflet.log.checkpoints import fsync_dir
+from kaflet.log.offset_index import OffsetIndex
+from kaflet.log.offset_map import OffsetMap
+from kaflet.log.segment import (
+    CLEANED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    segment_file_name,
+)
+from kaflet.log.time_index import TimeIndex
+from kaflet.protocol.records import (
+    BATCH_HEADER_SIZE,
+    INT32_MAX,
+    MIN_BATCH_LENGTH,
+    TIMESTAMP_LOG_APPEND_TIME,
+    BatchHeader,
+    Record,
+    build_batch,
+    build_empty_batch,
+    decode_records,
+    iter_batches,
+    parse_batch_header,
+)
+
+if TYPE_CHECKING:
+    from kaflet.log.log import CleanableSegment, CleanerView, Log
+
+log = logging.getLogger(__name__)
+
+_CLEANED_FILES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+# Bytes of cleaner work after which the thread gives up the GIL for a moment, so the event loop
+# (produce and fetch) is never starved for longer than that takes.
+_YIELD_EVERY_BYTES = 256 * 1024
+
+
+class CleaningAbortedError(Exception):
+    """The pass was abandoned (shutdown, log deleted or changed under it); nothing was swapped
+    for the group in progress."""
+
+
+@dataclass(frozen=True, slots=True)
+class CleanerConfig:
+    """Broker-level ``log.cleaner.*`` settings (Kafka's names with '.' -> '_')."""
+
+    enable: bool = True
+    threads: int = 1
+    dedupe_buffer_size: int = 134217728
+    io_buffer_size: int = 524288
+    io_buffer_load_factor: float = 0.9
+    io_max_bytes_per_second: float = float("inf")
+    backoff_ms: int = 15000
+
+    @classmethod
+    def from_broker(cls, values: Any) -> CleanerConfig:
+        """From a broker config (anything with ``[name]`` giving parsed values)."""
+        return cls(
+            enable=bool(values["log.cleaner.enable"]),
+            threads=int(values["log.cleaner.threads"]),
+            dedupe_buffer_size=int(values["log.cleaner.dedupe.buffer.size"]),
+            io_buffer_size=int(values["log.cleaner.io.buffer.size"]),
+            io_buffer_load_factor=float(values["log.cleaner.io.buffer.load.factor"]),
+            io_max_bytes_per_second=float(values["log.cleaner.io.max.bytes.per.second"]),
+            backoff_ms=int(values["log.cleaner.backoff.ms"]),
+        )
+
+
+class Throttler:
+    """Keeps the cleaner's read+write rate under ``log.cleaner.io.max.bytes.per.second``."""
+
+    def __init__(self, bytes_per_second: float, sleep: Callable[[float], None] = time.sleep,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate = bytes_per_second
+        self._sleep = sleep
+        self._clock = clock
+        self._start = clock()
+        self._bytes = 0
+
+    def maybe_throttle(self, n: int) -> None:
+        if self.rate <= 0 or self.rate == float("inf"):
+            return
+        self._bytes += n
+        elapsed = self._clock() - self._start
+        wanted = self._bytes / self.rate
+        if wanted > elapsed:
+            self._sleep(wanted - elapsed)
+        if elapsed > 1.0:  # a fresh window, so an idle spell does not earn a burst
+            self._start = self._clock()
+            self._bytes = 0
+
+
+@dataclass(slots=True)
+class CleanerStats:
+    """What one pass did (logged, and returned to tests)."""
+
+    bytes_read: int = 0
+    bytes_written: int = 0
+    records_read: int = 0
+    records_kept: int = 0
+    tombstones_removed: int = 0
+    segments_before: int = 0
+    segments_after: int = 0
+    map_entries: int = 0
+    #: Earliest delete horizon still stamped on a kept tombstone or marker batch: when it passes,
+    #: another pass can remove them even if the log is otherwise clean.
+    next_horizon_ms: int | None = None
+    elapsed_s: float = 0.0
+
+
+@dataclass(slots=True)
+class _GroupState:
+    """Per-pass mutable state the batch filter shares across groups."""
+
+    omap: OffsetMap
+    end: int
+    now: int
+    new_horizon: int
+    producers: dict[int, int]
+    txn_has_data: dict[int, bool] = field(default_factory=dict)
+
+
+def group_segments(segments: list[CleanableSegment], max_size: int, max_index_size: int,
+                   index_interval_bytes: int) -> list[list[CleanableSegment]]:
+    """Split consecutive segments into groups that each fit one cleaned segment.
+
+    As Kafka: a group's total size stays <= segment.bytes, its offsets fit a 32-bit relative
+    offset, and its index stays within segment.index.bytes (estimated from the bytes, one entry
+    per index.interval.bytes, 12 bytes for the larger time-index entry).
+    """
+    groups: list[list[CleanableSegment]] = []
+    i = 0
+    interval = max(1, index_interval_bytes)
+    while i < len(segments):
+        group = [segments[i]]
+        size = segments[i].size
+        j = i + 1
+        while j < len(segments):
+            nxt = segments[j]
+            if size + nxt.size > max_size:
+                break
+            if nxt.next_base_offset - 1 - group[0].base_offset > INT32_MAX:
+                break
+            if ((size + nxt.size) // interval + 2) * 12 > max_index_size:
+                break
+            group.append(nxt)
+            size += nxt.size
+            j += 1
+        groups.append(group)
+        i = j
+    return groups
+
+
+def read_batches(fd: int, size: int, buffer_size: int,
+                 on_read: Callable[[int], None] | None = None) -> Iterator[tuple[int, BatchHeader, memoryview]]:
+    """(position, header, bytes) of every whole batch of a segment file, read in large chunks."""
+    pos = 0
+    chunk_size = max(buffer_size, BATCH_HEADER_SIZE)
+    while size - pos >= BATCH_HEADER_SIZE:
+        chunk = os.pread(fd, min(chunk_size, size - pos), pos)
+        if len(chunk) < BATCH_HEADER_SIZE:
+            return
+        mv = memoryview(chunk)
+        consumed = 0
+        for p, h in iter_batches(mv):
+            yield pos + p, h, mv[p : p + h.size]
+            consumed = p + h.size
+        if consumed == 0:  # a batch larger than the buffer: read it on its own
+            h = parse_batch_header(chunk)
+            if h.length < MIN_BATCH_LENGTH or pos + h.size > size:
+                return
+            data = os.pread(fd, h.size, pos)
+            if len(data) < h.size:
+                return
+            yield pos, h, memoryview(data)
+            consumed = h.size
+        if on_read is not None:
+            on_read(consumed)
+        pos += consumed
+
+
+def first_batch_timestamp(fd: int) -> int:
+    """Max timestamp of a segment's first batch (-1 if none): Kafka's reference for
+    max.compaction.lag.ms."""
+    hdr = os.pread(fd, BATCH_HEADER_SIZE, 0)
+    if len(hdr) < BATCH_HEADER_SIZE:
+        return -1
+    return parse_batch_header(hdr).max_timestamp
+
+
+class Cleaner:
+    """Cleans one log at a time (one per cleaner thread; not thread-safe itself)."""
+
+    def __init__(self, map_capacity: int, io_buffer_size: int = 524288,
+                 throttler: Throttler | None = None,
+                 run_on_owner: Callable[[Callable[[], Any]], Any] | None = None,
+                 stopping: Callable[[], bool] = lambda: False) -> None:
+        self.map_capacity = map_capacity
+        self.io_buffer_size = io_buffer_size
+        self.throttler = throttler or Throttler(float("inf"))
+        # Without an owner (unit tests, tools), the Log is changed from the calling thread.
+        self._run_on_owner: Callable[[Callable[[], Any]], Any] = run_on_owner or (lambda fn: fn())
+        self._stopping = stopping
+        self._since_yield = 0
+
+    # ------------------------------------------------------------------ helpers
+
+    def _account(self, n: int) -> None:
+        self.throttler.maybe_throttle(n)
+        self._since_yield += n
+        if self._since_yield >= _YIELD_EVERY_BYTES:
+            self._since_yield = 0
+            time.sleep(0)  # let the event loop thread take the GIL
+
+    def _check_stop(self) -> None:
+        if self._stopping():
+            raise CleaningAbortedError("cleaner is shutting down")
+
+    # ------------------------------------------------------------------ the pass
+
+    def clean(self, lg: Log, view: CleanerView, first_dirty: int, first_uncleanable: int,
+              now_ms: int) -> tuple[int, CleanerStats]:
+        """One pass over ``lg``; returns (new first dirty offset, stats).
+
+        ``view`` is ``lg.cleaner_view()`` taken on the owning thread; ``first_uncleanable`` is
+        a segment boundary at or below the active segment's base and the high watermark.
+        """
+        started = time.monotonic()
+        stats = CleanerStats()
+        omap = OffsetMap(self.map_capacity)
+        dirty = [s for s in view.segments
+                 if s.next_base_offset > first_dirty and s.next_base_offset <= first_uncleanable]
+        end = self._build_offset_map(dirty, first_dirty, omap, stats)
+        stats.map_entries = len(omap)
+        cfg = view.config
+        to_clean = [s for s in view.segments if s.base_offset < end]
+        stats.segments_before = len(to_clean)
+        state = _GroupState(omap, end, now_ms, now_ms + cfg.delete_retention_ms, dict(view.producer_last_offsets))
+        for group in group_segments(to_clean, cfg.segment_bytes, cfg.segment_index_bytes, cfg.index_interval_bytes):
+            self._check_stop()
+            self._clean_group(lg, view, group, state, stats)
+            stats.segments_after += 1
+        stats.elapsed_s = time.monotonic() - started
+        return end, stats
+
+    def _build_offset_map(self, dirty: list[CleanableSegment], first_dirty: int, omap: OffsetMap,
+                          stats: CleanerStats) -> int:
+        """Fill ``omap`` from the dirty segments; returns the offset the map covers up to."""
+        end = first_dirty
+        for cs in dirty:
+            fd = cs.handle.fileno()
+            for _, h, data in read_batches(fd, cs.size, self.io_buffer_size, self._account):
+                if h.next_offset <= first_dirty:
+                    continue
+                # A batch is mapped whole or not at all, so ``end`` stays on a batch boundary.
+                if h.records_count > omap.room():
+                    if end == first_dirty:
+                        raise RuntimeError(
+                            f"log.cleaner.dedupe.buffer.size holds {omap.capacity} keys: too small for one batch "
+                            f"of {h.records_count} records at offset {h.base_offset}")
+                    return end
+                if not h.is_control:
+                    for r in decode_records(data):
+                        off = h.base_offset + r.offset_delta
+                        if r.key is not None and off >= first_dirty:
+                            omap.put(r.key, off)
+                end = h.next_offset
+            self._check_stop()
+            end = max(end, cs.next_base_offset)  # the whole segment is covered, gaps included
+        return end
+
+    def _clean_group(self, lg: Log, view: CleanerView, group: list[CleanableSegment], state: _GroupState,
+                     stats: CleanerStats) -> None:
+        cfg = view.config
+        base = group[0].base_offset
+        paths = {sfx: os.path.join(lg.dir, segment_file_name(base, sfx + CLEANED_SUFFIX)) for sfx in _CLEANED_FILES}
+        for p in paths.values():
+            _unlink(p)  # leftovers of an abandoned pass
+        fd = os.open(paths[LOG_SUFFIX], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        oi = OffsetIndex(paths[INDEX_SUFFIX], base, cfg.segment_index_bytes)
+        ti = TimeIndex(paths[TIME_INDEX_SUFFIX], base, cfg.segment_index_bytes)
+        swapped = False
+        try:
+            position = 0
+            since_index = 0
+            max_ts, shallow = -1, -1
+            out = bytearray()
+            for cs in group:
+                for _, h, data in read_batches(cs.handle.fileno(), cs.size, self.io_buffer_size, self._account):
+                    self._check_stop()
+                    stats.bytes_read += h.size
+                    kept = self._filter_batch(h, data, state, stats)
+                    if kept is None:
+                        continue
+                    kh = parse_batch_header(kept) if kept is not data else h
+                    if kh.max_timestamp > max_ts:
+                        max_ts, shallow = kh.max_timestamp, kh.last_offset
+                    # Kafka's index.interval.bytes rule, as an append of this one batch.
+                    if since_index > cfg.index_interval_bytes and not oi.is_full() and not ti.is_full():
+                        oi.append(kh.last_offset, position)
+                        ti.maybe_append(max_ts, shallow)
+                        since_index = 0
+                    since_index += len(kept)
+                    position += len(kept)
+                    out += kept
+                    if len(out) >= self.io_buffer_size:
+                        _write_all(fd, out)
+                        self._account(len(out))
+                        out.clear()
+            _write_all(fd, out)
+            self._account(len(out))
+            stats.bytes_written += position
+            if max_ts >= 0:
+                ti.maybe_append(max_ts, shallow, skip_full_check=True)
+            oi.trim()
+            ti.trim()
+            oi.flush()
+            ti.flush()
+            os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            oi.close()
+            ti.close()
+            for p in paths.values():
+                _unlink(p)
+            raise
+        os.close(fd)
+        oi.close()
+        ti.close()
+        # Like Kafka, the cleaned segment takes the newest modification time of the segments it
+        # replaces, so time-based retention of timestamp-less segments does not restart.
+        mtime = max(os.fstat(cs.handle.fileno()).st_mtime for cs in group)
+        os.utime(paths[LOG_SUFFIX], (mtime, mtime))
+        try:
+            swapped = bool(self._run_on_owner(
+                lambda: lg.replace_with_cleaned([cs.segment for cs in group], base, paths)))
+        finally:
+            if not swapped:
+                for p in paths.values():
+                    _unlink(p)
+        if not swapped:
+            raise CleaningAbortedError(f"{lg.dir}: segments {[cs.base_offset for cs in group]} changed during cleaning")
+        fsync_dir(lg.dir)
+
+    def _filter_batch(self, h: BatchHeader, data: memoryview, st: _GroupState,
+                      stats: CleanerStats) -> memoryview | bytes | None:
+        """The batch as it must be written to the cleaned segment (``data`` itself when it is
+        unchanged), or None to drop it."""
+        horizon = h.delete_horizon_ms
+        last_of_producer = h.producer_id >= 0 and st.producers.get(h.producer_id) == h.last_offset
+        if h.is_control:
+            if st.txn_has_data.pop(h.producer_id, False):
+                return data  # its transaction's data is still in the log
+            if horizon is None:
+                stats.next_horizon_ms = _min(stats.next_horizon_ms, st.new_horizon)
+                return self._rebuild(h, decode_records(data), st.new_horizon)
+            if st.now < horizon:
+                stats.next_horizon_ms = _min(stats.next_horizon_ms, horizon)
+                return data
+            return build_empty_batch(h) if last_of_producer else None
+        records = decode_records(data)
+        stats.records_read += len(records)
+        kept: list[Record] = []
+        tombstones = False
+        for r in records:
+            off = h.base_offset + r.offset_delta
+            if off < st.end:
+                if r.key is None:
+                    continue  # compacted logs hold keyed records only; Kafka drops these too
+                if off < st.omap.get(r.key):
+                    continue  # a later record of this key exists
+                if r.value is None and horizon is not None and st.now >= horizon:
+                    stats.tombstones_removed += 1
+                    continue
+            kept.append(r)
+            tombstones = tombstones or r.value is None
+        stats.records_kept += len(kept)
+        if h.is_transactional and kept:
+            st.txn_has_data[h.producer_id] = True
+        if not kept:
+            return build_empty_batch(h) if last_of_producer else None
+        new_horizon = horizon if horizon is not None else (st.new_horizon if tombstones else None)
+        if tombstones and new_horizon is not None:
+            stats.next_horizon_ms = _min(stats.next_horizon_ms, new_horizon)
+        if len(kept) == len(records) and new_horizon == horizon:
+            return data
+        return self._rebuild(h, kept, new_horizon)
+
+    @staticmethod
+    def _rebuild(h: BatchHeader, kept: list[Record], horizon: int | None) -> bytes:
+        # Record timestamps stay what they were: the deltas are re-based on the new
+        # BaseTimestamp (the delete horizon when there is one, else the first record's time).
+        stamps = [h.base_timestamp + r.timestamp_delta for r in kept]
+        new_base = horizon if horizon is not None else stamps[0]
+        recs = [Record(r.offset_delta, t - new_base, r.key, r.value, r.headers) for r, t in zip(kept, stamps, strict=True)]
+        lat = h.timestamp_type == TIMESTAMP_LOG_APPEND_TIME
+        return build_batch(
+            recs,
+            base_offset=h.base_offset,
+            compression=h.compression,
+            producer_id=h.producer_id,
+            producer_epoch=h.producer_epoch,
+            base_sequence=h.base_sequence,
+            timestamp_type=h.timestamp_type,
+            base_timestamp=new_base,
+            is_transactional=h.is_transactional,
+            partition_leader_epoch=h.partition_leader_epoch,
+            is_control=h.is_control,
+            max_timestamp=h.max_timestamp if lat else max(stamps),
+            delete_horizon_ms=horizon,
+            last_offset_delta=h.last_offset_delta,
+        )
+
+
+def _min(a: int | None, b: int) -> int:
+    return b if a is None else min(a, b)
+
+
+def _write_all(fd: int, data: bytes | bytearray) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
