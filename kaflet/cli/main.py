@@ -9,6 +9,7 @@ import sys
 
 import click
 
+from kaflet.cli.acls import acls
 from kaflet.cli.configs import configs
 from kaflet.cli.consume import consume
 from kaflet.cli.groups import groups
@@ -56,6 +57,7 @@ kaflet.add_command(produce)
 kaflet.add_command(consume)
 kaflet.add_command(groups)
 kaflet.add_command(configs)
+kaflet.add_command(acls)
 
 
 def main() -> None:

@@ -21,6 +21,7 @@ from kaflet.metadata.embedded import EmbeddedTree
 from kaflet.metadata.tree import MetadataTree, NodeExistsError, NoNodeError
 from kaflet.network.listener import Listener
 from kaflet.replication.replica_manager import ReplicaManager
+from kaflet.security.authorizer import Authorizer, AuthorizerConfigError, create_authorizer
 from kaflet.security.scram_store import ScramCredentialStore
 from kaflet.server import listener_security
 from kaflet.server.config import BrokerConfig, ConfigError, Endpoint, parse_endpoints
@@ -57,6 +58,8 @@ class Broker:
         self.config_admin = ConfigAdmin(self)
         # SCRAM credentials in /config/users (AlterUserScramCredentials, SASL/SCRAM logins).
         self.scram_credentials: ScramCredentialStore = None  # type: ignore[assignment]
+        # authorizer.class.name's authorizer; None: no authorization (everything is allowed).
+        self.authorizer: Authorizer | None = None
         self.listeners: list[Listener] = []
         self.advertised: list[Endpoint] = []
         self._metadata_changed = asyncio.Event()
@@ -88,6 +91,10 @@ class Broker:
             security = listener_security.build(
                 cfg, endpoints, lambda user, mech: self.scram_credentials.lookup(user, mech))
         except listener_security.SecurityConfigError as exc:
+            raise BrokerStartError(str(exc)) from None
+        try:
+            self.authorizer = create_authorizer(cfg["authorizer.class.name"], cfg.originals)
+        except AuthorizerConfigError as exc:
             raise BrokerStartError(str(exc)) from None
         log_dirs = [os.path.abspath(d) for d in cfg["log.dirs"]]
         for d in log_dirs:
@@ -136,6 +143,9 @@ class Broker:
         self._watcher = controller_topics.TopicWatcher(self.tree, self._on_topic_changed, self._on_topic_deleted)
         await self._watcher.start()
         await self.config_admin.start()
+        if self.authorizer is not None:
+            # ACLs are loaded before the first request is served, so none slips through unchecked.
+            await self.authorizer.start(self.tree)
         for lst in self.listeners:
             lst.serve()
         self._tasks.append(asyncio.create_task(self.log_manager.run_background(self._stop_background),
@@ -312,6 +322,8 @@ class Broker:
         if self._watcher is not None:
             await self._watcher.stop()
         await self.config_admin.stop()
+        if self.authorizer is not None:
+            await self.authorizer.stop()
         if self.log_manager is not None:
             self.log_manager.shutdown()
         if self.tree is not None:

@@ -144,6 +144,10 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("security.inter.broker.protocol", str, "PLAINTEXT"),
     ConfigDef("sasl.mechanism.inter.broker.protocol", str, "GSSAPI"),
     ConfigDef("inter.broker.listener.name", str, None),
+    # Authorization (kaflet/security/authorizer.py).
+    ConfigDef("authorizer.class.name", str, ""),
+    ConfigDef("super.users", str, None),
+    ConfigDef("allow.everyone.if.no.acl.found", parse_bool, False),
 )
 
 # Security configs that hold secrets: accepted and used (kaflet/security reads them from the

@@ -43,6 +43,11 @@ TOPIC_DOCS: dict[str, str] = {
 }
 
 BROKER_DOCS: dict[str, str] = {
+    "authorizer.class.name": "Authorizer that checks every request against ACLs; Kafka's AclAuthorizer and "
+    "StandardAuthorizer class names select kaflet's built-in one, empty disables authorization.",
+    "super.users": "Principals (User:name, separated by semicolons) that may do everything, whatever the ACLs say.",
+    "allow.everyone.if.no.acl.found": "Whether a resource without any ACL is open to everyone "
+    "(otherwise only super users may use it).",
     "broker.id": "This broker's id; -1 generates one when broker.id.generation.enable is true.",
     "broker.id.generation.enable": "Whether a broker without broker.id gets a generated one.",
     "reserved.broker.max.id": "Highest id reserved for configured broker ids; generated ids start above it.",

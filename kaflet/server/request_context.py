@@ -1,11 +1,14 @@
-"""What a handler knows about the request it serves."""
+"""What a handler knows about the request it serves, and the authorization checks it makes."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kaflet.protocol.header import RequestHeader
+from kaflet.security.acl import CLUSTER_NAME, SUPPORTED_OPERATIONS, AclOperation, ResourceType
+from kaflet.security.authorizer import Action
 
 if TYPE_CHECKING:
     from kaflet.network.connection import Connection
@@ -27,3 +30,44 @@ class RequestContext:
     @property
     def listener(self) -> str:
         return self.conn.listener
+
+    # -- authorization (Kafka's AuthHelper). Without an authorizer everything is allowed. ------
+
+    def authorize(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
+        """May the connection's principal perform `operation` on this (literal) resource?"""
+        authorizer = self.broker.authorizer
+        if authorizer is None:
+            return True
+        return authorizer.authorize(self.conn.principal, self.conn.peer[0],
+                                    [Action(operation, resource_type, name)])[0]
+
+    def authorize_cluster(self, operation: AclOperation) -> bool:
+        return self.authorize(operation, ResourceType.CLUSTER, CLUSTER_NAME)
+
+    def authorized(self, operation: AclOperation, resource_type: ResourceType, names: Iterable[str]) -> set[str]:
+        """The names (of resources of one type) the principal may perform `operation` on."""
+        unique = list(dict.fromkeys(names))
+        authorizer = self.broker.authorizer
+        if authorizer is None:
+            return set(unique)
+        results = authorizer.authorize(self.conn.principal, self.conn.peer[0],
+                                       [Action(operation, resource_type, n) for n in unique])
+        return {n for n, ok in zip(unique, results, strict=True) if ok}
+
+    def authorize_by_resource_type(self, operation: AclOperation, resource_type: ResourceType) -> bool:
+        """May the principal perform `operation` on at least one resource of the type?"""
+        authorizer = self.broker.authorizer
+        if authorizer is None:
+            return True
+        return authorizer.authorize_by_resource_type(self.conn.principal, self.conn.peer[0], operation,
+                                                     resource_type)
+
+    def authorized_operations(self, resource_type: ResourceType, name: str) -> set[int]:
+        """The operation codes the principal holds on a resource (the *AuthorizedOperations fields)."""
+        ops = SUPPORTED_OPERATIONS[resource_type]
+        authorizer = self.broker.authorizer
+        if authorizer is None:
+            return {int(op) for op in ops}
+        results = authorizer.authorize(self.conn.principal, self.conn.peer[0],
+                                       [Action(op, resource_type, name) for op in ops])
+        return {int(op) for op, ok in zip(ops, results, strict=True) if ok}

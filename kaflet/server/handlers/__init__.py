@@ -13,11 +13,14 @@ from kaflet.server.handlers import (
     alter_configs,
     alter_user_scram_credentials,
     api_versions,
+    create_acls,
     create_partitions,
     create_topics,
+    delete_acls,
     delete_groups,
     delete_records,
     delete_topics,
+    describe_acls,
     describe_cluster,
     describe_configs,
     describe_groups,
@@ -73,6 +76,10 @@ HANDLER_MODULES: list[ModuleType] = [
     sasl_authenticate,
     describe_user_scram_credentials,
     alter_user_scram_credentials,
+    # ACLs (kaflet/security/authorizer.py)
+    describe_acls,
+    create_acls,
+    delete_acls,
 ]
 
 HANDLERS: dict[int, ModuleType] = {m.API_KEY: m for m in HANDLER_MODULES}

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
+from kaflet.protocol.errors import ErrorCode
+from kaflet.security.acl import AclOperation, ResourceType
 from kaflet.server.request_context import RequestContext
 
 API_KEY = ApiKey.CREATE_PARTITIONS
@@ -17,11 +19,16 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes:
     counts: dict[str, int] = {}
     for t in req.topics:
         counts[t.name] = counts.get(t.name, 0) + 1
+    alterable = ctx.authorized(AclOperation.ALTER, ResourceType.TOPIC, (t.name for t in req.topics))
     results = []
     for t in req.topics:
         if counts[t.name] > 1:
             results.append(R.CreatePartitionsTopicResult(
                 name=t.name, error_code=42, error_message="Duplicate topic in request."))
+            continue
+        if t.name not in alterable:
+            results.append(R.CreatePartitionsTopicResult(
+                name=t.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message="Authorization failed."))
             continue
         assignments = [list(a.broker_ids) for a in t.assignments] if t.assignments is not None else None
         code, message = await ctx.broker.topic_admin.create_partitions(

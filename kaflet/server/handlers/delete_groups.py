@@ -6,6 +6,8 @@ from typing import Any
 
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
+from kaflet.protocol.errors import ErrorCode
+from kaflet.security.acl import AclOperation, ResourceType
 from kaflet.server.request_context import RequestContext
 
 API_KEY = ApiKey.DELETE_GROUPS
@@ -17,6 +19,11 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes:
     req = codec.decode_request(API_KEY, ctx.version, body)
     R: Any = codec.response_class(API_KEY)
     names = list(dict.fromkeys(req.groups_names))  # a group named twice is deleted (and answered) once
-    results = await ctx.broker.group_coordinator.delete_groups(names)
+    deletable = ctx.authorized(AclOperation.DELETE, ResourceType.GROUP, names)
+    results: dict[str, int] = dict(await ctx.broker.group_coordinator.delete_groups(
+        [g for g in names if g in deletable]))
+    for g in names:
+        if g not in deletable:
+            results[g] = ErrorCode.GROUP_AUTHORIZATION_FAILED
     out = [R.DeletableGroupResult(group_id=g, error_code=int(results[g])) for g in names]
     return codec.encode_response(API_KEY, ctx.version, R(throttle_time_ms=0, results=out))

@@ -17,6 +17,7 @@ from kaflet.metadata.topic_names import is_internal
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode, KafkaError
+from kaflet.security.acl import AclOperation, ResourceType
 from kaflet.server.request_context import RequestContext
 
 API_KEY = ApiKey.DELETE_RECORDS
@@ -31,10 +32,14 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes:
     R = codec.response_class(API_KEY)
     TR = R.DeleteRecordsTopicResult
     topics = []
+    deletable = ctx.authorized(AclOperation.DELETE, ResourceType.TOPIC, (t.name for t in req.topics))
     for t in req.topics:
         parts = []
         for p in t.partitions:
-            code, low = await _delete(ctx, t.name, p.partition_index, p.offset)
+            if t.name in deletable:
+                code, low = await _delete(ctx, t.name, p.partition_index, p.offset)
+            else:
+                code, low = ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1
             parts.append(TR.DeleteRecordsPartitionResult(partition_index=p.partition_index, low_watermark=low,
                                                          error_code=code))
         topics.append(TR(name=t.name, partitions=parts))

@@ -7,6 +7,7 @@ import uuid
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
+from kaflet.security.acl import AclOperation, ResourceType
 from kaflet.server.request_context import RequestContext
 
 API_KEY = ApiKey.DELETE_TOPICS
@@ -27,11 +28,17 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes:
     for name, tid in targets:
         if name is None:
             info = cache.topic_by_id(tid.bytes)
-            if info is None:
+            # A topic the principal may not even Describe is as unknown as a missing one.
+            if info is None or not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, info.name):
                 results.append(R.DeletableTopicResult(name=None, topic_id=tid, error_code=ErrorCode.UNKNOWN_TOPIC_ID,
                                                       error_message="This server does not host this topic ID."))
                 continue
             name = info.name
+        if not ctx.authorize(AclOperation.DELETE, ResourceType.TOPIC, name):
+            results.append(R.DeletableTopicResult(name=name, topic_id=tid,
+                                                  error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                                  error_message="Authorization failed."))
+            continue
         code, message = await ctx.broker.topic_admin.delete(name, req.timeout_ms)
         results.append(R.DeletableTopicResult(name=name, topic_id=tid, error_code=code, error_message=message))
     return codec.encode_response(API_KEY, ctx.version, R(throttle_time_ms=0, responses=results))

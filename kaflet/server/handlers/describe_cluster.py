@@ -1,11 +1,15 @@
-"""DescribeCluster (key 60): cluster id, controller and brokers."""
+"""DescribeCluster (key 60): cluster id, controller and brokers.
+
+As on Kafka's brokers the request itself needs no permission (Metadata tells the same); the
+cluster's authorized operations, when asked for, need Describe on the cluster (else none).
+"""
 
 from __future__ import annotations
 
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
-from kaflet.server.handlers.metadata import CLUSTER_OPERATIONS, NO_OPERATIONS
+from kaflet.server.handlers.metadata import NO_OPERATIONS, cluster_operations
 from kaflet.server.request_context import RequestContext
 
 API_KEY = ApiKey.DESCRIBE_CLUSTER
@@ -30,7 +34,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes:
         ep = b.endpoint(ctx.listener)
         if ep is not None:
             brokers.append(R.DescribeClusterBroker(broker_id=b.id, host=ep.host or "", port=ep.port, rack=b.rack))
-    ops = CLUSTER_OPERATIONS if req.include_cluster_authorized_operations else NO_OPERATIONS
+    ops = cluster_operations(ctx) if req.include_cluster_authorized_operations else NO_OPERATIONS
     return codec.encode_response(API_KEY, ctx.version, R(
         throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=endpoint_type,
         cluster_id=broker.cluster_id, controller_id=broker.metadata_cache.controller_id, brokers=brokers,

@@ -7,14 +7,13 @@ from typing import Any
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
+from kaflet.security.acl import AclOperation, ResourceType
 from kaflet.server.request_context import RequestContext
 
 API_KEY = ApiKey.DESCRIBE_GROUPS
 MIN_VERSION = 0
 MAX_VERSION = 5
 
-# READ, DELETE, DESCRIBE: what anyone may do to a group when no authorizer is configured.
-GROUP_OPERATIONS = {3, 6, 8}
 
 
 async def handle(ctx: RequestContext, body: memoryview) -> bytes:
@@ -25,6 +24,10 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes:
     include_ops = ctx.version >= 3 and bool(req.include_authorized_operations)
     groups = []
     for group_id in req.groups:
+        if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            groups.append(G(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id=group_id, group_state="",
+                            protocol_type="", protocol_data="", members=[], authorized_operations=None))
+            continue
         err, summary = ctx.broker.group_coordinator.describe_group(group_id)
         if err != ErrorCode.NONE:
             groups.append(G(error_code=int(err), group_id=group_id, group_state="", protocol_type="",
@@ -35,5 +38,6 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes:
                    for m in summary.members]
         groups.append(G(error_code=0, group_id=group_id, group_state=summary.state,
                         protocol_type=summary.protocol_type, protocol_data=summary.protocol, members=members,
-                        authorized_operations=GROUP_OPERATIONS if include_ops else None))
+                        authorized_operations=ctx.authorized_operations(ResourceType.GROUP, group_id)
+                        if include_ops else None))
     return codec.encode_response(API_KEY, ctx.version, R(throttle_time_ms=0, groups=groups))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
+from kaflet.protocol.errors import ErrorCode
+from kaflet.security.acl import AclOperation
 from kaflet.server.request_context import RequestContext
 
 API_KEY = ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS
@@ -15,6 +17,10 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes:
     req = codec.decode_request(API_KEY, ctx.version, body)
     R = codec.response_class(API_KEY)
     Res = R.DescribeUserScramCredentialsResult
+    if not ctx.authorize_cluster(AclOperation.DESCRIBE):
+        return codec.encode_response(API_KEY, ctx.version, R(
+            throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            error_message="Cluster authorization failed.", results=[]))
     users = [u.name for u in req.users] if req.users else None
     results = await ctx.broker.scram_credentials.describe(users)
     return codec.encode_response(API_KEY, ctx.version, R(

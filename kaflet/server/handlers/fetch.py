@@ -15,6 +15,7 @@ from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode, KafkaError
 from kaflet.protocol.fetch import PartitionFetchData, encode_fetch_response
 from kaflet.replication.partition import Partition
+from kaflet.security.acl import AclOperation, ResourceType
 from kaflet.server.request_context import RequestContext
 
 API_KEY = ApiKey.FETCH
@@ -22,10 +23,17 @@ MIN_VERSION = 4
 MAX_VERSION = 12
 
 
+#: Stands in for the partition of a topic the principal may not fetch.
+DENIED: Any = object()
+
+
 def _read_partition(
     partition: Partition | None, p: Any, budget: int, min_one: bool
 ) -> tuple[PartitionFetchData, int]:
     out = PartitionFetchData(p.partition)
+    if partition is DENIED:
+        out.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        return out, 0
     if partition is None:
         out.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         return out, 0
@@ -63,16 +71,27 @@ async def handle(ctx: RequestContext, body: memoryview) -> list[Any]:
         session_error = ErrorCode.FETCH_SESSION_ID_NOT_FOUND
     wanted: list[tuple[str, list[tuple[Any, Partition | None]]]] = []
     if not session_error:
+        # A follower (replica id >= 0) needs ClusterAction on the cluster for everything it
+        # fetches; a consumer needs Read on each topic. Refused partitions get
+        # TOPIC_AUTHORIZATION_FAILED (DENIED below) and are not waited for.
+        if req.replica_id >= 0:
+            readable = {t.topic for t in req.topics} if ctx.authorize_cluster(AclOperation.CLUSTER_ACTION) else set()
+        else:
+            readable = ctx.authorized(AclOperation.READ, ResourceType.TOPIC, (t.topic for t in req.topics))
         for t in req.topics:
-            wanted.append((t.topic, [(p, broker.replica_manager.get(t.topic, p.partition)) for p in t.partitions]))
+            if t.topic in readable:
+                wanted.append((t.topic, [(p, broker.replica_manager.get(t.topic, p.partition)) for p in t.partitions]))
+            else:
+                wanted.append((t.topic, [(p, DENIED) for p in t.partitions]))
     deadline = time.monotonic() + max(req.max_wait_ms, 0) / 1000
     max_bytes = req.max_bytes if ctx.version >= 3 else 0x7FFFFFFF
+    waitable = [part for _, ps in wanted for _, part in ps if part is not None and part is not DENIED]
     while True:
         topics, total, errors = _collect(wanted, max_bytes)
         remaining = deadline - time.monotonic()
-        if total >= req.min_bytes or errors or remaining <= 0 or not wanted or broker.stopping:
+        if total >= req.min_bytes or errors or remaining <= 0 or not waitable or broker.stopping:
             break
-        await _wait_for_data([part for _, ps in wanted for _, part in ps if part is not None], remaining)
+        await _wait_for_data(waitable, remaining)
     return encode_fetch_response(topics, 0, ctx.version, session_error, 0)
 
 
@@ -87,7 +106,8 @@ def _collect(
         for p, partition in parts:
             data, size = _read_partition(partition, p, max_bytes - total, total == 0)
             total += size
-            errors = errors or data.error_code != 0
+            # A refused partition does not cut the others' long poll short (Kafka answers it aside).
+            errors = errors or (data.error_code != 0 and partition is not DENIED)
             datas.append(data)
         topics.append((name, datas))
     return topics, total, errors

@@ -8,6 +8,7 @@ from kaflet.coordinator.group.store import GROUP_METADATA_TOPIC
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
+from kaflet.security.acl import AclOperation, ResourceType
 from kaflet.server.request_context import RequestContext
 
 API_KEY = ApiKey.FIND_COORDINATOR
@@ -26,6 +27,12 @@ def _error(code: ErrorCode, message: str | None = None) -> _Found:
 
 async def _find(ctx: RequestContext, key: str, key_type: int) -> _Found:
     broker = ctx.broker
+    # Kafka's checks: Describe on the group or the transactional id the coordinator is for.
+    if key_type == KEY_TYPE_GROUP and not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, key):
+        return _error(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    if key_type == KEY_TYPE_TRANSACTION and not ctx.authorize(AclOperation.DESCRIBE,
+                                                               ResourceType.TRANSACTIONAL_ID, key):
+        return _error(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if key_type == KEY_TYPE_TRANSACTION:
         return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE,
                       "This broker has no transaction coordinator: transactions are not supported")

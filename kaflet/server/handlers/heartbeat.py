@@ -6,6 +6,8 @@ from typing import Any
 
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
+from kaflet.protocol.errors import ErrorCode
+from kaflet.security.acl import AclOperation, ResourceType
 from kaflet.server.request_context import RequestContext
 
 API_KEY = ApiKey.HEARTBEAT
@@ -16,6 +18,9 @@ MAX_VERSION = 4
 async def handle(ctx: RequestContext, body: memoryview) -> bytes:
     req = codec.decode_request(API_KEY, ctx.version, body)
     R: Any = codec.response_class(API_KEY)
-    err = ctx.broker.group_coordinator.heartbeat(
-        req.group_id, req.member_id, req.group_instance_id if ctx.version >= 3 else None, req.generation_id)
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, req.group_id):
+        err = ErrorCode.GROUP_AUTHORIZATION_FAILED
+    else:
+        err = ctx.broker.group_coordinator.heartbeat(
+            req.group_id, req.member_id, req.group_instance_id if ctx.version >= 3 else None, req.generation_id)
     return codec.encode_response(API_KEY, ctx.version, R(throttle_time_ms=0, error_code=int(err)))

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
+from kaflet.security.acl import AclOperation
 from kaflet.server.dynamic_config import ConfigRequestError
+from kaflet.server.handlers.describe_configs import config_access_error
 from kaflet.server.request_context import RequestContext
 
 API_KEY = ApiKey.INCREMENTAL_ALTER_CONFIGS
@@ -20,6 +22,11 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes:
     out = []
     for res in req.resources:
         code, message = 0, None
+        denied = config_access_error(ctx, AclOperation.ALTER_CONFIGS, res.resource_type, res.resource_name)
+        if denied is not None:
+            out.append(Resp(error_code=denied, error_message=None, resource_type=res.resource_type,
+                            resource_name=res.resource_name))
+            continue
         try:
             ops = [(c.name, c.config_operation, c.value) for c in res.configs]
             await ctx.broker.config_admin.incremental_alter(res.resource_type, res.resource_name, ops, validate_only)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
+from kaflet.security.acl import AclOperation, ResourceType
 from kaflet.server.request_context import RequestContext
 
 API_KEY = ApiKey.INIT_PRODUCER_ID
@@ -21,6 +22,18 @@ _MAX_EPOCH = 32767
 async def handle(ctx: RequestContext, body: memoryview) -> bytes:
     req = codec.decode_request(API_KEY, ctx.version, body)
     R = codec.response_class(API_KEY)
+    # Kafka's checks: Write on the transactional id; for an idempotent producer IdempotentWrite on
+    # the cluster or, since Kafka 3.0 (KIP-679), Write on any topic.
+    denied = None
+    if req.transactional_id is not None:
+        if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
+            denied = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif not ctx.authorize_cluster(AclOperation.IDEMPOTENT_WRITE) and \
+            not ctx.authorize_by_resource_type(AclOperation.WRITE, ResourceType.TOPIC):
+        denied = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    if denied is not None:
+        return codec.encode_response(API_KEY, ctx.version, R(
+            throttle_time_ms=0, error_code=denied, producer_id=-1, producer_epoch=-1))
     if req.transactional_id is not None:
         return codec.encode_response(API_KEY, ctx.version, R(
             throttle_time_ms=0, error_code=ErrorCode.NOT_COORDINATOR, producer_id=-1, producer_epoch=-1))

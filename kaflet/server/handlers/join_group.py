@@ -6,6 +6,8 @@ from typing import Any
 
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
+from kaflet.protocol.errors import ErrorCode
+from kaflet.security.acl import AclOperation, ResourceType
 from kaflet.server.request_context import RequestContext
 
 API_KEY = ApiKey.JOIN_GROUP
@@ -22,6 +24,10 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes:
     req = codec.decode_request(API_KEY, ctx.version, body)
     R: Any = codec.response_class(API_KEY)
     v = ctx.version
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, req.group_id):
+        return codec.encode_response(API_KEY, v, R(
+            throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, generation_id=-1,
+            protocol_type=None, protocol_name=None if v >= 7 else "", leader="", member_id="", members=[]))
     protocols = [(p.name, bytes(p.metadata)) for p in req.protocols]
     result = await ctx.broker.group_coordinator.join_group(
         group_id=req.group_id,

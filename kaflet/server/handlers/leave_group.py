@@ -7,6 +7,7 @@ from typing import Any
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
+from kaflet.security.acl import AclOperation, ResourceType
 from kaflet.server.request_context import RequestContext
 
 API_KEY = ApiKey.LEAVE_GROUP
@@ -18,6 +19,9 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes:
     req = codec.decode_request(API_KEY, ctx.version, body)
     R: Any = codec.response_class(API_KEY)
     v = ctx.version
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, req.group_id):
+        resp = R(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, members=[])
+        return codec.encode_response(API_KEY, v, resp)
     leaving: list[tuple[str, str | None]] = (
         [(m.member_id, m.group_instance_id) for m in req.members] if v >= 3 else [(req.member_id, None)]
     )

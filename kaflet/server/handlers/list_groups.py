@@ -6,6 +6,7 @@ from typing import Any
 
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
+from kaflet.security.acl import AclOperation, ResourceType
 from kaflet.server.request_context import RequestContext
 
 API_KEY = ApiKey.LIST_GROUPS
@@ -18,5 +19,9 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes:
     R: Any = codec.response_class(API_KEY)
     states = set(req.states_filter or []) if ctx.version >= 4 else set()
     err, groups = ctx.broker.group_coordinator.list_groups(states or None)
+    # Kafka lists every group to a principal with Describe on the cluster, else those it may Describe.
+    if not ctx.authorize_cluster(AclOperation.DESCRIBE):
+        visible = ctx.authorized(AclOperation.DESCRIBE, ResourceType.GROUP, (g for g, _, _ in groups))
+        groups = [g for g in groups if g[0] in visible]
     listed = [R.ListedGroup(group_id=g, protocol_type=pt, group_state=st) for g, pt, st in groups]
     return codec.encode_response(API_KEY, ctx.version, R(throttle_time_ms=0, error_code=int(err), groups=listed))

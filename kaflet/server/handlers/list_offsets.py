@@ -7,6 +7,7 @@ from typing import Any
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode, KafkaError
+from kaflet.security.acl import AclOperation, ResourceType
 from kaflet.server.request_context import RequestContext
 
 API_KEY = ApiKey.LIST_OFFSETS
@@ -22,9 +23,15 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes:
     req = codec.decode_request(API_KEY, ctx.version, body)
     R = codec.response_class(API_KEY)
     topics = []
+    describable = ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in req.topics))
     for t in req.topics:
         parts = []
         for p in t.partitions:
+            if t.name not in describable:
+                parts.append(R.ListOffsetsTopicResponse.ListOffsetsPartitionResponse(
+                    partition_index=p.partition_index, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    old_style_offsets=[], timestamp=-1, offset=-1, leader_epoch=-1))
+                continue
             parts.append(_lookup(ctx, R, t.name, p))
         topics.append(R.ListOffsetsTopicResponse(name=t.name, partitions=parts))
     return codec.encode_response(API_KEY, ctx.version, R(throttle_time_ms=0, topics=topics))

@@ -1,4 +1,9 @@
-"""Metadata (key 3): brokers, controller and topic partitions; auto-creates topics."""
+"""Metadata (key 3): brokers, controller and topic partitions; auto-creates topics.
+
+With an authorizer, as Kafka: topics the principal may not Describe are left out of an all-topics
+answer and get TOPIC_AUTHORIZATION_FAILED when asked for by name (or id); auto-creation needs
+Create on the cluster or on the topic.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ from kaflet.metadata.topic_names import invalid_reason
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
+from kaflet.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from kaflet.server.metadata_cache import TopicInfo
 from kaflet.server.request_context import RequestContext
 
@@ -16,10 +22,8 @@ API_KEY = ApiKey.METADATA
 MIN_VERSION = 0
 MAX_VERSION = 12
 
-# Operations a principal holds when no authorizer is configured, as the set of AclOperation
-# codes the codec turns into the bit field; None encodes "not requested" (INT32_MIN).
-TOPIC_OPERATIONS = {3, 4, 5, 6, 7, 8, 10, 11}
-CLUSTER_OPERATIONS = {4, 7, 8, 9, 10, 11, 12}
+# Authorized operations go out as the set of AclOperation codes the codec turns into the bit
+# field; None encodes "not requested" (INT32_MIN).
 NO_OPERATIONS = None
 
 
@@ -33,10 +37,15 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes:
     include_ops = v >= 8 and bool(getattr(req, "include_topic_authorized_operations", False))
 
     requested = req.topics
-    if requested is None or (v == 0 and not requested):
+    all_topics = requested is None or (v == 0 and not requested)
+    if all_topics:
         names: list[tuple[str | None, Any]] = [(n, None) for n in sorted(cache.topics)]
     else:
         names = [(t.name, getattr(t, "topic_id", None)) for t in requested]
+    # Describe decides what is visible; names of ids are resolved first (ids are not secret).
+    describable = ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, _names(names, cache))
+    may_create_any = auto_create and broker.config["auto.create.topics.enable"] and \
+        ctx.authorize_cluster(AclOperation.CREATE)
 
     topics = []
     to_create: list[str] = []
@@ -44,6 +53,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes:
     live_ids = {b.id for b in live}
     for name, tid in names:
         info: TopicInfo | None = None
+        by_id = name is None
         if name is None and tid is not None:
             info = cache.topic_by_id(tid.bytes)
             if info is None:
@@ -52,18 +62,28 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes:
                 continue
             name = info.name
         assert name is not None
+        if name not in describable:
+            if not all_topics:
+                topics.append(R.MetadataResponseTopic(
+                    error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=None if by_id else name,
+                    topic_id=tid if by_id else uuid.UUID(int=0), is_internal=False, partitions=[]))
+            continue
         info = info or cache.topics.get(name)
         if info is None:
             code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             if invalid_reason(name) is not None:
                 code = ErrorCode.INVALID_TOPIC_EXCEPTION
             elif auto_create and broker.config["auto.create.topics.enable"]:
-                to_create.append(name)
-                code = ErrorCode.LEADER_NOT_AVAILABLE
+                if may_create_any or ctx.authorize(AclOperation.CREATE, ResourceType.TOPIC, name):
+                    to_create.append(name)
+                    code = ErrorCode.LEADER_NOT_AVAILABLE
+                else:
+                    code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             topics.append(R.MetadataResponseTopic(
                 error_code=code, name=name, topic_id=uuid.UUID(int=0), is_internal=False, partitions=[]))
             continue
-        topics.append(_topic(R, info, include_ops, live_ids))
+        ops = ctx.authorized_operations(ResourceType.TOPIC, name) if include_ops else NO_OPERATIONS
+        topics.append(_topic(R, info, ops, live_ids))
     if to_create:
         await broker.topic_admin.auto_create(to_create)
 
@@ -81,11 +101,29 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes:
     )
     if 8 <= v <= 10:
         include_cluster = bool(getattr(req, "include_cluster_authorized_operations", False))
-        resp.authorized_operations = CLUSTER_OPERATIONS if include_cluster else NO_OPERATIONS
+        resp.authorized_operations = cluster_operations(ctx) if include_cluster else NO_OPERATIONS
     return codec.encode_response(API_KEY, v, resp)
 
 
-def _topic(R: Any, info: TopicInfo, include_ops: bool, live_ids: set[int]) -> Any:
+def _names(names: list[tuple[str | None, Any]], cache: Any) -> list[str]:
+    out = []
+    for name, tid in names:
+        if name is None and tid is not None:
+            info = cache.topic_by_id(tid.bytes)
+            name = info.name if info is not None else None
+        if name is not None:
+            out.append(name)
+    return out
+
+
+def cluster_operations(ctx: RequestContext) -> set[int]:
+    """The cluster's authorized operations; empty without Describe on the cluster, as Kafka."""
+    if not ctx.authorize_cluster(AclOperation.DESCRIBE):
+        return set()
+    return ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
+
+
+def _topic(R: Any, info: TopicInfo, ops: set[int] | None, live_ids: set[int]) -> Any:
     P = R.MetadataResponseTopic.MetadataResponsePartition
     parts = []
     for idx in sorted(info.partitions):
@@ -96,5 +134,5 @@ def _topic(R: Any, info: TopicInfo, include_ops: bool, live_ids: set[int]) -> An
                        replica_nodes=p.replicas, isr_nodes=p.isr, offline_replicas=offline))
     return R.MetadataResponseTopic(
         error_code=0, name=info.name, topic_id=uuid.UUID(bytes=info.topic_id), is_internal=info.internal,
-        partitions=parts, authorized_operations=TOPIC_OPERATIONS if include_ops else NO_OPERATIONS,
+        partitions=parts, authorized_operations=ops,
     )

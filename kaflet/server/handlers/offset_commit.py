@@ -9,6 +9,7 @@ from kaflet.coordinator.group.schemas import OffsetValue
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
+from kaflet.security.acl import AclOperation, ResourceType
 from kaflet.server.request_context import RequestContext
 
 API_KEY = ApiKey.OFFSET_COMMIT
@@ -25,10 +26,20 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes:
     topics = ctx.broker.metadata_cache.topics
     errors: dict[tuple[str, int], ErrorCode] = {}
     offsets: dict[tuple[str, int], OffsetValue] = {}
+    # Kafka's checks: Read on the group (else every partition fails), then Read on each topic.
+    group_ok = ctx.authorize(AclOperation.READ, ResourceType.GROUP, req.group_id)
+    readable = ctx.authorized(AclOperation.READ, ResourceType.TOPIC, (t.name for t in req.topics)) if group_ok \
+        else set()
     for t in req.topics:
         info = topics.get(t.name)
         for p in t.partitions:
             tp = (t.name, p.partition_index)
+            if not group_ok:
+                errors[tp] = ErrorCode.GROUP_AUTHORIZATION_FAILED
+                continue
+            if t.name not in readable:
+                errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             if info is None or p.partition_index not in info.partitions:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue

@@ -7,6 +7,7 @@ from typing import Any
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
+from kaflet.security.acl import AclOperation, ResourceType
 from kaflet.server.request_context import RequestContext
 
 API_KEY = ApiKey.OFFSET_DELETE
@@ -20,11 +21,18 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes:
     topics = ctx.broker.metadata_cache.topics
     errors: dict[tuple[str, int], ErrorCode] = {}
     known: list[tuple[str, int]] = []
+    # Kafka's checks: Delete on the group (else the whole request fails), Read on each topic.
+    if not ctx.authorize(AclOperation.DELETE, ResourceType.GROUP, req.group_id):
+        return codec.encode_response(API_KEY, 0, R(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                                                   throttle_time_ms=0, topics=[]))
+    readable = ctx.authorized(AclOperation.READ, ResourceType.TOPIC, (t.name for t in req.topics))
     for t in req.topics:
         info = topics.get(t.name)
         for p in t.partitions:
             tp = (t.name, p.partition_index)
-            if info is None or p.partition_index not in info.partitions:
+            if t.name not in readable:
+                errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif info is None or p.partition_index not in info.partitions:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 known.append(tp)

@@ -8,6 +8,7 @@ from kaflet.coordinator.group.schemas import OffsetValue
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
+from kaflet.security.acl import AclOperation, ResourceType
 from kaflet.server.request_context import RequestContext
 
 API_KEY = ApiKey.OFFSET_FETCH
@@ -24,11 +25,14 @@ def _wanted(topics: Any) -> TopicPartitions:
     return [(t.name, p) for t in topics for p in t.partition_indexes]
 
 
-def _by_topic(offsets: dict[tuple[str, int], OffsetValue | None], error: ErrorCode = ErrorCode.NONE
+def _by_topic(offsets: dict[tuple[str, int], OffsetValue | None], error: ErrorCode = ErrorCode.NONE,
+              denied: frozenset[tuple[str, int]] | set[tuple[str, int]] = frozenset(),
               ) -> dict[str, list[tuple[int, int, int, str, int]]]:
     out: dict[str, list[tuple[int, int, int, str, int]]] = {}
     for (topic, part), value in offsets.items():
-        if value is None:
+        if (topic, part) in denied:
+            row = (part, -1, -1, "", int(ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+        elif value is None:
             row = (part, -1, -1, "", int(error))  # nothing committed: offset -1, no metadata
         else:
             row = (part, value.offset, value.leader_epoch, value.metadata, int(error))
@@ -36,32 +40,53 @@ def _by_topic(offsets: dict[tuple[str, int], OffsetValue | None], error: ErrorCo
     return out
 
 
+def _fetch(ctx: RequestContext, group_id: str, wanted: TopicPartitions
+           ) -> tuple[ErrorCode, dict[tuple[str, int], OffsetValue | None], set[tuple[str, int]]]:
+    """Kafka's checks around the coordinator: Describe on the group, then on each topic.
+
+    Requested partitions of topics the principal may not Describe answer TOPIC_AUTHORIZATION_FAILED;
+    when all committed offsets are asked for, such topics are silently left out.
+    """
+    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, {}, set()
+    if wanted is None:
+        err, offsets = ctx.broker.group_coordinator.fetch_offsets(group_id, None)
+        visible = ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, (t for t, _ in offsets))
+        return err, {tp: v for tp, v in offsets.items() if tp[0] in visible}, set()
+    visible = ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, (t for t, _ in wanted))
+    denied = {tp for tp in wanted if tp[0] not in visible}
+    err, offsets = ctx.broker.group_coordinator.fetch_offsets(group_id, [tp for tp in wanted if tp not in denied])
+    if err == ErrorCode.NONE and denied:
+        # Keep the request's order, as the coordinator does for the allowed ones.
+        offsets = {tp: offsets.get(tp) for tp in wanted}
+    return err, offsets, denied
+
+
 async def handle(ctx: RequestContext, body: memoryview) -> bytes:
     req = codec.decode_request(API_KEY, ctx.version, body)
     R: Any = codec.response_class(API_KEY)
     v = ctx.version
-    coordinator = ctx.broker.group_coordinator
     if v >= 8:
         G = R.OffsetFetchResponseGroup
         T = G.OffsetFetchResponseTopics
         P = T.OffsetFetchResponsePartitions
         groups = []
         for g in req.groups:
-            err, offsets = coordinator.fetch_offsets(g.group_id, _wanted(g.topics))
+            err, offsets, denied = _fetch(ctx, g.group_id, _wanted(g.topics))
             topics = [] if err != ErrorCode.NONE else [
                 T(name=name, partitions=[P(partition_index=i, committed_offset=o, committed_leader_epoch=e,
                                            metadata=m, error_code=c) for i, o, e, m, c in rows])
-                for name, rows in _by_topic(offsets).items()]
+                for name, rows in _by_topic(offsets, denied=denied).items()]
             groups.append(G(group_id=g.group_id, topics=topics, error_code=int(err)))
         return codec.encode_response(API_KEY, v, R(throttle_time_ms=0, groups=groups))
 
     T = R.OffsetFetchResponseTopic
     P = T.OffsetFetchResponsePartition
     wanted = _wanted(req.topics) if v >= 2 else _wanted(req.topics or [])
-    err, offsets = coordinator.fetch_offsets(req.group_id, wanted)
+    err, offsets, denied = _fetch(ctx, req.group_id, wanted)
     by_topic: dict[str, list[tuple[int, int, int, str, int]]] = {}
     if err == ErrorCode.NONE:
-        by_topic = _by_topic(offsets)
+        by_topic = _by_topic(offsets, denied=denied)
     elif v < 2 and wanted:
         # No top-level error field before v2: every partition carries the group's error.
         by_topic = _by_topic(dict.fromkeys(wanted), err)

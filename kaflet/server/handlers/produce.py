@@ -7,6 +7,7 @@ import logging
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode, KafkaError
 from kaflet.protocol.produce import PartitionProduceResult, decode_produce_request, encode_produce_response
+from kaflet.security.acl import AclOperation, ResourceType
 from kaflet.server.request_context import RequestContext
 
 API_KEY = ApiKey.PRODUCE
@@ -22,6 +23,11 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes | None:
     results: list[tuple[str, list[PartitionProduceResult]]] = []
     flushes = []
     any_error = False
+    # Kafka's checks: Write on the transactional id for the whole request, Write on each topic.
+    # (Since Kafka 3.0 idempotent batches need no IdempotentWrite here: InitProducerId checks it.)
+    txn_denied = req.transactional_id is not None and not ctx.authorize(
+        AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id)
+    writable = ctx.authorized(AclOperation.WRITE, ResourceType.TOPIC, (t.name for t in req.topics))
     for topic in req.topics:
         parts: list[PartitionProduceResult] = []
         for p in topic.partitions:
@@ -29,6 +35,10 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes | None:
             parts.append(res)
             partition = broker.replica_manager.get(topic.name, p.index)
             try:
+                if txn_denied or topic.name not in writable:
+                    partition = None  # nothing about the partition may leak into the answer
+                    raise KafkaError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if txn_denied
+                                     else ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 if req.acks not in (-1, 0, 1):
                     raise KafkaError(ErrorCode.INVALID_REQUIRED_ACKS)
                 if req.transactional_id is not None:

@@ -6,6 +6,8 @@ from typing import Any
 
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
+from kaflet.protocol.errors import ErrorCode
+from kaflet.security.acl import AclOperation, ResourceType
 from kaflet.server.request_context import RequestContext
 
 API_KEY = ApiKey.SYNC_GROUP
@@ -17,6 +19,9 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes:
     req = codec.decode_request(API_KEY, ctx.version, body)
     R: Any = codec.response_class(API_KEY)
     v = ctx.version
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, req.group_id):
+        return codec.encode_response(API_KEY, v, R(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                                                   protocol_type=None, protocol_name=None, assignment=b""))
     result = await ctx.broker.group_coordinator.sync_group(
         group_id=req.group_id,
         generation_id=req.generation_id,
