@@ -1,6 +1,6 @@
 """Compaction of one log: Kafka's log cleaner pass (``cleanup.policy`` with ``compact``).
 
-A pass over a log, on a cleaner thread (never the event loop):
+A pass over a log, in a cleaner worker process (``cleaner_worker.py``; never on the event loop):
 
 1. **Offset map.**  Read the dirty section ``[first_dirty, first_uncleanable)`` and record
    key -> latest offset (``OffsetMap``, bounded by ``log.cleaner.dedupe.buffer.size``).  If the
@@ -20,7 +20,7 @@ A pass over a log, on a cleaner thread (never the event loop):
    now + delete.retention.ms (KIP-534's format, Kafka 3.x); a pass after the horizon drops them.
 4. **Swap.**  Each group is written as ``<base>.log.cleaned`` (+ ``.index.cleaned``,
    ``.timeindex.cleaned``), fsync'd, and then swapped in by ``Log.replace_with_cleaned`` *on the
-   thread that owns the Log*, which follows Kafka's crash-safe rename order.
+   thread that owns the Log* (the event loop), which follows Kafka's crash-safe rename order.
 
 Control batches: kaflet has no transactions yet, but the rules are Kafka's so that replicated or
 imported data stays correct: a marker whose transaction still has data in the log is kept as
@@ -33,9 +33,9 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from kaflet.log.checkpoints import fsync_dir
 from kaflet.log.offset_index import OffsetIndex
@@ -63,7 +63,7 @@ from kaflet.protocol.records import (
 )
 
 if TYPE_CHECKING:
-    from kaflet.log.log import CleanableSegment, CleanerView, Log
+    from kaflet.log.log import CleanerView, Log
 
 log = logging.getLogger(__name__)
 
@@ -158,15 +158,27 @@ class _GroupState:
     txn_has_data: dict[int, bool] = field(default_factory=dict)
 
 
-def group_segments(segments: list[CleanableSegment], max_size: int, max_index_size: int,
-                   index_interval_bytes: int) -> list[list[CleanableSegment]]:
+class _SegmentLike(Protocol):
+    @property
+    def base_offset(self) -> int: ...
+    @property
+    def next_base_offset(self) -> int: ...
+    @property
+    def size(self) -> int: ...
+
+
+_S = TypeVar("_S", bound=_SegmentLike)
+
+
+def group_segments(segments: Sequence[_S], max_size: int, max_index_size: int,
+                   index_interval_bytes: int) -> list[list[_S]]:
     """Split consecutive segments into groups that each fit one cleaned segment.
 
     As Kafka: a group's total size stays <= segment.bytes, its offsets fit a 32-bit relative
     offset, and its index stays within segment.index.bytes (estimated from the bytes, one entry
     per index.interval.bytes, 12 bytes for the larger time-index entry).
     """
-    groups: list[list[CleanableSegment]] = []
+    groups: list[list[_S]] = []
     i = 0
     interval = max(1, index_interval_bytes)
     while i < len(segments):
@@ -226,8 +238,98 @@ def first_batch_timestamp(fd: int) -> int:
     return parse_batch_header(hdr).max_timestamp
 
 
+@dataclass(frozen=True, slots=True)
+class SegmentInfo:
+    """One segment of a pass, as plain data (what crosses to a worker process)."""
+
+    base_offset: int
+    next_base_offset: int
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class CleanJob:
+    """Everything a pass needs, as plain data: the segments are read through file descriptors
+    given alongside (``segments[i]`` is read from ``fds[i]``), never reopened by name."""
+
+    dir: str
+    segments: tuple[SegmentInfo, ...]
+    first_dirty: int
+    first_uncleanable: int
+    now_ms: int
+    segment_bytes: int
+    segment_index_bytes: int
+    index_interval_bytes: int
+    delete_retention_ms: int
+    producer_last_offsets: dict[int, int]
+    map_capacity: int
+    io_buffer_size: int
+    io_max_bytes_per_second: float = float("inf")
+
+    @classmethod
+    def of(cls, lg_dir: str, view: CleanerView, first_dirty: int, first_uncleanable: int, now_ms: int,
+           map_capacity: int, io_buffer_size: int, io_max_bytes_per_second: float = float("inf")) -> CleanJob:
+        cfg = view.config
+        return cls(lg_dir, tuple(SegmentInfo(s.base_offset, s.next_base_offset, s.size) for s in view.segments),
+                   first_dirty, first_uncleanable, now_ms, cfg.segment_bytes, cfg.segment_index_bytes,
+                   cfg.index_interval_bytes, cfg.delete_retention_ms, dict(view.producer_last_offsets),
+                   map_capacity, io_buffer_size, io_max_bytes_per_second)
+
+
+@dataclass(frozen=True, slots=True)
+class CleanedGroup:
+    """A group written as ``.cleaned`` files, waiting to be swapped in for the segments at
+    ``segment_bases`` (``paths``: final suffix -> ``.cleaned`` file)."""
+
+    base_offset: int
+    segment_bases: tuple[int, ...]
+    paths: dict[str, str]
+
+
+#: A pass as a generator: it yields each written group and is sent back whether the group was
+#: swapped in; it returns (new first dirty offset, stats).
+PassGenerator = Generator[CleanedGroup, bool, tuple[int, CleanerStats]]
+
+
+def run_pass(job: CleanJob, fds: Sequence[int], throttler: Throttler | None = None,
+             stopping: Callable[[], bool] = lambda: False,
+             pause: Callable[[], None] | None = None) -> PassGenerator:
+    """The CPU- and I/O-heavy part of one pass (offset map, rewriting every group, indexes,
+    fsync), on plain data: it runs in a cleaner worker process, or in-process (``Cleaner``).
+
+    Each group is yielded once its ``.cleaned`` files are complete; whoever drives the generator
+    swaps them in on the Log's owner and sends back True, or sends False (or closes the
+    generator) to abandon the pass: the group's ``.cleaned`` files are then removed and
+    ``CleaningAbortedError`` raised.  ``pause`` is called every ``_YIELD_EVERY_BYTES``.
+    """
+    return _Pass(job, fds, throttler or Throttler(job.io_max_bytes_per_second), stopping, pause).run()
+
+
+def drive_pass(gen: PassGenerator, swap: Callable[[CleanedGroup], bool]) -> tuple[int, CleanerStats]:
+    """Run ``gen`` to its end, swapping each group with ``swap``."""
+    try:
+        group = next(gen)
+        while True:
+            try:
+                ok = swap(group)
+            except BaseException:
+                gen.close()  # removes the group's .cleaned files
+                raise
+            group = gen.send(bool(ok))
+    except StopIteration as stop:
+        result: tuple[int, CleanerStats] = stop.value
+        return result
+
+
+def swap_group(lg: Log, view: CleanerView, group: CleanedGroup) -> bool:
+    """``Log.replace_with_cleaned`` for a group of ``view``'s segments (on the Log's owner)."""
+    by_base = {cs.base_offset: cs.segment for cs in view.segments}
+    return lg.replace_with_cleaned([by_base[b] for b in group.segment_bases], group.base_offset, group.paths)
+
+
 class Cleaner:
-    """Cleans one log at a time (one per cleaner thread; not thread-safe itself)."""
+    """Cleans one log at a time in the calling thread (unit tests, tools); the broker runs the
+    same pass in a worker process (``cleaner_worker.WorkerCleaner``).  Not thread-safe."""
 
     def __init__(self, map_capacity: int, io_buffer_size: int = 524288,
                  throttler: Throttler | None = None,
@@ -239,6 +341,29 @@ class Cleaner:
         # Without an owner (unit tests, tools), the Log is changed from the calling thread.
         self._run_on_owner: Callable[[Callable[[], Any]], Any] = run_on_owner or (lambda fn: fn())
         self._stopping = stopping
+
+    def clean(self, lg: Log, view: CleanerView, first_dirty: int, first_uncleanable: int,
+              now_ms: int) -> tuple[int, CleanerStats]:
+        """One pass over ``lg``; returns (new first dirty offset, stats).
+
+        ``view`` is ``lg.cleaner_view()`` taken on the owning thread; ``first_uncleanable`` is
+        a segment boundary at or below the active segment's base and the high watermark.
+        """
+        job = CleanJob.of(lg.dir, view, first_dirty, first_uncleanable, now_ms, self.map_capacity,
+                          self.io_buffer_size)
+        fds = [cs.handle.fileno() for cs in view.segments]
+        gen = run_pass(job, fds, self.throttler, self._stopping, lambda: time.sleep(0))
+        return drive_pass(gen, lambda g: bool(self._run_on_owner(lambda: swap_group(lg, view, g))))
+
+
+class _Pass:
+    def __init__(self, job: CleanJob, fds: Sequence[int], throttler: Throttler, stopping: Callable[[], bool],
+                 pause: Callable[[], None] | None) -> None:
+        self.job = job
+        self.fds = list(fds)
+        self.throttler = throttler
+        self._stopping = stopping
+        self._pause = pause
         self._since_yield = 0
 
     # ------------------------------------------------------------------ helpers
@@ -248,7 +373,9 @@ class Cleaner:
         self._since_yield += n
         if self._since_yield >= _YIELD_EVERY_BYTES:
             self._since_yield = 0
-            time.sleep(0)  # let the event loop thread take the GIL
+            if self._pause is not None:
+                self._pause()
+            self._check_stop()
 
     def _check_stop(self) -> None:
         if self._stopping():
@@ -256,38 +383,34 @@ class Cleaner:
 
     # ------------------------------------------------------------------ the pass
 
-    def clean(self, lg: Log, view: CleanerView, first_dirty: int, first_uncleanable: int,
-              now_ms: int) -> tuple[int, CleanerStats]:
-        """One pass over ``lg``; returns (new first dirty offset, stats).
-
-        ``view`` is ``lg.cleaner_view()`` taken on the owning thread; ``first_uncleanable`` is
-        a segment boundary at or below the active segment's base and the high watermark.
-        """
+    def run(self) -> PassGenerator:
+        job = self.job
         started = time.monotonic()
         stats = CleanerStats()
-        omap = OffsetMap(self.map_capacity)
-        dirty = [s for s in view.segments
-                 if s.next_base_offset > first_dirty and s.next_base_offset <= first_uncleanable]
-        end = self._build_offset_map(dirty, first_dirty, omap, stats)
+        omap = OffsetMap(job.map_capacity)
+        segs = list(zip(job.segments, self.fds, strict=True))
+        dirty = [(s, fd) for s, fd in segs
+                 if s.next_base_offset > job.first_dirty and s.next_base_offset <= job.first_uncleanable]
+        end = self._build_offset_map(dirty, job.first_dirty, omap)
         stats.map_entries = len(omap)
-        cfg = view.config
-        to_clean = [s for s in view.segments if s.base_offset < end]
+        to_clean = [(s, fd) for s, fd in segs if s.base_offset < end]
+        fd_of = {s.base_offset: fd for s, fd in to_clean}
         stats.segments_before = len(to_clean)
-        state = _GroupState(omap, end, now_ms, now_ms + cfg.delete_retention_ms, dict(view.producer_last_offsets))
-        for group in group_segments(to_clean, cfg.segment_bytes, cfg.segment_index_bytes, cfg.index_interval_bytes):
+        state = _GroupState(omap, end, job.now_ms, job.now_ms + job.delete_retention_ms,
+                            dict(job.producer_last_offsets))
+        for group in group_segments([s for s, _ in to_clean], job.segment_bytes, job.segment_index_bytes,
+                                    job.index_interval_bytes):
             self._check_stop()
-            self._clean_group(lg, view, group, state, stats)
+            yield from self._clean_group([(s, fd_of[s.base_offset]) for s in group], state, stats)
             stats.segments_after += 1
         stats.elapsed_s = time.monotonic() - started
         return end, stats
 
-    def _build_offset_map(self, dirty: list[CleanableSegment], first_dirty: int, omap: OffsetMap,
-                          stats: CleanerStats) -> int:
+    def _build_offset_map(self, dirty: list[tuple[SegmentInfo, int]], first_dirty: int, omap: OffsetMap) -> int:
         """Fill ``omap`` from the dirty segments; returns the offset the map covers up to."""
         end = first_dirty
-        for cs in dirty:
-            fd = cs.handle.fileno()
-            for _, h, data in read_batches(fd, cs.size, self.io_buffer_size, self._account):
+        for cs, fd in dirty:
+            for _, h, data in read_batches(fd, cs.size, self.job.io_buffer_size, self._account):
                 if h.next_offset <= first_dirty:
                     continue
                 # A batch is mapped whole or not at all, so ``end`` stays on a batch boundary.
@@ -307,24 +430,24 @@ class Cleaner:
             end = max(end, cs.next_base_offset)  # the whole segment is covered, gaps included
         return end
 
-    def _clean_group(self, lg: Log, view: CleanerView, group: list[CleanableSegment], state: _GroupState,
-                     stats: CleanerStats) -> None:
-        cfg = view.config
-        base = group[0].base_offset
-        paths = {sfx: os.path.join(lg.dir, segment_file_name(base, sfx + CLEANED_SUFFIX)) for sfx in _CLEANED_FILES}
+    def _clean_group(self, group: list[tuple[SegmentInfo, int]], state: _GroupState,
+                     stats: CleanerStats) -> Generator[CleanedGroup, bool, None]:
+        job = self.job
+        base = group[0][0].base_offset
+        paths = {sfx: os.path.join(job.dir, segment_file_name(base, sfx + CLEANED_SUFFIX)) for sfx in _CLEANED_FILES}
         for p in paths.values():
             _unlink(p)  # leftovers of an abandoned pass
         fd = os.open(paths[LOG_SUFFIX], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        oi = OffsetIndex(paths[INDEX_SUFFIX], base, cfg.segment_index_bytes)
-        ti = TimeIndex(paths[TIME_INDEX_SUFFIX], base, cfg.segment_index_bytes)
+        oi = OffsetIndex(paths[INDEX_SUFFIX], base, job.segment_index_bytes)
+        ti = TimeIndex(paths[TIME_INDEX_SUFFIX], base, job.segment_index_bytes)
         swapped = False
         try:
             position = 0
             since_index = 0
             max_ts, shallow = -1, -1
             out = bytearray()
-            for cs in group:
-                for _, h, data in read_batches(cs.handle.fileno(), cs.size, self.io_buffer_size, self._account):
+            for cs, in_fd in group:
+                for _, h, data in read_batches(in_fd, cs.size, job.io_buffer_size, self._account):
                     self._check_stop()
                     stats.bytes_read += h.size
                     kept = self._filter_batch(h, data, state, stats)
@@ -334,14 +457,14 @@ class Cleaner:
                     if kh.max_timestamp > max_ts:
                         max_ts, shallow = kh.max_timestamp, kh.last_offset
                     # Kafka's index.interval.bytes rule, as an append of this one batch.
-                    if since_index > cfg.index_interval_bytes and not oi.is_full() and not ti.is_full():
+                    if since_index > job.index_interval_bytes and not oi.is_full() and not ti.is_full():
                         oi.append(kh.last_offset, position)
                         ti.maybe_append(max_ts, shallow)
                         since_index = 0
                     since_index += len(kept)
                     position += len(kept)
                     out += kept
-                    if len(out) >= self.io_buffer_size:
+                    if len(out) >= job.io_buffer_size:
                         _write_all(fd, out)
                         self._account(len(out))
                         out.clear()
@@ -367,18 +490,18 @@ class Cleaner:
         ti.close()
         # Like Kafka, the cleaned segment takes the newest modification time of the segments it
         # replaces, so time-based retention of timestamp-less segments does not restart.
-        mtime = max(os.fstat(cs.handle.fileno()).st_mtime for cs in group)
+        mtime = max(os.fstat(in_fd).st_mtime for _, in_fd in group)
         os.utime(paths[LOG_SUFFIX], (mtime, mtime))
         try:
-            swapped = bool(self._run_on_owner(
-                lambda: lg.replace_with_cleaned([cs.segment for cs in group], base, paths)))
+            swapped = yield CleanedGroup(base, tuple(cs.base_offset for cs, _ in group), paths)
         finally:
             if not swapped:
                 for p in paths.values():
                     _unlink(p)
         if not swapped:
-            raise CleaningAbortedError(f"{lg.dir}: segments {[cs.base_offset for cs in group]} changed during cleaning")
-        fsync_dir(lg.dir)
+            raise CleaningAbortedError(f"{job.dir}: segments {[cs.base_offset for cs, _ in group]} "
+                                       "changed during cleaning")
+        fsync_dir(job.dir)
 
     def _filter_batch(self, h: BatchHeader, data: memoryview, st: _GroupState,
                       stats: CleanerStats) -> memoryview | bytes | None:

@@ -1,13 +1,15 @@
 """``LogCleaner``: the cleaner threads, which log to clean next, and ``cleaner-offset-checkpoint``.
 
 Threading.  Each of ``log.cleaner.threads`` threads loops: pick the filthiest compacted log,
-clean it (``Cleaner``), record its new first dirty offset, else sleep ``log.cleaner.backoff.ms``.
+clean it, record its new first dirty offset, else sleep ``log.cleaner.backoff.ms``.
 The event loop owns every ``Log``; a cleaner thread touches one only through ``_OwnerCall``,
 which runs a function on the loop (``call_soon_threadsafe`` + a future) and waits for it: the
 snapshot of a log's segments before a pass, and each swap of cleaned segments.  Everything slow
-(reading, decoding, rewriting, fsync) happens on the cleaner thread.  While it waits, a thread
-watches the stop flag, so shutdown never deadlocks on a loop that is itself waiting for the
-thread; a swap that has not started by then is cancelled (its ``.cleaned`` files are removed).
+(reading, decoding, rewriting, fsync) happens in the thread's worker process
+(``cleaner_worker.WorkerCleaner``), so the thread itself mostly waits and the event loop keeps
+the GIL.  While it waits, a thread watches the stop flag, so shutdown never deadlocks on a loop
+that is itself waiting for the thread; a swap that has not started by then is cancelled, and a
+busy worker is killed (the pass's ``.cleaned`` files are removed).
 
 Choosing a log (Kafka's LogCleanerManager rules):
 
@@ -28,11 +30,10 @@ import asyncio
 import concurrent.futures
 import logging
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from kaflet.log.checkpoints import (
     CLEANER_OFFSET_CHECKPOINT,
@@ -41,13 +42,12 @@ from kaflet.log.checkpoints import (
     write_offset_checkpoint,
 )
 from kaflet.log.cleaner import (
-    Cleaner,
     CleanerConfig,
     CleanerStats,
     CleaningAbortedError,
-    Throttler,
     first_batch_timestamp,
 )
+from kaflet.log.cleaner_worker import WorkerCleaner
 from kaflet.log.offset_map import map_capacity
 
 if TYPE_CHECKING:
@@ -56,7 +56,14 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
-_SWITCH_INTERVAL_S = 0.001
+
+
+class PassRunner(Protocol):
+    """What runs one pass: ``cleaner.Cleaner`` (in the calling thread) or
+    ``cleaner_worker.WorkerCleaner`` (in a worker process, what the threads use)."""
+
+    def clean(self, lg: Log, view: CleanerView, first_dirty: int, first_uncleanable: int,
+              now_ms: int) -> tuple[int, CleanerStats]: ...
 
 
 def _now_ms() -> int:
@@ -153,6 +160,7 @@ class LogCleaner:
         self._stop = threading.Event()
         self._lock = threading.Lock()  # guards the dicts below and the checkpoint files
         self._threads: list[threading.Thread] = []
+        self._workers: list[WorkerCleaner] = []
         self._in_progress: set[TopicPartition] = set()
         self._next_horizon: dict[TopicPartition, int] = {}
         self._owner = _OwnerCall(None, self._stop.is_set)
@@ -190,12 +198,6 @@ class LogCleaner:
             return
         self._stop.clear()
         self._owner = _OwnerCall(loop, self._stop.is_set)
-        # The cleaner is CPU-bound Python; with the default 5 ms GIL switch interval the event
-        # loop waits up to 5 ms each time it gives the GIL up around I/O, several times per
-        # request.  1 ms bounds those waits (measured: produce p99 drops several-fold while a
-        # large log is compacted) at a negligible cost in switching.
-        if sys.getswitchinterval() > _SWITCH_INTERVAL_S:
-            sys.setswitchinterval(_SWITCH_INTERVAL_S)
         for i in range(max(1, self.config.threads)):
             t = threading.Thread(target=self._run, name=f"kafka-log-cleaner-thread-{i}", daemon=True)
             t.start()
@@ -205,32 +207,45 @@ class LogCleaner:
     def stop(self, timeout: float = 30.0) -> None:
         """Stop and join the threads (an unfinished pass is abandoned safely).  Blocking."""
         self._stop.set()
+        deadline = time.monotonic() + timeout
         for t in self._threads:
-            t.join(timeout)
+            t.join(max(0.0, deadline - time.monotonic()))
         self._threads.clear()
+        with self._lock:
+            workers, self._workers = self._workers, []
+        for w in workers:  # normally closed by their threads already
+            w.close(timeout=max(0.1, min(5.0, deadline - time.monotonic())))
 
     @property
     def running(self) -> bool:
         return any(t.is_alive() for t in self._threads)
 
     def _run(self) -> None:
-        cleaner = Cleaner(
+        # The pass itself runs in a worker process (cleaner_worker.py): on this thread it would
+        # hold the GIL for most of the pass and the event loop's latency would suffer.
+        cleaner = WorkerCleaner(
             map_capacity(self.config.dedupe_buffer_size, self.config.io_buffer_load_factor, self.config.threads),
             self.config.io_buffer_size,
-            Throttler(self.config.io_max_bytes_per_second),
+            self.config.io_max_bytes_per_second,
             run_on_owner=self._owner,
             stopping=self._stop.is_set,
+            backoff_ms=self.config.backoff_ms,
         )
-        while not self._stop.is_set():
-            try:
-                cleaned = self.clean_filthiest_log(cleaner)
-            except CleaningAbortedError:
-                cleaned = False
-            except Exception:
-                log.exception("log cleaner pass failed")
-                cleaned = False
-            if not cleaned:
-                self._stop.wait(self.config.backoff_ms / 1000)
+        with self._lock:
+            self._workers.append(cleaner)
+        try:
+            while not self._stop.is_set():
+                try:
+                    cleaned = self.clean_filthiest_log(cleaner)
+                except CleaningAbortedError:
+                    cleaned = False
+                except Exception:
+                    log.exception("log cleaner pass failed")
+                    cleaned = False
+                if not cleaned:
+                    self._stop.wait(self.config.backoff_ms / 1000)
+        finally:
+            cleaner.close()
 
     # ------------------------------------------------------------------ one pass
 
@@ -266,7 +281,7 @@ class LogCleaner:
                 self._in_progress.add(best[0])
         return best
 
-    def clean_filthiest_log(self, cleaner: Cleaner) -> bool:
+    def clean_filthiest_log(self, cleaner: PassRunner) -> bool:
         """Clean the log that needs it most; False when no log does."""
         now = self._time()
         views: dict[TopicPartition, CleanerView] = self._owner(self._views)

@@ -6,6 +6,9 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import signal
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -13,6 +16,7 @@ import pytest
 from kaflet.log.checkpoints import CLEANER_OFFSET_CHECKPOINT, read_offset_checkpoint
 from kaflet.log.cleaner import Cleaner, CleanerConfig, CleanerStats, CleaningAbortedError, group_segments
 from kaflet.log.cleaner_manager import LogCleaner, cleanable_section
+from kaflet.log.cleaner_worker import WorkerCleaner
 from kaflet.log.config import LogConfig
 from kaflet.log.log import Log
 from kaflet.log.log_manager import LogManager
@@ -463,3 +467,113 @@ def test_log_cleaner_picks_filthiest_and_respects_ratio(tmp_path: Path) -> None:
     assert not cleaner.clean_filthiest_log(c)
     assert len(first) == 1
     assert read_offset_checkpoint(os.path.join(tmp_path, CLEANER_OFFSET_CHECKPOINT)) == cleaner.checkpoints
+
+
+# ---------------------------------------------------------------- worker process
+
+
+def _big_log(d: str, n: int = 3000) -> tuple[Log, dict[bytes, bytes | None]]:
+    lg = Log(d, _cfg(**{"segment.bytes": 16384}), now_ms=Clock())
+    latest: dict[bytes, bytes | None] = {}
+    for i in range(n):
+        k, v = b"k%d" % (i % 50), b"v%06d" % i + b"x" * 40
+        _put(lg, k, v)
+        latest[k] = v
+    lg.roll()
+    return lg, latest
+
+
+def test_worker_cleaner_matches_in_process_cleaner(tmp_path: Path) -> None:
+    lg1, latest = _log_with_garbage(str(tmp_path / "a-0"))
+    lg2, _ = _log_with_garbage(str(tmp_path / "b-0"))
+    w = WorkerCleaner(10_000)
+    try:
+        view = lg2.cleaner_view()
+        assert view is not None
+        ltc = cleanable_section(view, None, T0)
+        end2, stats2 = w.clean(lg2, view, ltc.first_dirty, ltc.first_uncleanable, T0)
+        contents2, bases2 = _contents(lg2), [s.base_offset for s in lg2.segments]
+        pid = w.pid
+        # The worker is reused for the next pass.
+        view = lg2.cleaner_view()
+        assert view is not None
+        w.clean(lg2, view, 0, view.active_base_offset, T0)
+        assert w.pid == pid
+    finally:
+        w.close()
+    end1, stats1 = _clean(lg1)
+    assert (end2, stats2.records_kept, stats2.bytes_written, stats2.segments_after) == (
+        end1, stats1.records_kept, stats1.bytes_written, stats1.segments_after)
+    assert contents2 == _contents(lg1)
+    assert bases2 == [s.base_offset for s in lg1.segments]
+    assert _latest(lg2) == latest
+
+
+def test_worker_killed_mid_pass_abandons_it_and_next_pass_works(tmp_path: Path) -> None:
+    lg, latest = _big_log(str(tmp_path / "c-0"))
+    before = [s.base_offset for s in lg.segments]
+    w = WorkerCleaner(10_000, io_max_bytes_per_second=100_000)  # slow enough to be caught mid-pass
+
+    def killer() -> None:
+        for _ in range(500):
+            if _files(lg, CLEANED_SUFFIX) and w.pid is not None:
+                os.kill(w.pid, signal.SIGKILL)
+                return
+            time.sleep(0.01)
+
+    t = threading.Thread(target=killer)
+    t.start()
+    try:
+        view = lg.cleaner_view()
+        assert view is not None
+        with pytest.raises(CleaningAbortedError):
+            w.clean(lg, view, 0, view.active_base_offset, T0)
+        t.join()
+        assert not _files(lg, CLEANED_SUFFIX) and not _files(lg, SWAP_SUFFIX)
+        assert _latest(lg) == latest
+        assert [s.base_offset for s in lg.segments][-1] == before[-1]
+        # A new worker takes the next pass.
+        w.io_max_bytes_per_second = float("inf")
+        view = lg.cleaner_view()
+        assert view is not None
+        end, _ = w.clean(lg, view, 0, view.active_base_offset, T0)
+        assert end == view.active_base_offset
+    finally:
+        w.close()
+    assert _latest(lg) == latest
+    assert len(_contents(lg)) == len(latest)
+    assert not _files(lg, CLEANED_SUFFIX)
+
+
+def test_worker_pass_stops_on_shutdown(tmp_path: Path) -> None:
+    lg, latest = _big_log(str(tmp_path / "c-0"))
+    stop = threading.Event()
+    w = WorkerCleaner(10_000, io_max_bytes_per_second=50_000, stopping=stop.is_set)
+    threading.Timer(0.5, stop.set).start()
+    view = lg.cleaner_view()
+    assert view is not None
+    started = time.monotonic()
+    with pytest.raises(CleaningAbortedError):
+        w.clean(lg, view, 0, view.active_base_offset, T0)
+    assert time.monotonic() - started < 5
+    assert w.pid is None  # the busy worker was killed
+    assert not _files(lg, CLEANED_SUFFIX)
+    assert _latest(lg) == latest
+
+
+def test_worker_error_is_raised_in_the_broker(tmp_path: Path) -> None:
+    lg = Log(str(tmp_path / "c-0"), _cfg(), now_ms=Clock())
+    lg.append_as_leader(build_batch([Record(0, 0, b"a", b"1"), Record(1, 0, b"b", b"2")], base_timestamp=T0),
+                        leader_epoch=0, now_ms=T0)
+    lg.roll()
+    w = WorkerCleaner(1)  # the map holds 1 key: too small for the 2-record batch
+    try:
+        view = lg.cleaner_view()
+        assert view is not None
+        with pytest.raises(RuntimeError, match="too small"):
+            w.clean(lg, view, 0, view.active_base_offset, T0)
+        pid = w.pid
+        assert pid is not None  # the worker survives an error in a pass
+    finally:
+        w.close()
+    assert not _files(lg, CLEANED_SUFFIX)
