@@ -50,7 +50,7 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = _d(
     TopicConfigDef("message.downconversion.enable", "boolean", "log.message.downconversion.enable", "true", enforced=False),
     TopicConfigDef("message.format.version", "string", "log.message.format.version", "3.0-IV1", enforced=False),
     TopicConfigDef("message.timestamp.difference.max.ms", "long", "log.message.timestamp.difference.max.ms", _L,
-                   minimum=0, enforced=False),
+                   minimum=0),
     TopicConfigDef("message.timestamp.type", "string", "log.message.timestamp.type", "CreateTime",
                    choices=("CreateTime", "LogAppendTime")),
     TopicConfigDef("min.cleanable.dirty.ratio", "double", "log.cleaner.min.cleanable.ratio", "0.5",

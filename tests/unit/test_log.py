@@ -306,3 +306,14 @@ async def test_flush_until_group_commits(tmp_path) -> None:  # type: ignore[no-u
     await lg.flush_until(15)
     assert len(calls) == 1
     assert lg.flush_due(10**15) is False
+
+
+def test_timestamp_difference_limit(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    lg = Log(str(tmp_path / "t-0"), _cfg(**{"message.timestamp.difference.max.ms": 60_000}))
+    now = 10_000_000
+    with pytest.raises(RecordError) as ei:
+        lg.append_as_leader(_batch(ts=now - 120_000), leader_epoch=0, now_ms=now)
+    assert ei.value.error_code == 32  # INVALID_TIMESTAMP
+    assert lg.log_end_offset == 0
+    r = lg.append_as_leader(_batch(ts=now - 30_000), leader_epoch=0, now_ms=now)
+    assert r.base_offset == 0 and lg.log_end_offset == 3
