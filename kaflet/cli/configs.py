@@ -1,4 +1,4 @@
-"""`kaflet configs`: describe and alter topic and broker configs (like kafka-configs.sh)."""
+"""`kaflet configs`: describe and alter topic, broker, user and client configs (like kafka-configs.sh)."""
 
 from __future__ import annotations
 
@@ -186,10 +186,10 @@ def _print_entries(title: str, entries: list[Entry], only_source: int | None) ->
 
 @click.command("configs")
 @bootstrap_option()
-@click.option("--entity-type", type=click.Choice(["topics", "brokers", "users"]), required=True,
+@click.option("--entity-type", type=click.Choice(["topics", "brokers", "users", "clients"]), required=True,
               help="Kind of entity whose configs to describe or alter.")
-@click.option("--entity-name", metavar="NAME", help="Topic name or broker id.")
-@click.option("--entity-default", is_flag=True, help="The cluster-wide default (brokers only).")
+@click.option("--entity-name", metavar="NAME", help="Topic name, broker id, user or client id.")
+@click.option("--entity-default", is_flag=True, help="The default entity (brokers, users or clients).")
 @click.option("--describe", is_flag=True, help="Show the entity's configs.")
 @click.option("--alter", is_flag=True, help="Change the entity's configs.")
 @click.option("--all", "all_", is_flag=True, help="With --describe: every config, not only dynamic ones.")
@@ -202,11 +202,11 @@ def _print_entries(title: str, entries: list[Entry], only_source: int | None) ->
 def configs(bootstrap: str, entity_type: str, entity_name: str | None, entity_default: bool, describe: bool,
             alter: bool, all_: bool, add_configs: tuple[str, ...], delete_configs: tuple[str, ...],
             config_file: str | None, timeout_s: float) -> None:
-    """Describe or alter topic and broker configs."""
+    """Describe or alter topic, broker, user and client configs."""
     if describe == alter:
         raise click.UsageError("Exactly one of --describe or --alter is required.")
-    if entity_default and entity_type != "brokers":
-        raise click.UsageError("--entity-default is only valid with --entity-type brokers.")
+    if entity_default and entity_type == "topics":
+        raise click.UsageError("--entity-default is only valid with --entity-type brokers, users or clients.")
     if entity_default and entity_name:
         raise click.UsageError("Give --entity-name or --entity-default, not both.")
     if entity_type == "brokers" and entity_name is not None and not entity_name.strip().isdigit():
@@ -221,22 +221,15 @@ def configs(bootstrap: str, entity_type: str, entity_name: str | None, entity_de
     delete = [k.strip() for text in delete_configs for k in text.split(",") if k.strip()]
     if alter:
         if not entity_name and not entity_default:
-            raise click.UsageError("--alter needs --entity-name (or --entity-default for brokers).")
+            raise click.UsageError("--alter needs --entity-name (or --entity-default).")
         if not add and not delete:
             raise click.UsageError("--alter needs --add-config or --delete-config.")
         both = sorted(set(add) & set(delete))
         if both:
             raise click.UsageError(f"Configs can not be added and deleted at once: {', '.join(both)}.")
 
-    if entity_type == "users":
-        # SCRAM credentials (SCRAM-SHA-256=[iterations=N,password=P]) through the KIP-554 APIs.
-        from kaflet.cli import users
-
-        if alter:
-            assert entity_name is not None
-            users.alter_users(bootstrap, config_file, timeout_s, entity_name, add, delete)
-        else:
-            users.describe_users(bootstrap, config_file, timeout_s, entity_name)
+    if entity_type in ("users", "clients"):
+        _users_or_clients(bootstrap, config_file, timeout_s, entity_type, entity_name, entity_default, alter, add, delete)
         return
     admin = _Configs(bootstrap, config_file, timeout_s)
     if entity_type == "topics":
@@ -269,3 +262,41 @@ def configs(bootstrap: str, entity_type: str, entity_name: str | None, entity_de
         title = f"{'All' if all_ else 'Dynamic'} configs for broker {broker_id} are:"
         _print_entries(title, admin.describe(rtype, broker_id),
                        None if all_ else ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+
+
+def _users_or_clients(bootstrap: str, config_file: str | None, timeout_s: float, entity_type: str,
+                      entity_name: str | None, entity_default: bool, alter: bool, add: dict[str, str],
+                      delete: list[str]) -> None:
+    """Quotas (ClientQuotas APIs) and, for users, SCRAM credentials (SCRAM-SHA-256=[iterations=N,
+    password=P], through the KIP-554 APIs): each key goes to its own API, as in kafka-configs.sh."""
+    from kaflet.cli import quotas, users
+
+    admin = _Configs(bootstrap, config_file, timeout_s)
+    protocol = str(admin.conf.get("security.protocol", "plaintext")).upper()
+
+    def raw(api_key: int, version: int, request: Any) -> Any:
+        if protocol != "PLAINTEXT":
+            # The ClientQuotas requests go over a plain socket (the client libraries lack them).
+            raise CliError(f"Client quotas can only be managed over a PLAINTEXT listener with this kaflet "
+                           f"version, not over {protocol}.")
+        return admin._raw(api_key, version, request)
+
+    if alter:
+        quota_add, quota_delete, scram_add, scram_delete = quotas.split_keys(entity_type, add, delete)
+        if (scram_add or scram_delete) and entity_default:
+            raise click.UsageError("SCRAM credentials can only be set for a named user, not the default.")
+        if quota_add or quota_delete:
+            quotas.alter(raw, entity_type, None if entity_default else entity_name, quota_add, quota_delete)
+        if scram_add or scram_delete:
+            assert entity_name is not None
+            users.alter_users(bootstrap, config_file, timeout_s, entity_name, scram_add, scram_delete)
+        elif entity_type == "users":
+            click.echo(f"Completed updating config for user {entity_name if entity_name else '<default>'}.")
+        if entity_type == "clients":
+            click.echo(f"Completed updating config for client {entity_name if entity_name else '<default>'}.")
+        return
+    if protocol == "PLAINTEXT" or entity_type == "clients" or entity_default:
+        found = quotas.describe(raw, entity_type, entity_name, entity_default)
+        quotas.print_quotas(found, entity_type, entity_name, entity_default)
+    if entity_type == "users" and not entity_default:
+        users.describe_users(bootstrap, config_file, timeout_s, entity_name)

@@ -91,6 +91,9 @@ class Connection:
                           if self.security.sasl_session_factory is not None else None)
         #: Set by a handler whose response must be the last one (a failed authentication).
         self.close_after_response = False
+        #: Set by the quota enforcer: the next request is not read before this time.monotonic()
+        #: (Kafka mutes a throttled client's channel after sending its response).
+        self.throttled_until = 0.0
         self._auth_deadline: float | None = time.monotonic() + self.security.auth_timeout_s
         self._buf = bytearray(_READ_CHUNK)
         self._view = memoryview(self._buf)
@@ -128,6 +131,8 @@ class Connection:
                 self.last_active = time.monotonic()
                 if self.close_after_response:
                     return
+                if self.throttled_until:
+                    await self._sit_out_throttle()
         except FrameError as exc:
             log.warning("closing connection %s from %s:%d: %s", self.conn_id, self.peer[0], self.peer[1], exc)
         except TlsError as exc:
@@ -140,6 +145,13 @@ class Connection:
         finally:
             self.busy = False
             self.close()
+
+    async def _sit_out_throttle(self) -> None:
+        delay = self.throttled_until - time.monotonic()
+        self.throttled_until = 0.0
+        if delay > 0:
+            await asyncio.sleep(delay)
+            self.last_active = time.monotonic()
 
     def _authenticated(self) -> None:
         self._auth_deadline = None

@@ -20,6 +20,8 @@ from kaflet.metadata import zkdata
 from kaflet.metadata.embedded import EmbeddedTree
 from kaflet.metadata.tree import MetadataTree, NodeExistsError, NoNodeError
 from kaflet.network.listener import Listener
+from kaflet.quota.manager import KafkaQuotaManager, QuotaManager, QuotaSettings
+from kaflet.quota.store import QuotaConfigStore
 from kaflet.replication.replica_manager import ReplicaManager
 from kaflet.security.authorizer import Authorizer, AuthorizerConfigError, create_authorizer
 from kaflet.security.scram_store import ScramCredentialStore
@@ -60,6 +62,10 @@ class Broker:
         self.scram_credentials: ScramCredentialStore = None  # type: ignore[assignment]
         # authorizer.class.name's authorizer; None: no authorization (everything is allowed).
         self.authorizer: Authorizer | None = None
+        # Client quotas: the manager the enforcer asks (an interface; Kafka's by default) and
+        # the quota configs in /config/users, /config/clients and /config/ips feeding it.
+        self.quota_manager: QuotaManager = KafkaQuotaManager(QuotaSettings.from_config(config))
+        self.quota_configs: QuotaConfigStore = None  # type: ignore[assignment]
         self.listeners: list[Listener] = []
         self.advertised: list[Endpoint] = []
         self._metadata_changed = asyncio.Event()
@@ -130,6 +136,8 @@ class Broker:
         self.scram_credentials = ScramCredentialStore(self.tree)
         await self._init_cluster_identity()
         await self.config_admin.load()  # dynamic broker configs, before the logs use them
+        self.quota_configs = QuotaConfigStore(self.tree, self.quota_manager)
+        await self.quota_configs.load()
         self._open_logs()
         self.replica_manager = ReplicaManager(self.broker_id, self.log_manager)
         self.producer_ids = ProducerIdManager(self.tree, self.broker_id)

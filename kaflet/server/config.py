@@ -148,6 +148,13 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("authorizer.class.name", str, ""),
     ConfigDef("super.users", str, None),
     ConfigDef("allow.everyone.if.no.acl.found", parse_bool, False),
+    # Client quotas (kaflet/quota): rates are measured over quota.window.num windows of
+    # quota.window.size.seconds; no throttle time exceeds max.throttle.time.ms (the gateway's
+    # name; throttle.max.time.ms is the published engine's, used when the former is unset).
+    ConfigDef("quota.window.num", int, 11, minimum=1),
+    ConfigDef("quota.window.size.seconds", int, 1, minimum=1),
+    ConfigDef("max.throttle.time.ms", int, None, minimum=0),
+    ConfigDef("throttle.max.time.ms", int, 10000, minimum=0),
 )
 
 # Security configs that hold secrets: accepted and used (kaflet/security reads them from the

@@ -50,6 +50,8 @@ _TOPICS = zkdata.ConfigType.TOPIC
 # ConfigResource.Type names, as Kafka's messages print them.
 _RESOURCE_NAMES = {2: "TOPIC", 4: "BROKER", 8: "BROKER_LOGGER", 16: "CLIENT_METRICS", 32: "GROUP"}
 _BROKERS = zkdata.ConfigType.BROKER
+# Entities whose changes go to the quota store (kaflet/quota/store.py).
+_QUOTA_ENTITIES = (zkdata.ConfigType.USER, zkdata.ConfigType.CLIENT, zkdata.ConfigType.IP)
 
 
 class ConfigAdmin:
@@ -210,6 +212,10 @@ class ConfigAdmin:
             else:
                 return  # another broker's own configs
             self._refresh_defaults()
+        elif entity_type in _QUOTA_ENTITIES:
+            quotas = getattr(self.broker, "quota_configs", None)
+            if quotas is not None:
+                await quotas.apply_entity(entity_type, name)
 
     def _refresh_defaults(self) -> None:
         """New broker-level topic defaults: every log without an override follows them."""

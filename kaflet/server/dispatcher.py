@@ -22,6 +22,7 @@ from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
 from kaflet.protocol.header import parse_request_header, response_header
 from kaflet.protocol.primitives import DecodeError
+from kaflet.quota.enforcement import QuotaEnforcer
 from kaflet.security.sasl import SaslAuthenticationError
 from kaflet.security.session import SaslState
 from kaflet.server.handlers import HANDLERS, api_versions
@@ -41,6 +42,7 @@ class Dispatcher:
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
+        self.quotas = QuotaEnforcer(broker)
 
     async def __call__(self, conn: Connection, frame: memoryview) -> Sequence[Chunk] | None:
         sasl = conn.sasl
@@ -71,7 +73,8 @@ class Dispatcher:
         ctx = RequestContext(self.broker, conn, header)
         body_view = frame[header.body_offset :]
         try:
-            result = await module.handle(ctx, body_view)
+            # Quotas: record what the request used, set throttle_time_ms, mute if over quota.
+            result = await self.quotas.handle(ctx, module, body_view, len(frame))
         except (DecodeError, UnicodeDecodeError) as exc:
             raise FrameError(f"malformed {ApiKey(header.api_key).name} v{header.api_version} request: {exc}") from None
         except FrameError:

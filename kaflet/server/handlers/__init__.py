@@ -10,6 +10,7 @@ from __future__ import annotations
 from types import ModuleType
 
 from kaflet.server.handlers import (
+    alter_client_quotas,
     alter_configs,
     alter_user_scram_credentials,
     api_versions,
@@ -21,6 +22,7 @@ from kaflet.server.handlers import (
     delete_records,
     delete_topics,
     describe_acls,
+    describe_client_quotas,
     describe_cluster,
     describe_configs,
     describe_groups,
@@ -80,6 +82,9 @@ HANDLER_MODULES: list[ModuleType] = [
     describe_acls,
     create_acls,
     delete_acls,
+    # client quotas
+    describe_client_quotas,
+    alter_client_quotas,
 ]
 
 HANDLERS: dict[int, ModuleType] = {m.API_KEY: m for m in HANDLER_MODULES}

@@ -1,0 +1,194 @@
+"""Quota resolution, the windowed rate, throttle times and response patching, with a fake clock."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from kaflet.protocol import codec
+from kaflet.protocol.api_keys import ApiKey
+from kaflet.protocol.produce import PartitionProduceResult, encode_produce_response
+from kaflet.quota.enforcement import _Timed, generic_throttle_offset, set_throttle_time
+from kaflet.quota.entity import CLIENT_ID, USER, QuotaEntity, QuotaType, entity_from_path, resolve
+from kaflet.quota.manager import KafkaQuotaManager, QuotaSettings
+from kaflet.quota.rate import WindowedRate, throttle_time_ms
+
+MB = 1024 * 1024
+
+
+def E(user: str | None | bool = False, client: str | None | bool = False) -> QuotaEntity:
+    """An entity; False leaves a type out, None is the default."""
+    parts = {}
+    if user is not False:
+        parts[USER] = user
+    if client is not False:
+        parts[CLIENT_ID] = client
+    return QuotaEntity.of(parts)  # type: ignore[arg-type]
+
+
+# -- precedence ---------------------------------------------------------------------------------
+
+def test_precedence_follows_kafka_order() -> None:
+    levels = [
+        (E("alice", "app"), 1.0), (E("alice", None), 2.0), (E("alice"), 3.0), (E(None, "app"), 4.0),
+        (E(None, None), 5.0), (E(None), 6.0), (E(client="app"), 7.0), (E(client=None), 8.0),
+    ]
+    quotas = dict(levels)
+    # Remove the most specific level one at a time: the next one in Kafka's order takes over.
+    for entity, value in levels:
+        found = resolve(quotas, "alice", "app")
+        assert found is not None and found[1] == value, entity
+        del quotas[entity]
+    assert resolve(quotas, "alice", "app") is None
+
+
+def test_rate_keys_share_user_quotas_and_split_default_client_quotas() -> None:
+    assert resolve({E("alice"): 1.0}, "alice", "app") == (("alice", ""), 1.0)
+    assert resolve({E(None): 1.0}, "bob", "app") == (("bob", ""), 1.0)
+    assert resolve({E(client=None): 1.0}, "bob", "app") == (("", "app"), 1.0)
+    assert resolve({E(None, None): 1.0}, "bob", "app") == (("bob", "app"), 1.0)
+    # A user quota for someone else, or a client quota for another id, does not apply.
+    assert resolve({E("alice"): 1.0, E(client="other"): 2.0}, "bob", "app") is None
+
+
+def test_each_quota_type_resolves_on_its_own() -> None:
+    m = KafkaQuotaManager()
+    m.update_quotas(E("alice"), {"producer_byte_rate": 100.0})
+    m.update_quotas(E(client="app"), {"consumer_byte_rate": 200.0})
+    assert m.quota(QuotaType.PRODUCE, "alice", "app") == 100.0
+    assert m.quota(QuotaType.FETCH, "alice", "app") == 200.0
+    assert m.quota(QuotaType.REQUEST, "alice", "app") is None
+    m.update_quotas(E("alice"), {})
+    assert m.quota(QuotaType.PRODUCE, "alice", "app") is None
+    assert not m.active(QuotaType.PRODUCE) and m.active(QuotaType.FETCH)
+
+
+def test_entities_from_config_paths() -> None:
+    assert entity_from_path("users", "alice") == E("alice")
+    assert entity_from_path("users", "%3Cdefault%3E/clients/<default>") == E("<default>", None)
+    assert entity_from_path("users", "<default>/clients/my%20app") == E(None, "my app")
+    assert entity_from_path("clients", "<default>") == E(client=None)
+    assert entity_from_path("clients", "a/b") is None
+    assert E("al*ce", "x y").config_path() == ("users", "al%2Ace/clients/x%20y")
+    assert E(client=None).config_path() == ("clients", "<default>")
+
+
+# -- windowed rate and throttle time -----------------------------------------------------------
+
+def test_rate_counts_at_least_samples_minus_one_windows() -> None:
+    r = WindowedRate(11, 1000, 0)
+    r.record(10 * MB, 0)
+    assert r.window_size_ms(500) == 10500  # 0.5 s elapsed + 10 assumed full windows
+    assert r.rate(500) == pytest.approx(10 * MB / 10.5)
+
+
+def test_old_samples_expire_after_all_windows() -> None:
+    r = WindowedRate(11, 1000, 0)
+    r.record(5 * MB, 0)
+    r.record(1 * MB, 5000)
+    assert r.total(10999) == 6 * MB
+    assert r.total(11000) == 1 * MB  # the first sample is 11 windows old
+
+
+def test_throttle_time_brings_the_rate_back_to_the_quota() -> None:
+    r = WindowedRate(11, 1000, 0)
+    r.record(20 * MB, 0)
+    t = throttle_time_ms(r, 1 * MB, 0)
+    assert t == 10000  # 2 MB/s over 10 s against 1 MB/s: 100 % over, so one measured window
+    assert throttle_time_ms(r, 100 * MB, 0) == 0
+
+
+def test_greedy_client_is_held_to_its_quota() -> None:
+    """A client that sends 100 KB whenever it may, for 60 s of fake time, averages its quota."""
+    now = 0.0
+    m = KafkaQuotaManager(QuotaSettings(max_throttle_ms=100000), clock=lambda: now)
+    m.update_quotas(E(client="p"), {"producer_byte_rate": float(MB)})
+    sent = 0
+    while now < 60000:
+        sent += 100 * 1024
+        throttle = m.record(QuotaType.PRODUCE, "ANONYMOUS", "p", 100 * 1024, now)
+        now += 5 + throttle  # 5 ms per request, then muted for the throttle time
+    assert sent / 60 / MB == pytest.approx(1.0, rel=0.2)
+
+
+def test_throttle_bounds() -> None:
+    m = KafkaQuotaManager(QuotaSettings(max_throttle_ms=2000))
+    m.update_quotas(E(client="c"), {"producer_byte_rate": 1.0, "request_percentage": 1.0})
+    assert m.record(QuotaType.PRODUCE, "u", "c", 10 * MB, 0) == 2000  # max.throttle.time.ms
+    m2 = KafkaQuotaManager(QuotaSettings(max_throttle_ms=100000))
+    m2.update_quotas(E(client="c"), {"request_percentage": 1.0})
+    # 5 s of handler time against 1 %: bounded by one quota window, as Kafka does.
+    assert m2.record(QuotaType.REQUEST, "u", "c", 500.0, 0) == 1000
+    assert m2.record(QuotaType.REQUEST, "u", "other", 500.0, 0) == 0  # no quota: unlimited
+
+
+def test_unrecord_takes_back_a_throttled_fetch() -> None:
+    m = KafkaQuotaManager()
+    m.update_quotas(E(client=None), {"consumer_byte_rate": float(MB)})
+    assert m.record(QuotaType.FETCH, "u", "c", 20 * MB, 0) > 0
+    m.unrecord(QuotaType.FETCH, "u", "c", 20 * MB, 0)
+    assert m.measured_rate(QuotaType.FETCH, "u", "c", 0) == 0
+
+
+# -- throttle_time_ms in encoded responses -------------------------------------------------------
+
+@pytest.mark.parametrize("version", range(3, 11))
+def test_produce_throttle_patch_matches_the_encoder(version: int) -> None:
+    results = [("t", [PartitionProduceResult(0, base_offset=5, log_start_offset=0)])]
+    patched = set_throttle_time(ApiKey.PRODUCE, version, encode_produce_response(results, 0, version), 1234)
+    assert bytes(patched) == encode_produce_response(results, 1234, version)
+
+
+def test_generic_throttle_offsets_come_from_the_schema() -> None:
+    assert generic_throttle_offset(ApiKey.METADATA, 0) is None  # no such field before v3
+    assert generic_throttle_offset(ApiKey.METADATA, 3) == 0
+    assert generic_throttle_offset(ApiKey.OFFSET_DELETE, 0) == 2  # after the int16 error code
+    assert generic_throttle_offset(ApiKey.API_VERSIONS, 3) is None  # after a variable-size array
+    R = codec.response_class(ApiKey.LIST_GROUPS)
+    body = codec.encode_response(ApiKey.LIST_GROUPS, 4, R(throttle_time_ms=0, error_code=0, groups=[]))
+    patched = set_throttle_time(ApiKey.LIST_GROUPS, 4, body, 777)
+    assert R.decode(bytes(patched), version=4).throttle_time_ms == 777
+
+
+# -- handler time -----------------------------------------------------------------------------------
+
+def test_handler_time_leaves_out_awaits() -> None:
+    import time
+
+    async def handler() -> str:
+        time.sleep(0.05)  # work on the loop
+        await asyncio.sleep(0.3)  # waiting (a long-polling fetch, say)
+        time.sleep(0.05)
+        return "done"
+
+    async def main() -> tuple[str, float]:
+        timed = _Timed(handler())
+        return await timed, timed.busy_s
+
+    result, busy = asyncio.run(main())
+    assert result == "done"
+    assert 0.09 <= busy < 0.25
+
+
+def test_handler_time_passes_exceptions_and_cancellation() -> None:
+    async def failing() -> None:
+        await asyncio.sleep(0)
+        raise ValueError("boom")
+
+    async def slow() -> None:
+        await asyncio.sleep(10)
+
+    async def main() -> None:
+        with pytest.raises(ValueError):
+            await _Timed(failing())
+        task = asyncio.ensure_future(_wrap(slow()))
+        await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    async def _wrap(coro: object) -> None:
+        await _Timed(coro)
+
+    asyncio.run(main())
