@@ -93,7 +93,7 @@ class _Configs:
             raise CliError(unreachable_message(self.bootstrap, self.timeout_s)) from exc
 
     def describe(self, rtype: ConfigResource.Type, name: str) -> list[Entry]:
-        """DescribeConfigs with synonyms, over a plain connection: the client libraries keep one
+        """DescribeConfigs with synonyms, over our own connection: the client libraries keep one
         synonym per name, and the same name often appears at two levels (static and default)."""
         from kaflet.protocol import codec
         from kaflet.protocol.errors import ErrorCode
@@ -127,16 +127,35 @@ class _Configs:
         self.result(futures[res], name if rtype == ConfigResource.Type.TOPIC else None)
 
     # The cluster-wide broker default is the BROKER resource with an empty name, which the
-    # client libraries refuse to send; it goes over a plain connection instead.
+    # client libraries refuse to send; it goes over our own connection instead (plain for
+    # PLAINTEXT, TLS and/or SASL from --command-config otherwise: kaflet.cli.raw_connection).
 
     def _raw(self, api_key: int, version: int, request: Any, address: tuple[str, int] | None = None) -> Any:
-        from kaflet.protocol import codec
+        from kaflet.cli.raw_connection import connect, security_protocol
 
+        plaintext = security_protocol(self.conf) == "PLAINTEXT"
         if address is None:
-            self.metadata()  # the usual "is the broker up?" probe, with the usual error
+            if plaintext:
+                self.metadata()  # the usual "is the broker up?" probe, with the usual error
             host, _, port = self.bootstrap.split(",")[0].strip().rpartition(":")
         else:
             host, port = address[0], str(address[1])
+        if plaintext:
+            return self._plain_raw(api_key, version, request, host, port)
+        # Secured listeners: TLS and SASL as --command-config says; its errors are already worded.
+        try:
+            port_no = int(port)
+        except ValueError as exc:
+            raise CliError(unreachable_message(self.bootstrap, self.timeout_s, str(exc))) from exc
+        with connect(host, port_no, self.conf, self.timeout_s, self.bootstrap) as conn:
+            try:
+                return conn.request(api_key, version, request)
+            except (OSError, ValueError) as exc:
+                raise CliError(unreachable_message(self.bootstrap, self.timeout_s, str(exc))) from exc
+
+    def _plain_raw(self, api_key: int, version: int, request: Any, host: str, port: str) -> Any:
+        from kaflet.protocol import codec
+
         body = bytes(request.encode(version=version))
         client_id = b"kaflet-configs"
         header = struct.pack(">hhih", api_key, version, 1, len(client_id)) + client_id
@@ -272,14 +291,7 @@ def _users_or_clients(bootstrap: str, config_file: str | None, timeout_s: float,
     from kaflet.cli import quotas, users
 
     admin = _Configs(bootstrap, config_file, timeout_s)
-    protocol = str(admin.conf.get("security.protocol", "plaintext")).upper()
-
-    def raw(api_key: int, version: int, request: Any) -> Any:
-        if protocol != "PLAINTEXT":
-            # The ClientQuotas requests go over a plain socket (the client libraries lack them).
-            raise CliError(f"Client quotas can only be managed over a PLAINTEXT listener with this kaflet "
-                           f"version, not over {protocol}.")
-        return admin._raw(api_key, version, request)
+    raw = admin._raw
 
     if alter:
         quota_add, quota_delete, scram_add, scram_delete = quotas.split_keys(entity_type, add, delete)
@@ -295,8 +307,7 @@ def _users_or_clients(bootstrap: str, config_file: str | None, timeout_s: float,
         if entity_type == "clients":
             click.echo(f"Completed updating config for client {entity_name if entity_name else '<default>'}.")
         return
-    if protocol == "PLAINTEXT" or entity_type == "clients" or entity_default:
-        found = quotas.describe(raw, entity_type, entity_name, entity_default)
-        quotas.print_quotas(found, entity_type, entity_name, entity_default)
+    found = quotas.describe(raw, entity_type, entity_name, entity_default)
+    quotas.print_quotas(found, entity_type, entity_name, entity_default)
     if entity_type == "users" and not entity_default:
         users.describe_users(bootstrap, config_file, timeout_s, entity_name)

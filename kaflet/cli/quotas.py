@@ -3,7 +3,7 @@
 Quota keys (producer_byte_rate, consumer_byte_rate, request_percentage, ...) go through
 AlterClientQuotas / DescribeClientQuotas; for users, SCRAM keys given in the same --add-config
 or --delete-config go to the SCRAM credential APIs (kaflet.cli.users), as Kafka's tool does.
-The client libraries have no ClientQuotas calls, so these requests go over a plain connection
+The client libraries have no ClientQuotas calls, so these requests go over kaflet's own connection
 (the same one `kaflet configs` uses for the cluster-wide broker default).
 """
 

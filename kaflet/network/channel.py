@@ -81,6 +81,23 @@ class Channel:
             pass
         self.sock.close()
 
+    async def linger_close(self, timeout: float) -> None:
+        """Close after a last response without losing it.
+
+        Closing a socket that still has unread input makes the kernel send a reset, and a reset
+        can make the peer drop the response it has not read yet (a failed authentication's error,
+        say). So: half-close, discard what the peer still sends until it closes or `timeout`.
+        """
+        try:
+            self.sock.shutdown(socket.SHUT_WR)
+            deadline = self.loop.time() + timeout
+            while (left := deadline - self.loop.time()) > 0:
+                if not await asyncio.wait_for(self.loop.sock_recv(self.sock, 65536), left):
+                    break
+        except (OSError, TimeoutError):
+            pass
+        self.close()
+
 
 def _region_bytes(region: FileRegionLike) -> bytes:
     data = region.read_bytes()

@@ -130,6 +130,7 @@ class Connection:
                 self.busy = False
                 self.last_active = time.monotonic()
                 if self.close_after_response:
+                    await self.channel.linger_close(1.0)
                     return
                 if self.throttled_until:
                     await self._sit_out_throttle()

@@ -211,3 +211,69 @@ class ScramSaslServer(SaslServer):
         self.complete = True
         self._state = "done"
         return f"v={_b64(server_signature)}".encode()
+
+
+def encode_saslname(name: str) -> str:
+    """The inverse of `decode_saslname`: ',' is `=2C` and '=' is `=3D`."""
+    return name.replace("=", "=3D").replace(",", "=2C")
+
+
+class ScramClient:
+    """The client side of one SCRAM exchange (RFC 5802 section 3), for the command-line tools.
+
+    `first()` gives client-first; `final(server_first)` checks the server's nonce and salt and
+    gives client-final with the proof; `verify(server_final)` checks the server signature.
+    """
+
+    def __init__(self, mech: ScramMechanism, user: str, password: str, nonce: str | None = None) -> None:
+        self.mech = mech
+        self._password = password
+        self._nonce = nonce or secrets.token_urlsafe(24)
+        self._first_bare = f"n={encode_saslname(user)},r={self._nonce}"
+        self._server_signature = b""
+
+    def first(self) -> bytes:
+        return f"n,,{self._first_bare}".encode()
+
+    def final(self, server_first: bytes) -> bytes:
+        text = server_first.decode("utf-8", "replace")
+        fields: dict[str, str] = {}
+        for item in text.split(","):
+            key, sep, value = item.partition("=")
+            if sep and len(key) == 1:
+                fields.setdefault(key, value)
+        if "e" in fields:
+            raise SaslAuthenticationError(f"Authentication failed: {fields['e']}")
+        nonce, salt_b64, iterations = fields.get("r", ""), fields.get("s"), fields.get("i", "")
+        if not nonce.startswith(self._nonce) or len(nonce) == len(self._nonce) or salt_b64 is None:
+            raise SaslAuthenticationError("Authentication failed: invalid server-first SCRAM message")
+        try:
+            salt = base64.b64decode(salt_b64, validate=True)
+            rounds = int(iterations)
+        except (binascii.Error, ValueError):
+            raise SaslAuthenticationError("Authentication failed: invalid server-first SCRAM message") from None
+        if rounds < self.mech.min_iterations:
+            raise SaslAuthenticationError(f"Authentication failed: the server asked for {rounds} iterations, "
+                                          f"fewer than the minimum {self.mech.min_iterations}")
+        salted = self.mech.salted_password(self._password, salt, rounds)
+        client_key = self.mech.hmac(salted, b"Client Key")
+        without_proof = f"c={_b64(b'n,,')},r={nonce}"
+        auth_message = f"{self._first_bare},{text},{without_proof}".encode()
+        signature = self.mech.hmac(self.mech.hash(client_key), auth_message)
+        proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+        self._server_signature = self.mech.hmac(self.mech.hmac(salted, b"Server Key"), auth_message)
+        return f"{without_proof},p={_b64(proof)}".encode()
+
+    def verify(self, server_final: bytes) -> None:
+        """Raise SaslAuthenticationError unless the server proved it knows the credential."""
+        text = server_final.decode("utf-8", "replace")
+        if text.startswith("e="):
+            raise SaslAuthenticationError(f"Authentication failed: {text[2:]}")
+        if not self._server_signature or not text.startswith("v="):
+            raise SaslAuthenticationError("Authentication failed: invalid server-final SCRAM message")
+        try:
+            signature = base64.b64decode(text[2:].split(",")[0], validate=True)
+        except binascii.Error:
+            signature = b""
+        if not hmac.compare_digest(signature, self._server_signature):
+            raise SaslAuthenticationError("Authentication failed: the server's SCRAM signature is invalid")

@@ -482,3 +482,105 @@ def test_cli_users_and_command_config(secured: BrokerProcess, pki: Pki, tmp_path
     out = _cli("topics", "--bootstrap-server", secured.bootstrap_for("SASL_PLAINTEXT"),
                "--command-config", str(frank_props), "--list", "--timeout", "5")
     assert out.returncode != 0 and out.stderr.startswith("Error:"), out.stdout + out.stderr
+
+
+def _configs(bootstrap: str, props: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return _cli("configs", "--bootstrap-server", bootstrap, "--command-config", str(props), *args)
+
+
+@pytest.mark.parametrize("protocol", ["SASL_SSL", "SSL"])
+def test_cli_configs_raw_requests_over_secured_listeners(secured: BrokerProcess, pki: Pki, tmp_path: Path,
+                                                         protocol: str) -> None:
+    # DescribeConfigs with synonyms, the cluster-wide broker default and the ClientQuotas requests
+    # go over kaflet's own connection, which must do TLS and SCRAM as --command-config says.
+    user, password = SCRAM_USERS["SCRAM-SHA-512"]
+    props = tmp_path / "client.properties"
+    text = f"security.protocol={protocol}\nssl.truststore.type=PEM\nssl.truststore.location={pki.ca}\n"
+    if protocol == "SASL_SSL":
+        text += ("sasl.mechanism=SCRAM-SHA-512\nsasl.jaas.config=org.apache.kafka.common.security.scram."
+                 f'ScramLoginModule required username="{user}" password="{password}";\n')
+    props.write_text(text)
+    bootstrap = secured.bootstrap_for(protocol)
+    topic = f"raw-{protocol.lower()}"
+    create_topic(secured.bootstrap, topic)
+
+    out = _configs(bootstrap, props, "--alter", "--entity-type", "topics", "--entity-name", topic,
+                   "--add-config", "retention.ms=98765")
+    assert out.returncode == 0, out.stderr
+    out = _configs(bootstrap, props, "--describe", "--entity-type", "topics", "--entity-name", topic)
+    assert out.returncode == 0, out.stderr
+    assert f"Dynamic configs for topic {topic} are:" in out.stdout
+    assert "retention.ms=98765 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=98765" in out.stdout
+
+    value = "1234" if protocol == "SSL" else "4321"
+    out = _configs(bootstrap, props, "--alter", "--entity-type", "brokers", "--entity-default",
+                   "--add-config", f"log.retention.ms={value}")
+    assert out.returncode == 0, out.stderr
+    assert "Completed updating default config for brokers in the cluster." in out.stdout
+    out = _configs(bootstrap, props, "--describe", "--entity-type", "brokers", "--entity-default")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("Default configs for brokers in the cluster are:")
+    assert f"log.retention.ms={value} sensitive=false synonyms={{DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms={value}}}" \
+        in out.stdout, out.stdout
+
+    client = f"app-{protocol.lower()}"
+    out = _configs(bootstrap, props, "--alter", "--entity-type", "clients", "--entity-name", client,
+                   "--add-config", "producer_byte_rate=1048576")
+    assert out.returncode == 0, out.stderr
+    assert f"Completed updating config for client {client}." in out.stdout
+    out = _configs(bootstrap, props, "--describe", "--entity-type", "clients", "--entity-name", client)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == f"Quota configs for client-id '{client}' are producer_byte_rate=1048576.0"
+
+    # The same requests, over PLAINTEXT, see what was written over the secured listener.
+    out = _cli("configs", "--bootstrap-server", secured.bootstrap, "--describe", "--entity-type", "clients",
+               "--entity-name", client)
+    assert out.stdout.strip() == f"Quota configs for client-id '{client}' are producer_byte_rate=1048576.0"
+    out = _configs(bootstrap, props, "--alter", "--entity-type", "brokers", "--entity-default",
+                   "--delete-config", "log.retention.ms")
+    assert out.returncode == 0, out.stderr
+
+
+def test_cli_configs_raw_requests_refused(secured: BrokerProcess, pki: Pki, tmp_path: Path) -> None:
+    user, _ = SCRAM_USERS["SCRAM-SHA-512"]
+    wrong = tmp_path / "wrong.properties"
+    wrong.write_text(f"security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\nssl.ca.location={pki.ca}\n"
+                     f"sasl.username={user}\nsasl.password=not-the-password\n")
+    for args in (["--describe", "--entity-type", "topics", "--entity-name", "anything"],
+                 ["--describe", "--entity-type", "brokers", "--entity-default"],
+                 ["--alter", "--entity-type", "clients", "--entity-name", "app",
+                  "--add-config", "producer_byte_rate=1048576"]):
+        out = _configs(secured.bootstrap_for("SASL_SSL"), wrong, *args, "--timeout", "5")
+        assert out.returncode != 0 and out.stdout == "", out.stdout + out.stderr
+        assert out.stderr.count("\n") == 1 and out.stderr.startswith("Error: "), out.stderr
+        assert ("Authentication failed during authentication due to invalid credentials with SASL mechanism "
+                "SCRAM-SHA-512 (SASL_AUTHENTICATION_FAILED)") in out.stderr, out.stderr
+
+    # A broker certificate signed by a CA the client does not trust: the TLS reason, one line.
+    other = make_pki(tmp_path / "other-pki")
+    untrusted = tmp_path / "untrusted.properties"
+    untrusted.write_text(f"security.protocol=SSL\nssl.ca.location={other.ca}\n")
+    out = _configs(secured.bootstrap_for("SSL"), untrusted, "--describe", "--entity-type", "brokers",
+                   "--entity-default", "--timeout", "5")
+    assert out.returncode != 0 and out.stderr.count("\n") == 1, out.stderr
+    assert out.stderr.startswith("Error: TLS handshake with") and "certificate verify failed" in out.stderr, out.stderr
+
+
+def test_cli_configs_raw_requests_with_plain_over_sasl_plaintext(secured: BrokerProcess, tmp_path: Path) -> None:
+    props = tmp_path / "plain.properties"
+    props.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+                     "sasl.username=alice\nsasl.password=alice-secret\n")
+    bootstrap = secured.bootstrap_for("SASL_PLAINTEXT")
+    out = _configs(bootstrap, props, "--alter", "--entity-type", "clients", "--entity-default",
+                   "--add-config", "consumer_byte_rate=2048")
+    assert out.returncode == 0, out.stderr
+    out = _configs(bootstrap, props, "--describe", "--entity-type", "clients", "--entity-default")
+    assert out.stdout.strip() == "Quota configs for the default client-id are consumer_byte_rate=2048.0", out.stderr
+    out = _configs(bootstrap, props, "--alter", "--entity-type", "clients", "--entity-default",
+                   "--delete-config", "consumer_byte_rate")
+    assert out.returncode == 0, out.stderr
+    props.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+                     "sasl.username=alice\nsasl.password=wrong\n")
+    out = _configs(bootstrap, props, "--describe", "--entity-type", "clients", "--entity-default")
+    assert out.returncode != 0 and out.stderr.count("\n") == 1 and out.stderr.startswith("Error: "), out.stderr
+    assert "(SASL_AUTHENTICATION_FAILED)" in out.stderr, out.stderr

@@ -57,6 +57,60 @@ def test_scram_sha256_rfc7677_vector() -> None:
     assert server.complete and server.authorization_id == "user"
 
 
+def test_scram_client_rfc7677_vector() -> None:
+    client = scram.ScramClient(scram.SCRAM_SHA_256, "user", "pencil", nonce="rOprNGfwEbeRWgbNEkqO")
+    assert client.first() == RFC7677["client_first"].encode()
+    assert client.final(RFC7677["server_first"].encode()) == RFC7677["client_final"].encode()
+    client.verify(RFC7677["server_final"].encode())
+
+
+def _run_client(client: scram.ScramClient, server: scram.ScramSaslServer) -> None:
+    async def run() -> None:
+        server_first = await server.evaluate(client.first())
+        client.verify(await server.evaluate(client.final(server_first)))
+
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize("mech", [scram.SCRAM_SHA_256, scram.SCRAM_SHA_512])
+def test_scram_client_against_server(mech: scram.ScramMechanism) -> None:
+    user = "bob,=admin"  # needs saslname escaping both ways
+    creds = {(user, mech.name): scram.credential_from_password(mech, "bob-secret", 8192)}
+    server = scram.ScramSaslServer(mech, _lookup(creds))
+    _run_client(scram.ScramClient(mech, user, "bob-secret"), server)
+    assert server.complete and server.authorization_id == user
+    with pytest.raises(SaslAuthenticationError, match="invalid credentials"):
+        _run_client(scram.ScramClient(mech, user, "wrong"), scram.ScramSaslServer(mech, _lookup(creds)))
+    with pytest.raises(SaslAuthenticationError, match="invalid credentials"):
+        _run_client(scram.ScramClient(mech, "nobody", "x"), scram.ScramSaslServer(mech, _lookup(creds)))
+
+
+def test_scram_client_rejects_a_bad_server() -> None:
+    mech = scram.SCRAM_SHA_256
+    creds = {("u", mech.name): scram.credential_from_password(mech, "pw", 4096)}
+
+    async def exchange() -> tuple[scram.ScramClient, bytes]:
+        client = scram.ScramClient(mech, "u", "pw")
+        server = scram.ScramSaslServer(mech, _lookup(creds))
+        server_first = await server.evaluate(client.first())
+        return client, await server.evaluate(client.final(server_first))
+
+    client, server_final = asyncio.run(exchange())
+    client.verify(server_final)
+    forged = b"v=" + base64.b64encode(bytes(len(mech.hash(b""))))
+    with pytest.raises(SaslAuthenticationError, match="signature"):
+        client.verify(forged)
+    with pytest.raises(SaslAuthenticationError):
+        client.verify(b"e=other-error")
+    fresh = scram.ScramClient(mech, "u", "pw", nonce="abc")
+    with pytest.raises(SaslAuthenticationError, match="server-first"):
+        fresh.final(b"r=xyzdef,s=AAAA,i=4096")  # the server's nonce must extend ours
+    with pytest.raises(SaslAuthenticationError, match="iterations"):
+        fresh.final(b"r=abcdef,s=AAAA,i=1")
+    with pytest.raises(SaslAuthenticationError, match="server-final"):
+        scram.ScramClient(mech, "u", "pw").verify(b"v=AAAA")  # before any server-first
+
+
 def test_scram_credential_string_round_trip() -> None:
     cred = scram.credential_from_password(scram.SCRAM_SHA_512, "secret", 8192)
     text = cred.to_config()

@@ -1,0 +1,200 @@
+"""A blocking client connection for the requests the client libraries cannot send.
+
+`kaflet configs` sends DescribeConfigs with synonyms, anything on the cluster-wide broker
+default and the ClientQuotas requests itself. This opens that connection as the client
+properties (`--command-config`, already translated by `kaflet.cli.common.java_client_properties`)
+say: TLS with Python's ssl module for SSL and SASL_SSL, then SaslHandshake v1 + SaslAuthenticate
+v2 with PLAIN or SCRAM-SHA-256/512 for SASL_PLAINTEXT and SASL_SSL.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import ssl
+import struct
+import tempfile
+from collections.abc import Mapping
+from typing import Any
+
+from kaflet.cli.common import CliError, unreachable_message
+from kaflet.protocol import codec
+from kaflet.protocol.api_keys import ApiKey, is_flexible
+from kaflet.protocol.errors import ErrorCode
+from kaflet.security.sasl import SaslAuthenticationError
+from kaflet.security.scram import MECHANISMS, ScramClient
+
+PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+_CLIENT_ID = b"kaflet-cli"
+
+
+def _truthy(value: Any) -> bool:
+    return str(value).strip().lower() in ("true", "1", "yes")
+
+
+def security_protocol(conf: Mapping[str, Any]) -> str:
+    protocol = str(conf.get("security.protocol", "PLAINTEXT")).strip().upper()
+    if protocol not in PROTOCOLS:
+        raise CliError(f"Invalid client configuration: security.protocol={protocol} "
+                       f"(expected one of {', '.join(PROTOCOLS)}).")
+    return protocol
+
+
+def ssl_context(conf: Mapping[str, Any]) -> ssl.SSLContext:
+    """A client TLS context from librdkafka-style settings (PEM files or inline PEM)."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    # librdkafka verifies the broker's host name unless the algorithm is set to none or empty.
+    algorithm = str(conf.get("ssl.endpoint.identification.algorithm", "https")).strip().lower()
+    ctx.check_hostname = algorithm not in ("", "none")
+    if "enable.ssl.certificate.verification" in conf and not _truthy(conf["enable.ssl.certificate.verification"]):
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    try:
+        if conf.get("ssl.ca.location"):
+            ctx.load_verify_locations(cafile=str(conf["ssl.ca.location"]))
+        elif conf.get("ssl.ca.pem"):
+            ctx.load_verify_locations(cadata=str(conf["ssl.ca.pem"]))
+        else:
+            ctx.load_default_certs(ssl.Purpose.SERVER_AUTH)
+        password = conf.get("ssl.key.password")
+        cert, key = conf.get("ssl.certificate.location"), conf.get("ssl.key.location")
+        if cert or conf.get("ssl.certificate.pem"):
+            _load_cert_chain(ctx, conf, cert, key, str(password) if password is not None else None)
+    except (OSError, ssl.SSLError, ValueError) as exc:
+        raise CliError(f"Invalid client configuration: cannot load the TLS settings: {_reason(exc)}.") from exc
+    return ctx
+
+
+def _load_cert_chain(ctx: ssl.SSLContext, conf: Mapping[str, Any], cert: Any, key: Any, password: str | None) -> None:
+    if cert:
+        ctx.load_cert_chain(str(cert), str(key) if key else None, password)
+        return
+    # Inline PEM: the ssl module only reads files, so hand it a private temporary one.
+    with tempfile.TemporaryDirectory(prefix="kaflet-tls-") as tmp:
+        path = os.path.join(tmp, "client.pem")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(str(conf.get("ssl.key.pem", "")) + "\n" + str(conf["ssl.certificate.pem"]) + "\n")
+        ctx.load_cert_chain(path, None, password)
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, ssl.SSLCertVerificationError) and exc.verify_message:
+        return f"certificate verify failed: {exc.verify_message}"
+    if isinstance(exc, ssl.SSLError) and exc.reason:
+        return str(exc.reason)
+    return str(getattr(exc, "strerror", None) or exc) or exc.__class__.__name__
+
+
+class RawConnection:
+    """One connection to one broker, ready for requests (TLS and SASL done)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.correlation = 0
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> RawConnection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def request(self, api_key: int, version: int, request: Any) -> Any:
+        """Send one request and decode its response."""
+        self.correlation += 1
+        header = struct.pack(">hhih", api_key, version, self.correlation, len(_CLIENT_ID)) + _CLIENT_ID
+        flexible = is_flexible(api_key, version)
+        if flexible:
+            header += b"\x00"  # no tagged fields
+        body = bytes(request.encode(version=version))
+        self.sock.sendall(struct.pack(">i", len(header) + len(body)) + header + body)
+        size = struct.unpack(">i", self._read(4))[0]
+        data = self._read(size)
+        if struct.unpack(">i", data[:4])[0] != self.correlation:
+            raise ConnectionError("the broker answered with a wrong correlation id")
+        # Response header v1 (flexible, except ApiVersions) carries an empty tagged-field section.
+        skip = 5 if flexible and api_key != ApiKey.API_VERSIONS else 4
+        return codec.response_class(api_key).decode(data[skip:], version=version)
+
+    def _read(self, n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError("connection closed by the broker")
+            buf += chunk
+        return bytes(buf)
+
+    def authenticate(self, mechanism: str, username: str, password: str) -> None:
+        """SaslHandshake v1, then SaslAuthenticate v2 rounds; errors are CliErrors."""
+        handshake = self.request(ApiKey.SASL_HANDSHAKE, 1,
+                                 codec.request_class(ApiKey.SASL_HANDSHAKE)(mechanism=mechanism))
+        if handshake.error_code:
+            enabled = ", ".join(handshake.mechanisms or []) or "none"
+            raise CliError(f"SASL mechanism {mechanism} is not enabled on the broker (enabled: {enabled}).")
+        try:
+            if mechanism == "PLAIN":
+                self._sasl_round(mechanism, b"\0" + username.encode() + b"\0" + password.encode())
+            else:
+                client = ScramClient(MECHANISMS[mechanism], username, password)
+                server_first = self._sasl_round(mechanism, client.first())
+                client.verify(self._sasl_round(mechanism, client.final(server_first)))
+        except SaslAuthenticationError as exc:
+            raise CliError(f"SASL authentication failed: {exc}.") from exc
+
+    def _sasl_round(self, mechanism: str, token: bytes) -> bytes:
+        resp = self.request(ApiKey.SASL_AUTHENTICATE, 2,
+                            codec.request_class(ApiKey.SASL_AUTHENTICATE)(auth_bytes=token))
+        if resp.error_code:
+            try:
+                name = ErrorCode(resp.error_code).name
+            except ValueError:
+                name = f"error {resp.error_code}"
+            message = (resp.error_message or f"SASL {mechanism} authentication failed").rstrip(".")
+            raise CliError(f"{message} ({name}).")
+        return bytes(resp.auth_bytes or b"")
+
+
+def connect(host: str, port: int, conf: Mapping[str, Any], timeout_s: float, bootstrap: str) -> RawConnection:
+    """Open a connection to host:port secured as `conf` says (a confluent-kafka style config).
+
+    Every failure is a CliError: unreachable broker, TLS failure (with its reason), SASL failure
+    (with the broker's message).
+    """
+    protocol = security_protocol(conf)
+    mechanism = username = password = ""
+    if protocol.startswith("SASL_"):
+        mechanism = str(conf.get("sasl.mechanism", conf.get("sasl.mechanisms", "GSSAPI"))).strip().upper()
+        if mechanism != "PLAIN" and mechanism not in MECHANISMS:
+            raise CliError(f"SASL mechanism {mechanism} is not supported by `kaflet configs` for this request; "
+                           "use PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.")
+        username, password = str(conf.get("sasl.username", "")), str(conf.get("sasl.password", ""))
+        if not username:
+            raise CliError("Invalid client configuration: SASL needs sasl.username and sasl.password "
+                           "(or sasl.jaas.config).")
+    ctx = ssl_context(conf) if protocol in ("SSL", "SASL_SSL") else None
+    try:
+        sock = socket.create_connection((host.strip("[]"), port), timeout=timeout_s)
+    except OSError as exc:
+        raise CliError(unreachable_message(bootstrap, timeout_s, _reason(exc))) from exc
+    try:
+        if ctx is not None:
+            try:
+                sock = ctx.wrap_socket(sock, server_hostname=host.strip("[]"))
+            except (ssl.SSLError, ssl.CertificateError) as exc:
+                raise CliError(f"TLS handshake with {host}:{port} failed: {_reason(exc)}.") from exc
+            except OSError as exc:
+                raise CliError(f"TLS handshake with {host}:{port} failed: {_reason(exc)}.") from exc
+        conn = RawConnection(sock)
+        if mechanism:
+            try:
+                conn.authenticate(mechanism, username, password)
+            except (OSError, ValueError) as exc:
+                raise CliError(f"SASL authentication with {host}:{port} failed: {_reason(exc)}.") from exc
+        return conn
+    except BaseException:
+        sock.close()
+        raise
