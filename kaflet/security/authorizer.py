@@ -19,12 +19,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from kaflet.metadata import notifications
 from kaflet.security.acl import (
     CHANGE_PREFIX,
     CONCRETE_RESOURCE_TYPES,
@@ -58,9 +58,6 @@ if TYPE_CHECKING:
     from kaflet.metadata.tree import MetadataTree, WatchEvent
 
 log = logging.getLogger("kaflet.authorizer")
-
-#: Kafka's listeners delete ACL change notifications older than this (15 minutes).
-NOTIFICATION_EXPIRY_MS = 15 * 60 * 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -418,7 +415,7 @@ class AclAuthorizer(Authorizer):
         # Notifications already there describe changes the load below includes.
         for changes in (LITERAL_CHANGES, EXTENDED_CHANGES):
             names = await tree.children(changes, watch=self._on_change)
-            self._last_seq[changes] = max((s for s in map(_seq, names) if s is not None), default=-1)
+            self._last_seq[changes] = notifications.latest_sequence(names, CHANGE_PREFIX)
         count = 0
         for root, pt in ((LITERAL_ACL_ROOT, PatternType.LITERAL), (EXTENDED_ACL_ROOT, PatternType.PREFIXED)):
             for type_node in await tree.children(root):
@@ -470,8 +467,7 @@ class AclAuthorizer(Authorizer):
     async def _process(self, changes: str) -> None:
         assert self.tree is not None
         names = await self.tree.children(changes, watch=self._on_change)
-        pending = sorted((s, n) for n in names if (s := _seq(n)) is not None and s > self._last_seq[changes])
-        for seq, node in pending:
+        for seq, node in notifications.pending(names, CHANGE_PREFIX, self._last_seq[changes]):
             got = await self.tree.get_or_none(f"{changes}/{node}")
             if got is not None:
                 pattern = parse_change(changes, got[0])
@@ -481,21 +477,9 @@ class AclAuthorizer(Authorizer):
                     async with self._lock:
                         await self._reload(pattern)
             self._last_seq[changes] = seq
-        cutoff = int(time.time() * 1000) - NOTIFICATION_EXPIRY_MS
-        for node in names:
-            got = await self.tree.get_or_none(f"{changes}/{node}")
-            if got is not None and got[1].ctime < cutoff:
-                with contextlib.suppress(Exception):
-                    await self.tree.delete(f"{changes}/{node}")
+        await notifications.purge_expired(self.tree, changes, names)
 
 
-def _seq(node: str) -> int | None:
-    if not node.startswith(CHANGE_PREFIX):
-        return None
-    try:
-        return int(node[len(CHANGE_PREFIX):])
-    except ValueError:
-        return None
 
 
 for _name in ("kafka.security.authorizer.AclAuthorizer", "org.apache.kafka.metadata.authorizer.StandardAuthorizer",

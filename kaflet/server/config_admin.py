@@ -14,11 +14,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from kaflet.metadata import zkdata
+from kaflet.metadata import notifications, zkdata
 from kaflet.metadata.errors import AdminError
 from kaflet.metadata.topic_names import validate as validate_topic_name
 from kaflet.metadata.tree import NodeExistsError, NoNodeError, WatchEvent
@@ -42,9 +41,6 @@ if TYPE_CHECKING:
     from kaflet.server.broker import Broker
 
 log = logging.getLogger("kaflet.configs")
-
-#: Kafka's listeners delete change notifications older than this (15 minutes).
-NOTIFICATION_EXPIRY_MS = 15 * 60 * 1000
 
 _TOPICS = zkdata.ConfigType.TOPIC
 # ConfigResource.Type names, as Kafka's messages print them.
@@ -246,8 +242,8 @@ class ConfigAdmin:
     async def start(self) -> None:
         """Start following /config/changes; what is there already is state we just read."""
         names = await self._watch_changes()
-        self._last_seq = max((s for s in map(_seq, names) if s is not None), default=-1)
-        await self._purge(names)
+        self._last_seq = notifications.latest_sequence(names, zkdata.CONFIG_CHANGE_PREFIX)
+        await notifications.purge_expired(self.broker.tree, zkdata.CONFIG_CHANGES_PATH, names)
         self._task = asyncio.create_task(self._run(), name="kaflet-config-changes")
 
     async def stop(self) -> None:
@@ -278,8 +274,7 @@ class ConfigAdmin:
 
     async def _process(self) -> None:
         names = await self._watch_changes()
-        pending = sorted((s, n) for n in names if (s := _seq(n)) is not None and s > self._last_seq)
-        for seq, node in pending:
+        for seq, node in notifications.pending(names, zkdata.CONFIG_CHANGE_PREFIX, self._last_seq):
             got = await self.broker.tree.get_or_none(f"{zkdata.CONFIG_CHANGES_PATH}/{node}")
             if got is not None:
                 try:
@@ -289,23 +284,6 @@ class ConfigAdmin:
                 else:
                     await self.apply_entity(entity_path)
             self._last_seq = seq
-        await self._purge(names)
-
-    async def _purge(self, names: list[str]) -> None:
-        """Delete notifications older than Kafka's 15 minutes (any broker may do it)."""
-        cutoff = int(time.time() * 1000) - NOTIFICATION_EXPIRY_MS
-        for node in names:
-            path = f"{zkdata.CONFIG_CHANGES_PATH}/{node}"
-            got = await self.broker.tree.get_or_none(path)
-            if got is not None and got[1].ctime < cutoff:
-                with contextlib.suppress(NoNodeError):
-                    await self.broker.tree.delete(path)
+        await notifications.purge_expired(self.broker.tree, zkdata.CONFIG_CHANGES_PATH, names)
 
 
-def _seq(node: str) -> int | None:
-    if not node.startswith(zkdata.CONFIG_CHANGE_PREFIX):
-        return None
-    try:
-        return int(node[len(zkdata.CONFIG_CHANGE_PREFIX):])
-    except ValueError:
-        return None
