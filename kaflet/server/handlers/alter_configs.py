@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from typing import Any
+
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.security.acl import AclOperation
@@ -14,9 +17,13 @@ MIN_VERSION = 0
 MAX_VERSION = 2
 
 
-async def handle(ctx: RequestContext, body: memoryview) -> bytes:
-    req = codec.decode_request(API_KEY, ctx.version, body)
-    R = codec.response_class(API_KEY)
+async def alter_each_resource(
+    ctx: RequestContext, body: memoryview, api_key: int,
+    apply: Callable[[RequestContext, Any, bool], Awaitable[None]],
+) -> bytes:
+    """The loop AlterConfigs and IncrementalAlterConfigs share: authorize, apply, answer per resource."""
+    req = codec.decode_request(api_key, ctx.version, body)
+    R = codec.response_class(api_key)
     Resp = R.AlterConfigsResourceResponse
     validate_only = bool(req.validate_only)
     out = []
@@ -28,10 +35,18 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes:
                             resource_name=res.resource_name))
             continue
         try:
-            configs = {c.name: c.value for c in res.configs}
-            await ctx.broker.config_admin.alter(res.resource_type, res.resource_name, configs, validate_only)
+            await apply(ctx, res, validate_only)
         except ConfigRequestError as exc:
             code, message = exc.code, exc.message
         out.append(Resp(error_code=code, error_message=message, resource_type=res.resource_type,
                         resource_name=res.resource_name))
-    return codec.encode_response(API_KEY, ctx.version, R(throttle_time_ms=0, responses=out))
+    return codec.encode_response(api_key, ctx.version, R(throttle_time_ms=0, responses=out))
+
+
+async def _replace(ctx: RequestContext, res: Any, validate_only: bool) -> None:
+    configs = {c.name: c.value for c in res.configs}
+    await ctx.broker.config_admin.alter(res.resource_type, res.resource_name, configs, validate_only)
+
+
+async def handle(ctx: RequestContext, body: memoryview) -> bytes:
+    return await alter_each_resource(ctx, body, API_KEY, _replace)

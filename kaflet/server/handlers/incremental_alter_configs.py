@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from kaflet.protocol import codec
+from typing import Any
+
 from kaflet.protocol.api_keys import ApiKey
-from kaflet.security.acl import AclOperation
-from kaflet.server.dynamic_config import ConfigRequestError
-from kaflet.server.handlers.describe_configs import config_access_error
+from kaflet.server.handlers.alter_configs import alter_each_resource
 from kaflet.server.request_context import RequestContext
 
 API_KEY = ApiKey.INCREMENTAL_ALTER_CONFIGS
@@ -14,24 +13,10 @@ MIN_VERSION = 0
 MAX_VERSION = 1
 
 
+async def _apply_ops(ctx: RequestContext, res: Any, validate_only: bool) -> None:
+    ops = [(c.name, c.config_operation, c.value) for c in res.configs]
+    await ctx.broker.config_admin.incremental_alter(res.resource_type, res.resource_name, ops, validate_only)
+
+
 async def handle(ctx: RequestContext, body: memoryview) -> bytes:
-    req = codec.decode_request(API_KEY, ctx.version, body)
-    R = codec.response_class(API_KEY)
-    Resp = R.AlterConfigsResourceResponse
-    validate_only = bool(req.validate_only)
-    out = []
-    for res in req.resources:
-        code, message = 0, None
-        denied = config_access_error(ctx, AclOperation.ALTER_CONFIGS, res.resource_type, res.resource_name)
-        if denied is not None:
-            out.append(Resp(error_code=denied, error_message=None, resource_type=res.resource_type,
-                            resource_name=res.resource_name))
-            continue
-        try:
-            ops = [(c.name, c.config_operation, c.value) for c in res.configs]
-            await ctx.broker.config_admin.incremental_alter(res.resource_type, res.resource_name, ops, validate_only)
-        except ConfigRequestError as exc:
-            code, message = exc.code, exc.message
-        out.append(Resp(error_code=code, error_message=message, resource_type=res.resource_type,
-                        resource_name=res.resource_name))
-    return codec.encode_response(API_KEY, ctx.version, R(throttle_time_ms=0, responses=out))
+    return await alter_each_resource(ctx, body, API_KEY, _apply_ops)
