@@ -28,16 +28,20 @@ _MODULES = {
     44: "admin.configs", 45: "admin.topics", 46: "admin.topics", 47: "consumer.group",
     48: "admin.client_quotas", 49: "admin.client_quotas", 50: "admin.users", 51: "admin.users",
     60: "admin.cluster", 61: "admin.transactions",
+    # The controller-to-broker APIs: kaflet's own definitions (kafka-python has none).
+    4: "kaflet.protocol.inter_broker", 5: "kaflet.protocol.inter_broker",
+    6: "kaflet.protocol.inter_broker", 7: "kaflet.protocol.inter_broker",
 }
 
 
 @cache
 def _classes(api_key: int) -> tuple[Any, Any]:
-    mod = importlib.import_module("kafka.protocol." + _MODULES[api_key])
+    name = _MODULES[api_key]
+    mod = importlib.import_module(name if name.startswith("kaflet.") else "kafka.protocol." + name)
     req = resp = None
     for obj in vars(mod).values():
         if getattr(obj, "_json", None) and getattr(obj, "API_KEY", None) == api_key:
-            if obj.type == "request":
+            if obj._json["type"] == "request":  # not .type: LeaderAndIsr has a field named Type
                 req = obj
             else:
                 resp = obj
