@@ -4,38 +4,24 @@ kaflet/protocol/schemas. kaflet.protocol.codec serves them like every other gene
 
 from __future__ import annotations
 
+import types
+from typing import Any
+
 from kafka.protocol.api_message import ApiMessage
 
 _SCHEMAS = "kaflet.protocol.schemas"
 
 
-class LeaderAndIsrRequest(ApiMessage, load_json=_SCHEMAS):
-    pass
+def _message(name: str) -> Any:
+    # The metaclass reads <name>.json from the package given as the `load_json` class keyword.
+    return types.new_class(name, (ApiMessage,), {"load_json": _SCHEMAS})
 
 
-class LeaderAndIsrResponse(ApiMessage, load_json=_SCHEMAS):
-    pass
-
-
-class StopReplicaRequest(ApiMessage, load_json=_SCHEMAS):
-    pass
-
-
-class StopReplicaResponse(ApiMessage, load_json=_SCHEMAS):
-    pass
-
-
-class UpdateMetadataRequest(ApiMessage, load_json=_SCHEMAS):
-    pass
-
-
-class UpdateMetadataResponse(ApiMessage, load_json=_SCHEMAS):
-    pass
-
-
-class ControlledShutdownRequest(ApiMessage, load_json=_SCHEMAS):
-    pass
-
-
-class ControlledShutdownResponse(ApiMessage, load_json=_SCHEMAS):
-    pass
+LeaderAndIsrRequest = _message("LeaderAndIsrRequest")
+LeaderAndIsrResponse = _message("LeaderAndIsrResponse")
+StopReplicaRequest = _message("StopReplicaRequest")
+StopReplicaResponse = _message("StopReplicaResponse")
+UpdateMetadataRequest = _message("UpdateMetadataRequest")
+UpdateMetadataResponse = _message("UpdateMetadataResponse")
+ControlledShutdownRequest = _message("ControlledShutdownRequest")
+ControlledShutdownResponse = _message("ControlledShutdownResponse")
