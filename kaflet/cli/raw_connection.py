@@ -28,6 +28,7 @@ from kaflet.security.sasl_client import (
     run_blocking,
     sasl_exchange,
 )
+from kaflet.security.tls import error_reason
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _CLIENT_ID = b"kaflet-cli"
@@ -66,7 +67,7 @@ def ssl_context(conf: Mapping[str, Any]) -> ssl.SSLContext:
         if cert or conf.get("ssl.certificate.pem"):
             _load_cert_chain(ctx, conf, cert, key, str(password) if password is not None else None)
     except (OSError, ssl.SSLError, ValueError) as exc:
-        raise CliError(f"Invalid client configuration: cannot load the TLS settings: {_reason(exc)}.") from exc
+        raise CliError(f"Invalid client configuration: cannot load the TLS settings: {error_reason(exc)}.") from exc
     return ctx
 
 
@@ -81,14 +82,6 @@ def _load_cert_chain(ctx: ssl.SSLContext, conf: Mapping[str, Any], cert: Any, ke
         with os.fdopen(fd, "w") as f:
             f.write(str(conf.get("ssl.key.pem", "")) + "\n" + str(conf["ssl.certificate.pem"]) + "\n")
         ctx.load_cert_chain(path, None, password)
-
-
-def _reason(exc: BaseException) -> str:
-    if isinstance(exc, ssl.SSLCertVerificationError) and exc.verify_message:
-        return f"certificate verify failed: {exc.verify_message}"
-    if isinstance(exc, ssl.SSLError) and exc.reason:
-        return str(exc.reason)
-    return str(getattr(exc, "strerror", None) or exc) or exc.__class__.__name__
 
 
 class RawConnection:
@@ -160,21 +153,21 @@ def connect(host: str, port: int, conf: Mapping[str, Any], timeout_s: float, boo
     try:
         sock = socket.create_connection((host.strip("[]"), port), timeout=timeout_s)
     except OSError as exc:
-        raise CliError(unreachable_message(bootstrap, timeout_s, _reason(exc))) from exc
+        raise CliError(unreachable_message(bootstrap, timeout_s, error_reason(exc))) from exc
     try:
         if ctx is not None:
             try:
                 sock = ctx.wrap_socket(sock, server_hostname=host.strip("[]"))
             except (ssl.SSLError, ssl.CertificateError) as exc:
-                raise CliError(f"TLS handshake with {host}:{port} failed: {_reason(exc)}.") from exc
+                raise CliError(f"TLS handshake with {host}:{port} failed: {error_reason(exc)}.") from exc
             except OSError as exc:
-                raise CliError(f"TLS handshake with {host}:{port} failed: {_reason(exc)}.") from exc
+                raise CliError(f"TLS handshake with {host}:{port} failed: {error_reason(exc)}.") from exc
         conn = RawConnection(sock)
         if mechanism:
             try:
                 conn.authenticate(mechanism, username, password)
             except (OSError, ValueError) as exc:
-                raise CliError(f"SASL authentication with {host}:{port} failed: {_reason(exc)}.") from exc
+                raise CliError(f"SASL authentication with {host}:{port} failed: {error_reason(exc)}.") from exc
         return conn
     except BaseException:
         sock.close()

@@ -31,6 +31,7 @@ from kaflet.protocol import codec
 from kaflet.protocol.header import encode_request_header, parse_response_header
 from kaflet.protocol.primitives import DecodeError
 from kaflet.security.sasl_client import SaslClientError, run_async, sasl_exchange
+from kaflet.security.tls import error_reason
 
 _SIZE = struct.Struct(">i")
 #: Responses up to this size are received in one reusable buffer; larger ones get their own.
@@ -95,12 +96,20 @@ class InterBrokerSettings:
     connect_timeout_s: float = CONNECT_TIMEOUT_S
 
 
-def _reason(exc: BaseException) -> str:
-    if isinstance(exc, ssl.SSLCertVerificationError) and exc.verify_message:
-        return f"certificate verify failed: {exc.verify_message}"
-    if isinstance(exc, ssl.SSLError) and exc.reason:
-        return str(exc.reason)
-    return str(getattr(exc, "strerror", None) or exc) or exc.__class__.__name__
+def _connect_error(exc: BaseException, address: str, timeout_s: float) -> BrokerConnectionError | None:
+    """The BrokerConnectionError a failed connect raises; None for what is not a connection
+    failure (a cancellation), which propagates as it is."""
+    if isinstance(exc, BrokerConnectionError):
+        return exc
+    if isinstance(exc, TimeoutError):
+        return BrokerConnectionError(f"cannot connect to {address} within {timeout_s:g} s")
+    if isinstance(exc, ssl.SSLError | ssl.CertificateError):
+        return BrokerAuthenticationError(f"TLS handshake with {address} failed: {error_reason(exc)}")
+    if isinstance(exc, SaslClientError):
+        return BrokerAuthenticationError(f"SASL authentication with {address} failed: {exc}")
+    if isinstance(exc, OSError):
+        return BrokerConnectionError(f"cannot connect to {address}: {error_reason(exc)}")
+    return None
 
 
 class _InFlight:
@@ -186,7 +195,7 @@ class _Wire(asyncio.BufferedProtocol):
         return False  # close; connection_lost fails what is in flight
 
     def connection_lost(self, exc: Exception | None) -> None:
-        reason = f"connection to {self.address} lost: {_reason(exc)}" if exc else f"{self.address} closed the connection"
+        reason = f"connection to {self.address} lost: {error_reason(exc)}" if exc else f"{self.address} closed the connection"
         self.fail(BrokerConnectionError(reason))
         if not self.lost.done():
             self.lost.set_result(None)
@@ -278,24 +287,12 @@ class BrokerClient:
                     await loop.create_connection(lambda: wire, host, port)
                 if security.uses_sasl:
                     await client._authenticate(security)
-        except TimeoutError:
+        except BaseException as exc:
             client.close()
-            raise BrokerConnectionError(f"cannot connect to {address} within {connect_timeout_s:g} s") from None
-        except (ssl.SSLError, ssl.CertificateError) as exc:
-            client.close()
-            raise BrokerAuthenticationError(f"TLS handshake with {address} failed: {_reason(exc)}") from None
-        except SaslClientError as exc:
-            client.close()
-            raise BrokerAuthenticationError(f"SASL authentication with {address} failed: {exc}") from None
-        except BrokerConnectionError:
-            client.close()
-            raise
-        except OSError as exc:
-            client.close()
-            raise BrokerConnectionError(f"cannot connect to {address}: {_reason(exc)}") from None
-        except BaseException:
-            client.close()
-            raise
+            error = _connect_error(exc, address, connect_timeout_s)
+            if error is None:
+                raise
+            raise error from None
         return client
 
     async def _authenticate(self, security: ClientSecurity) -> None:

@@ -186,3 +186,12 @@ def client_context(get: ConfigLookup) -> ssl.SSLContext:
     ctx.verify_mode = ssl.CERT_REQUIRED
     _set_ciphers(ctx, get)
     return ctx
+
+
+def error_reason(exc: BaseException) -> str:
+    """A short reason for a failed connection or TLS handshake (OpenSSL's reason, the verify message)."""
+    if isinstance(exc, ssl.SSLCertVerificationError) and exc.verify_message:
+        return f"certificate verify failed: {exc.verify_message}"
+    if isinstance(exc, ssl.SSLError) and exc.reason:
+        return str(exc.reason)
+    return str(getattr(exc, "strerror", None) or exc) or exc.__class__.__name__

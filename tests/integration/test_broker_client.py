@@ -27,14 +27,10 @@ from kaflet.protocol.errors import ErrorCode
 from kaflet.protocol.fetch import decode_fetch_response
 from kaflet.protocol.records import decode_records, iter_batches
 from kaflet.security.scram import MECHANISMS
-from tests.support.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess, running_broker
 from tests.support.certs import Pki, make_pki
+from tests.support.secured import CREDENTIALS, JAAS, SCRAM_USERS, secured_overrides
 from tests.support.topics import create_topic
-
-JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
-        'password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";')
-SCRAM_USERS = {"SCRAM-SHA-256": ("scram256", "s256-secret"), "SCRAM-SHA-512": ("scram512", "s512-secret")}
-CREDENTIALS = {"PLAIN": ("alice", "alice-secret"), **SCRAM_USERS}
 
 
 @pytest.fixture(scope="module")
@@ -45,32 +41,15 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[BrokerProcess]:
     """One broker with every security protocol, plus a TLS listener that requires a client certificate."""
-    broker = BrokerProcess(tmp_path_factory.mktemp("secured") / "data", {
-        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,"
-                     "SASL_SSL://127.0.0.1:0,MTLS://127.0.0.1:0,PLAINONLY://127.0.0.1:0",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL,"
-                                          "SASL_SSL:SASL_SSL,MTLS:SSL,PLAINONLY:SASL_PLAINTEXT",
-        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
-        "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
-        "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS,
+    overrides = {
+        **secured_overrides(pki, {"PLAINONLY": "SASL_PLAINTEXT"}),
         "listener.name.plainonly.plain.sasl.jaas.config": JAAS,
         "listener.name.plainonly.sasl.enabled.mechanisms": "PLAIN",
-        "ssl.keystore.type": "PEM",
-        "ssl.keystore.location": str(pki.server_keystore),
-        "ssl.truststore.type": "PEM",
-        "ssl.truststore.location": str(pki.ca),
-        "listener.name.mtls.ssl.client.auth": "required",
         "connection.failed.authentication.delay.ms": "0",
-    })
-    broker.start()
-    try:
+    }
+    with running_broker(tmp_path_factory.mktemp("secured") / "data", overrides) as broker:
         asyncio.run(_create_scram_users(broker.ports["PLAINTEXT"]))
         yield broker
-    finally:
-        try:
-            broker.stop(timeout=20)
-        finally:
-            broker.kill()
 
 
 async def _create_scram_users(port: int) -> None:
@@ -87,9 +66,9 @@ async def _create_scram_users(port: int) -> None:
     assert [r.error_code for r in resp.results] == [0, 0]
 
 
-def _tls(pki: Pki, *, client_cert: bool = False, ca: Path | None = None) -> ssl.SSLContext:
+def _tls(pki: Pki, *, client_cert: bool = False) -> ssl.SSLContext:
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.load_verify_locations(cafile=str(ca or pki.ca))
+    ctx.load_verify_locations(cafile=str(pki.ca))
     if client_cert:
         ctx.load_cert_chain(str(pki.client_cert), str(pki.client_key))
     return ctx
