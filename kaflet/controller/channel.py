@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kaflet.metadata.zkdata import BrokerInfo
-from kaflet.network.client import BrokerClient, BrokerConnectionError, InterBrokerSettings
+from kaflet.network.client import BrokerClient, BrokerConnectionError, InterBrokerSettings, api_name
 from kaflet.protocol.api_keys import ApiKey
 
 log = logging.getLogger("kaflet.controller")
@@ -136,7 +136,7 @@ class ControllerChannel:
         state = self._brokers.get(broker_id)
         if state is None:
             log.warning("Controller %d: not sending %s to broker %d, since it is offline",
-                        self.controller_id, _name(api_key), broker_id)
+                        self.controller_id, api_name(api_key), broker_id)
             return
         state.queue.put_nowait(_Item(api_key, version, request, callback, time.monotonic()))
 
@@ -162,7 +162,7 @@ class ControllerChannel:
                 # blocking the queue would stop every later request; Kafka's broker would have
                 # answered with an error code.
                 log.exception("Controller %d: the local broker failed to handle %s; the request is dropped",
-                              self.controller_id, _name(item.api_key))
+                              self.controller_id, api_name(item.api_key))
                 continue
             self._run_callback(item, response, state.broker.id)
 
@@ -176,7 +176,7 @@ class ControllerChannel:
                     # A request that does not encode is a bug in whoever built it; resending it
                     # would fail the same way and hold up every request behind it.
                     log.error("Controller %d: cannot encode %s v%d for broker %d (%s); the request is dropped",
-                              self.controller_id, _name(item.api_key), item.version, state.broker.id, exc)
+                              self.controller_id, api_name(item.api_key), item.version, state.broker.id, exc)
                     continue
                 response = await self._send_until_answered(state, host, port, item, body)
                 self._run_callback(item, response, state.broker.id)
@@ -212,10 +212,10 @@ class ControllerChannel:
                 if failures == 1 or now - last_warning >= WARN_INTERVAL_S:
                     last_warning = now
                     log.warning("Controller %d fails to send %s to broker %d (attempt %d): %s; reconnecting and "
-                                "resending", self.controller_id, _name(item.api_key), broker_id, failures, exc)
+                                "resending", self.controller_id, api_name(item.api_key), broker_id, failures, exc)
                 else:
                     log.debug("Controller %d: attempt %d to send %s to broker %d failed: %s",
-                              self.controller_id, failures, _name(item.api_key), broker_id, exc)
+                              self.controller_id, failures, api_name(item.api_key), broker_id, exc)
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, self._max_backoff_s)
 
@@ -226,11 +226,6 @@ class ControllerChannel:
             item.callback(response)
         except Exception:
             log.exception("Controller %d: the callback of %s to broker %d failed",
-                          self.controller_id, _name(item.api_key), broker_id)
+                          self.controller_id, api_name(item.api_key), broker_id)
 
 
-def _name(api_key: int) -> str:
-    try:
-        return ApiKey(api_key).name
-    except ValueError:
-        return f"API {api_key}"

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kaflet.protocol import codec
+from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.header import encode_request_header, parse_response_header
 from kaflet.protocol.primitives import DecodeError
 from kaflet.security.sasl_client import SaslClientError, run_async, sasl_exchange
@@ -110,6 +111,14 @@ def _connect_error(exc: BaseException, address: str, timeout_s: float) -> Broker
     if isinstance(exc, OSError):
         return BrokerConnectionError(f"cannot connect to {address}: {error_reason(exc)}")
     return None
+
+
+def api_name(api_key: int) -> str:
+    """The API's name for log lines and errors (FETCH, LEADER_AND_ISR, ...)."""
+    try:
+        return ApiKey(api_key).name
+    except ValueError:
+        return f"API {api_key}"
 
 
 class _InFlight:
@@ -195,8 +204,10 @@ class _Wire(asyncio.BufferedProtocol):
         return False  # close; connection_lost fails what is in flight
 
     def connection_lost(self, exc: Exception | None) -> None:
-        reason = f"connection to {self.address} lost: {error_reason(exc)}" if exc else f"{self.address} closed the connection"
-        self.fail(BrokerConnectionError(reason))
+        if exc is None:
+            self.fail(BrokerConnectionError(f"{self.address} closed the connection"))
+        else:
+            self.fail(BrokerConnectionError(f"connection to {self.address} lost: {error_reason(exc)}"))
         if not self.lost.done():
             self.lost.set_result(None)
 
@@ -228,7 +239,8 @@ class _Wire(asyncio.BufferedProtocol):
         if req.future.done():
             return
         req.future.set_exception(RequestTimeoutError(
-            f"no response from {self.address} within {timeout_s:g} s; closing the connection"))
+            f"no response to {api_name(req.api_key)} v{req.version} from {self.address} within {timeout_s:g} s; "
+            "closing the connection"))
         self.fail(BrokerConnectionError(f"connection to {self.address} closed after a request timed out"))
 
     async def wait_writable(self) -> None:
@@ -237,7 +249,12 @@ class _Wire(asyncio.BufferedProtocol):
                 self._drain = self.loop.create_future()
             await asyncio.shield(self._drain)
         if self.error is not None:
-            raise self.error
+            raise self.failure()
+
+    def failure(self) -> BrokerConnectionError:
+        """A fresh exception saying why the connection failed (one per raiser, so tracebacks stay apart)."""
+        assert self.error is not None
+        return type(self.error)(*self.error.args)
 
     def fail(self, error: BrokerConnectionError) -> None:
         """Close the connection; every request in flight fails with `error` (the first one wins)."""
@@ -248,7 +265,7 @@ class _Wire(asyncio.BufferedProtocol):
             if req.timer is not None:
                 req.timer.cancel()
             if not req.future.done():
-                req.future.set_exception(self.error)
+                req.future.set_exception(self.failure())
         if self._drain is not None and not self._drain.done():
             self._drain.set_result(None)
         self._frame = None
@@ -267,7 +284,7 @@ class BrokerClient:
 
     @classmethod
     async def connect(cls, host: str, port: int, security: ClientSecurity = PLAINTEXT, *,
-                      client_id: str = "kaflet", connect_timeout_s: float = 10.0,
+                      client_id: str = "kaflet", connect_timeout_s: float = CONNECT_TIMEOUT_S,
                       request_timeout_s: float = 30.0) -> BrokerClient:
         """Connect, then TLS and SASL as `security` says, all within `connect_timeout_s`.
 

@@ -245,7 +245,7 @@ async def test_request_timeout_closes_the_connection(secured: BrokerProcess) -> 
     slow = asyncio.ensure_future(client.send_raw(ApiKey.FETCH, 12, _fetch("timeout-idle", 20000),
                                                  timeout_s=0.5))
     behind = asyncio.ensure_future(client.send(ApiKey.METADATA, 9, _metadata()))
-    with pytest.raises(RequestTimeoutError, match="no response from 127.0.0.1:.* within 0.5 s"):
+    with pytest.raises(RequestTimeoutError, match="no response to FETCH v12 from 127.0.0.1:.* within 0.5 s"):
         await asyncio.wait_for(slow, 10)
     with pytest.raises(BrokerConnectionError, match="timed out"):
         await behind
