@@ -19,10 +19,16 @@ from typing import Any
 
 from kaflet.cli.common import CliError, unreachable_message
 from kaflet.protocol import codec
-from kaflet.protocol.api_keys import ApiKey, is_flexible
-from kaflet.protocol.errors import ErrorCode
-from kaflet.security.sasl import SaslAuthenticationError
-from kaflet.security.scram import MECHANISMS, ScramClient
+from kaflet.protocol.header import encode_request_header, parse_response_header
+from kaflet.security.sasl_client import (
+    CLIENT_MECHANISMS,
+    SaslClientError,
+    SaslRejectedError,
+    UnsupportedMechanismError,
+    run_blocking,
+    sasl_exchange,
+)
+from kaflet.security.tls import error_reason
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _CLIENT_ID = b"kaflet-cli"
@@ -61,7 +67,7 @@ def ssl_context(conf: Mapping[str, Any]) -> ssl.SSLContext:
         if cert or conf.get("ssl.certificate.pem"):
             _load_cert_chain(ctx, conf, cert, key, str(password) if password is not None else None)
     except (OSError, ssl.SSLError, ValueError) as exc:
-        raise CliError(f"Invalid client configuration: cannot load the TLS settings: {_reason(exc)}.") from exc
+        raise CliError(f"Invalid client configuration: cannot load the TLS settings: {error_reason(exc)}.") from exc
     return ctx
 
 
@@ -76,14 +82,6 @@ def _load_cert_chain(ctx: ssl.SSLContext, conf: Mapping[str, Any], cert: Any, ke
         with os.fdopen(fd, "w") as f:
             f.write(str(conf.get("ssl.key.pem", "")) + "\n" + str(conf["ssl.certificate.pem"]) + "\n")
         ctx.load_cert_chain(path, None, password)
-
-
-def _reason(exc: BaseException) -> str:
-    if isinstance(exc, ssl.SSLCertVerificationError) and exc.verify_message:
-        return f"certificate verify failed: {exc.verify_message}"
-    if isinstance(exc, ssl.SSLError) and exc.reason:
-        return str(exc.reason)
-    return str(getattr(exc, "strerror", None) or exc) or exc.__class__.__name__
 
 
 class RawConnection:
@@ -105,19 +103,15 @@ class RawConnection:
     def request(self, api_key: int, version: int, request: Any) -> Any:
         """Send one request and decode its response."""
         self.correlation += 1
-        header = struct.pack(">hhih", api_key, version, self.correlation, len(_CLIENT_ID)) + _CLIENT_ID
-        flexible = is_flexible(api_key, version)
-        if flexible:
-            header += b"\x00"  # no tagged fields
+        header = encode_request_header(api_key, version, self.correlation, _CLIENT_ID)
         body = bytes(request.encode(version=version))
         self.sock.sendall(struct.pack(">i", len(header) + len(body)) + header + body)
         size = struct.unpack(">i", self._read(4))[0]
-        data = self._read(size)
-        if struct.unpack(">i", data[:4])[0] != self.correlation:
+        data = memoryview(self._read(size))
+        correlation, offset = parse_response_header(data, api_key, version)
+        if correlation != self.correlation:
             raise ConnectionError("the broker answered with a wrong correlation id")
-        # Response header v1 (flexible, except ApiVersions) carries an empty tagged-field section.
-        skip = 5 if flexible and api_key != ApiKey.API_VERSIONS else 4
-        return codec.response_class(api_key).decode(data[skip:], version=version)
+        return codec.response_class(api_key).decode(data[offset:], version=version)
 
     def _read(self, n: int) -> bytes:
         buf = bytearray()
@@ -130,32 +124,12 @@ class RawConnection:
 
     def authenticate(self, mechanism: str, username: str, password: str) -> None:
         """SaslHandshake v1, then SaslAuthenticate v2 rounds; errors are CliErrors."""
-        handshake = self.request(ApiKey.SASL_HANDSHAKE, 1,
-                                 codec.request_class(ApiKey.SASL_HANDSHAKE)(mechanism=mechanism))
-        if handshake.error_code:
-            enabled = ", ".join(handshake.mechanisms or []) or "none"
-            raise CliError(f"SASL mechanism {mechanism} is not enabled on the broker (enabled: {enabled}).")
         try:
-            if mechanism == "PLAIN":
-                self._sasl_round(mechanism, b"\0" + username.encode() + b"\0" + password.encode())
-            else:
-                client = ScramClient(MECHANISMS[mechanism], username, password)
-                server_first = self._sasl_round(mechanism, client.first())
-                client.verify(self._sasl_round(mechanism, client.final(server_first)))
-        except SaslAuthenticationError as exc:
+            run_blocking(sasl_exchange(mechanism, username, password), self.request)
+        except (UnsupportedMechanismError, SaslRejectedError) as exc:
+            raise CliError(f"{exc}.") from exc
+        except SaslClientError as exc:
             raise CliError(f"SASL authentication failed: {exc}.") from exc
-
-    def _sasl_round(self, mechanism: str, token: bytes) -> bytes:
-        resp = self.request(ApiKey.SASL_AUTHENTICATE, 2,
-                            codec.request_class(ApiKey.SASL_AUTHENTICATE)(auth_bytes=token))
-        if resp.error_code:
-            try:
-                name = ErrorCode(resp.error_code).name
-            except ValueError:
-                name = f"error {resp.error_code}"
-            message = (resp.error_message or f"SASL {mechanism} authentication failed").rstrip(".")
-            raise CliError(f"{message} ({name}).")
-        return bytes(resp.auth_bytes or b"")
 
 
 def connect(host: str, port: int, conf: Mapping[str, Any], timeout_s: float, bootstrap: str) -> RawConnection:
@@ -168,7 +142,7 @@ def connect(host: str, port: int, conf: Mapping[str, Any], timeout_s: float, boo
     mechanism = username = password = ""
     if protocol.startswith("SASL_"):
         mechanism = str(conf.get("sasl.mechanism", conf.get("sasl.mechanisms", "GSSAPI"))).strip().upper()
-        if mechanism != "PLAIN" and mechanism not in MECHANISMS:
+        if mechanism not in CLIENT_MECHANISMS:
             raise CliError(f"SASL mechanism {mechanism} is not supported by `kaflet configs` for this request; "
                            "use PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.")
         username, password = str(conf.get("sasl.username", "")), str(conf.get("sasl.password", ""))
@@ -179,21 +153,21 @@ def connect(host: str, port: int, conf: Mapping[str, Any], timeout_s: float, boo
     try:
         sock = socket.create_connection((host.strip("[]"), port), timeout=timeout_s)
     except OSError as exc:
-        raise CliError(unreachable_message(bootstrap, timeout_s, _reason(exc))) from exc
+        raise CliError(unreachable_message(bootstrap, timeout_s, error_reason(exc))) from exc
     try:
         if ctx is not None:
             try:
                 sock = ctx.wrap_socket(sock, server_hostname=host.strip("[]"))
             except (ssl.SSLError, ssl.CertificateError) as exc:
-                raise CliError(f"TLS handshake with {host}:{port} failed: {_reason(exc)}.") from exc
+                raise CliError(f"TLS handshake with {host}:{port} failed: {error_reason(exc)}.") from exc
             except OSError as exc:
-                raise CliError(f"TLS handshake with {host}:{port} failed: {_reason(exc)}.") from exc
+                raise CliError(f"TLS handshake with {host}:{port} failed: {error_reason(exc)}.") from exc
         conn = RawConnection(sock)
         if mechanism:
             try:
                 conn.authenticate(mechanism, username, password)
             except (OSError, ValueError) as exc:
-                raise CliError(f"SASL authentication with {host}:{port} failed: {_reason(exc)}.") from exc
+                raise CliError(f"SASL authentication with {host}:{port} failed: {error_reason(exc)}.") from exc
         return conn
     except BaseException:
         sock.close()

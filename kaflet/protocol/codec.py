@@ -50,6 +50,11 @@ def _classes(api_key: int) -> tuple[Any, Any]:
     return req, resp
 
 
+# What kafka-python's decoder raises on malformed or hostile input.
+_DECODE_ERRORS = (ValueError, IndexError, KeyError, TypeError, OverflowError, AttributeError,
+                  MemoryError, EOFError, struct.error)
+
+
 def request_class(api_key: int) -> Any:
     """The request message class (attributes named as in Kafka's JSON, snake_case)."""
     return _classes(api_key)[0]
@@ -64,9 +69,16 @@ def decode_request(api_key: int, version: int, body: memoryview) -> Any:
     """Decode a request body; raises DecodeError for anything malformed."""
     try:
         return request_class(api_key).decode(body, version=version)
-    except (ValueError, IndexError, KeyError, TypeError, OverflowError, AttributeError,
-            MemoryError, EOFError, struct.error) as exc:
+    except _DECODE_ERRORS as exc:
         raise DecodeError(f"malformed {request_class(api_key).__name__} v{version}: {exc}") from exc
+
+
+def decode_response(api_key: int, version: int, body: memoryview) -> Any:
+    """Decode a response body (what another broker answered); raises DecodeError for anything malformed."""
+    try:
+        return response_class(api_key).decode(body, version=version)
+    except _DECODE_ERRORS as exc:
+        raise DecodeError(f"malformed {response_class(api_key).__name__} v{version}: {exc}") from exc
 
 
 def encode_response(api_key: int, version: int, response: Any) -> bytes:

@@ -1,16 +1,19 @@
-"""Fetch response encoding as a list of chunks: header bytes interleaved with file regions.
+"""Fetch response encoding as a list of chunks: header bytes interleaved with file regions, and
+its decoding for replica fetchers.
 
 The record data of each partition is whatever the log returned (file regions that the network
-layer sends with sendfile, or bytes); only the framing around it is built here.
+layer sends with sendfile, or bytes); only the framing around it is built here. The decoder
+leaves each partition's records as a memoryview into the received buffer, so a follower appends
+what the leader sent without copying it.
 """
 
 from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
-from kaflet.protocol.primitives import Writer, uvarint_bytes
+from kaflet.protocol.primitives import DecodeError, Reader, Writer, uvarint_bytes
 
 _PART_HEAD = struct.Struct(">ihqq")
 
@@ -78,3 +81,125 @@ def encode_fetch_response(
     w.tagged_fields(flexible)
     chunks.append(bytes(w.buf))
     return chunks
+
+
+# -- decoding (the follower side) ------------------------------------------------------------
+
+#: Versions the decoder reads (those the encoder writes).
+DECODE_VERSIONS = range(4, 13)
+
+
+class AbortedTransaction(NamedTuple):
+    producer_id: int
+    first_offset: int
+
+
+class EpochEndOffset(NamedTuple):
+    """DivergingEpoch (tag 0 of a v12+ partition)."""
+
+    epoch: int
+    end_offset: int
+
+
+class LeaderIdAndEpoch(NamedTuple):
+    """CurrentLeader (tag 1 of a v12+ partition)."""
+
+    leader_id: int
+    leader_epoch: int
+
+
+class SnapshotId(NamedTuple):
+    """SnapshotId (tag 2 of a v12+ partition)."""
+
+    end_offset: int
+    epoch: int
+
+
+@dataclass(slots=True)
+class FetchedPartition:
+    """One partition of a received Fetch response; `records` is a view into the response buffer."""
+
+    index: int
+    error_code: int
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    aborted_transactions: list[AbortedTransaction] | None
+    preferred_read_replica: int
+    records: memoryview
+    diverging_epoch: EpochEndOffset | None = None
+    current_leader: LeaderIdAndEpoch | None = None
+    snapshot_id: SnapshotId | None = None
+
+
+@dataclass(slots=True)
+class FetchResponseData:
+    """A received Fetch response: topics in the order the leader sent them."""
+
+    throttle_time_ms: int
+    error_code: int
+    session_id: int
+    topics: list[tuple[str, list[FetchedPartition]]]
+
+
+def decode_fetch_response(body: memoryview | bytes | bytearray, version: int) -> FetchResponseData:
+    """Decode a Fetch response body (after the response header), v4-v12; raises DecodeError."""
+    if version not in DECODE_VERSIONS:
+        raise DecodeError(f"Fetch response v{version} is not decoded here (v4-v12 are)")
+    flexible = version >= 12
+    r = Reader(body)
+    throttle = r.int32()
+    error_code = session_id = 0
+    if version >= 7:
+        error_code = r.int16()
+        session_id = r.int32()
+    topics: list[tuple[str, list[FetchedPartition]]] = []
+    for _ in range(r.compact_array_len() if flexible else r.array_len(4)):
+        name = r.compact_string() if flexible else r.string()
+        parts = [_partition(r, version, flexible)
+                 for _ in range(r.compact_array_len(30) if flexible else r.array_len(30))]
+        if flexible:
+            r.skip_tagged_fields()
+        topics.append((name, parts))
+    if flexible:
+        r.skip_tagged_fields()
+    return FetchResponseData(throttle, error_code, session_id, topics)
+
+
+def _partition(r: Reader, version: int, flexible: bool) -> FetchedPartition:
+    index, error_code, hw, lso = r.int32(), r.int16(), r.int64(), r.int64()
+    log_start = r.int64() if version >= 5 else -1
+    count = r.uvarint() - 1 if flexible else r.int32()
+    aborted: list[AbortedTransaction] | None = None
+    if count >= 0:
+        if count * 16 > r.remaining():
+            raise DecodeError(f"{count} aborted transactions cannot fit in {r.remaining()} bytes")
+        aborted = []
+        for _ in range(count):
+            aborted.append(AbortedTransaction(r.int64(), r.int64()))
+            if flexible:
+                r.skip_tagged_fields()
+    preferred = r.int32() if version >= 11 else -1
+    records = (r.compact_nullable_bytes() if flexible else r.nullable_bytes())
+    part = FetchedPartition(index, error_code, hw, lso, log_start, aborted, preferred,
+                            records if records is not None else memoryview(b""))
+    if flexible:
+        _partition_tags(r, part)
+    return part
+
+
+def _partition_tags(r: Reader, part: FetchedPartition) -> None:
+    for _ in range(r.uvarint()):
+        tag = r.uvarint()
+        size = r.uvarint()
+        end = r.pos + size
+        if size < 0 or end > r.end:
+            raise DecodeError(f"tagged field {tag} of {size} bytes does not fit")
+        sub = Reader(r.buf, r.pos, end)
+        if tag == 0:
+            part.diverging_epoch = EpochEndOffset(sub.int32(), sub.int64())
+        elif tag == 1:
+            part.current_leader = LeaderIdAndEpoch(sub.int32(), sub.int32())
+        elif tag == 2:
+            part.snapshot_id = SnapshotId(sub.int64(), sub.int32())
+        r.pos = end  # unknown tags, and the structs' own tagged fields, are skipped

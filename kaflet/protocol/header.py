@@ -47,3 +47,24 @@ def response_header(correlation_id: int, api_key: int, flexible: bool) -> bytes:
     if flexible and api_key != ApiKey.API_VERSIONS:
         return _I32.pack(correlation_id) + b"\x00"
     return _I32.pack(correlation_id)
+
+
+_REQUEST_FIXED = struct.Struct(">hhih")
+
+
+def encode_request_header(api_key: int, api_version: int, correlation_id: int, client_id: bytes) -> bytes:
+    """Request header v1, or v2 (an empty tagged-field section) for flexible versions."""
+    head = _REQUEST_FIXED.pack(api_key, api_version, correlation_id, len(client_id)) + client_id
+    return head + b"\x00" if is_flexible(api_key, api_version) else head
+
+
+def parse_response_header(frame: memoryview, api_key: int, api_version: int) -> tuple[int, int]:
+    """(correlation_id, body offset) of a response frame; raises DecodeError.
+
+    Response header v1 (flexible versions, except ApiVersions') carries tagged fields, skipped here.
+    """
+    r = Reader(frame)
+    correlation_id = r.int32()
+    if api_key != ApiKey.API_VERSIONS and is_flexible(api_key, api_version):
+        r.skip_tagged_fields()
+    return correlation_id, r.pos

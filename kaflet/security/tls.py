@@ -110,9 +110,7 @@ def _load_truststore(ctx: ssl.SSLContext, get: ConfigLookup) -> bool:
     return False
 
 
-def server_context(get: ConfigLookup) -> ssl.SSLContext:
-    """An SSLContext for a TLS listener; raises TlsConfigError naming the offending key."""
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+def _set_protocols(ctx: ssl.SSLContext, get: ConfigLookup) -> None:
     enabled = [p.strip() for p in (get("ssl.enabled.protocols") or "TLSv1.2,TLSv1.3").split(",") if p.strip()]
     versions = []
     for p in enabled:
@@ -129,6 +127,24 @@ def server_context(get: ConfigLookup) -> ssl.SSLContext:
         ctx.maximum_version = max(versions)
     except (ValueError, ssl.SSLError) as exc:
         raise TlsConfigError(f"ssl.enabled.protocols: {exc}") from None
+
+
+def _set_ciphers(ctx: ssl.SSLContext, get: ConfigLookup) -> None:
+    suites = [s.strip() for s in (get("ssl.cipher.suites") or "").split(",") if s.strip()]
+    # TLS 1.3 suites (TLS_AES_...) cannot be restricted through Python's ssl module; the others can.
+    tls12 = [s for s in suites if not (s.startswith("TLS_") and "_WITH_" not in s)]
+    if tls12:
+        try:
+            ctx.set_ciphers(":".join(tls12))
+        except ssl.SSLError:
+            raise TlsConfigError(f"ssl.cipher.suites: none of {', '.join(tls12)} is a cipher suite OpenSSL "
+                                 "knows (use OpenSSL names, e.g. ECDHE-RSA-AES256-GCM-SHA384)") from None
+
+
+def server_context(get: ConfigLookup) -> ssl.SSLContext:
+    """An SSLContext for a TLS listener; raises TlsConfigError naming the offending key."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    _set_protocols(ctx, get)
     _load_keystore(ctx, get)
     auth = (get("ssl.client.auth") or "none").strip().lower()
     if auth not in ("required", "requested", "none"):
@@ -141,16 +157,41 @@ def server_context(get: ConfigLookup) -> ssl.SSLContext:
     else:
         _load_truststore(ctx, get)  # still validate it, so a typo is reported at start-up
         ctx.verify_mode = ssl.CERT_NONE
-    suites = [s.strip() for s in (get("ssl.cipher.suites") or "").split(",") if s.strip()]
-    # TLS 1.3 suites (TLS_AES_...) cannot be restricted through Python's ssl module; the others can.
-    tls12 = [s for s in suites if not (s.startswith("TLS_") and "_WITH_" not in s)]
-    if tls12:
-        try:
-            ctx.set_ciphers(":".join(tls12))
-        except ssl.SSLError:
-            raise TlsConfigError(f"ssl.cipher.suites: none of {', '.join(tls12)} is a cipher suite OpenSSL "
-                                 "knows (use OpenSSL names, e.g. ECDHE-RSA-AES256-GCM-SHA384)") from None
+    _set_ciphers(ctx, get)
     rules = (get("ssl.principal.mapping.rules") or "DEFAULT").strip()
     if rules != "DEFAULT":
         raise TlsConfigError(f"ssl.principal.mapping.rules={rules}: only DEFAULT is supported in this kaflet version")
     return ctx
+
+
+def client_context(get: ConfigLookup) -> ssl.SSLContext:
+    """An SSLContext for connecting to another broker's TLS listener, as Kafka's client side of
+    the inter-broker listener uses the same ssl.* configs: the truststore verifies the other
+    broker (the system CAs without one, as Java falls back to the JVM's), the keystore, when
+    configured, is presented to listeners that ask for client authentication, and
+    ssl.endpoint.identification.algorithm=https checks the host name. Raises TlsConfigError.
+    """
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    _set_protocols(ctx, get)
+    if get("ssl.keystore.location") or get("ssl.keystore.certificate.chain") or get("ssl.keystore.key"):
+        _load_keystore(ctx, get)
+    if not _load_truststore(ctx, get):
+        ctx.load_default_certs(ssl.Purpose.SERVER_AUTH)
+    raw = get("ssl.endpoint.identification.algorithm")
+    algorithm = "https" if raw is None else raw.strip()  # Kafka's default; set empty to turn it off
+    if algorithm.lower() not in ("", "https"):
+        raise TlsConfigError(f"ssl.endpoint.identification.algorithm={algorithm}: use https (verify the host "
+                             "name) or an empty value (do not)")
+    ctx.check_hostname = algorithm.lower() == "https"
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    _set_ciphers(ctx, get)
+    return ctx
+
+
+def error_reason(exc: BaseException) -> str:
+    """A short reason for a failed connection or TLS handshake (OpenSSL's reason, the verify message)."""
+    if isinstance(exc, ssl.SSLCertVerificationError) and exc.verify_message:
+        return f"certificate verify failed: {exc.verify_message}"
+    if isinstance(exc, ssl.SSLError) and exc.reason:
+        return str(exc.reason)
+    return str(getattr(exc, "strerror", None) or exc) or exc.__class__.__name__

@@ -29,12 +29,9 @@ from kaflet.protocol.errors import ErrorCode
 from tests.support.broker_process import BrokerProcess
 from tests.support.certs import Pki, make_pki
 from tests.support.raw_client import RawClient
+from tests.support.secured import CREDENTIALS, SCRAM_USERS, secured_overrides
 from tests.support.topics import create_topic
 
-JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
-        'password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";')
-SCRAM_USERS = {"SCRAM-SHA-256": ("scram256", "s256-secret"), "SCRAM-SHA-512": ("scram512", "s512-secret")}
-CREDENTIALS = {"PLAIN": ("alice", "alice-secret"), **SCRAM_USERS}
 AUTH_TIMEOUT_S = 3
 
 
@@ -47,18 +44,7 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
 def secured(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[BrokerProcess]:
     """One broker with every security protocol, plus a client-auth TLS listener (MTLS)."""
     broker = BrokerProcess(tmp_path_factory.mktemp("secured") / "data", {
-        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,"
-                     "SASL_SSL://127.0.0.1:0,MTLS://127.0.0.1:0",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL,"
-                                          "SASL_SSL:SASL_SSL,MTLS:SSL",
-        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
-        "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
-        "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS,
-        "ssl.keystore.type": "PEM",
-        "ssl.keystore.location": str(pki.server_keystore),
-        "ssl.truststore.type": "PEM",
-        "ssl.truststore.location": str(pki.ca),
-        "listener.name.mtls.ssl.client.auth": "required",
+        **secured_overrides(pki),
         # the deadline for unauthenticated connections is min(this, 10 s)
         "connections.max.idle.ms": str(AUTH_TIMEOUT_S * 1000),
         "group.initial.rebalance.delay.ms": "0",
