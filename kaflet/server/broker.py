@@ -16,6 +16,7 @@ from kaflet.coordinator.group.coordinator import GroupConfig, GroupCoordinator
 from kaflet.coordinator.group.store import GROUP_METADATA_TOPIC, OffsetsTopicStore
 from kaflet.coordinator.group.topic import OffsetsTopic
 from kaflet.coordinator.producer_id_manager import ProducerIdManager
+from kaflet.log.log_manager import LogManager
 from kaflet.metadata import zkdata
 from kaflet.metadata.embedded import EmbeddedTree
 from kaflet.metadata.tree import MetadataTree, NodeExistsError, NoNodeError
@@ -51,7 +52,7 @@ class Broker:
         self.started = False
         self.metadata_cache = MetadataCache()
         self.tree: MetadataTree = None  # type: ignore[assignment]
-        self.log_manager: Any = None
+        self.log_manager: LogManager = None  # type: ignore[assignment]
         self.replica_manager: ReplicaManager = None  # type: ignore[assignment]
         self.producer_ids: ProducerIdManager = None  # type: ignore[assignment]
         self.group_coordinator: GroupCoordinator = None  # type: ignore[assignment]
@@ -214,7 +215,7 @@ class Broker:
 
     def _open_logs(self) -> None:
         from kaflet.log.cleaner import CleanerConfig
-        from kaflet.log.log_manager import LogDirLockedError, LogManager
+        from kaflet.log.log_manager import LogDirLockedError
 
         cfg = self.config
         try:
@@ -319,8 +320,8 @@ class Broker:
             lst.stop_accepting()
         if self.group_coordinator is not None:
             self.group_coordinator.shutdown()  # answers waiting JoinGroup/SyncGroup so draining is quick
-        for part in list(self.replica_manager.partitions.values()) if self.replica_manager else []:
-            part.wake_fetchers()
+        if self.replica_manager is not None:
+            self.replica_manager.shutdown()  # waiting fetches and acks=all produces are answered
         for lst in self.listeners:
             await lst.drain_and_close(timeout=5.0)
         self._stop_background.set()
