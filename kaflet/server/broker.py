@@ -225,6 +225,7 @@ class Broker:
                 topic_config=lambda topic: self.topic_overrides.get(topic, {}),
                 recovery_point_checkpoint_interval_ms=cfg["log.flush.offset.checkpoint.interval.ms"],
                 log_start_offset_checkpoint_interval_ms=cfg["log.flush.start.offset.checkpoint.interval.ms"],
+                high_watermark_checkpoint_interval_ms=cfg["replica.high.watermark.checkpoint.interval.ms"],
                 retention_check_interval_ms=cfg["log.retention.check.interval.ms"],
                 cleaner_config=CleanerConfig.from_broker(cfg),
             )
