@@ -144,7 +144,7 @@ class Broker:
         self.producer_ids = ProducerIdManager(self.tree, self.broker_id)
         # Before the topic watcher: it hands the coordinator its __consumer_offsets partitions.
         self.group_coordinator = GroupCoordinator(
-            GroupConfig.from_broker(cfg), OffsetsTopicStore(self, cfg["offsets.commit.timeout.ms"]),
+            GroupConfig.from_broker(cfg), OffsetsTopicStore(self.replica_manager.get, cfg["offsets.commit.timeout.ms"]),
             ensure_topic=OffsetsTopic(self).ensure)
         self.group_coordinator.start()
         await self._register_broker()
