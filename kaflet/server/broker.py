@@ -14,7 +14,7 @@ from typing import Any
 from kaflet.controller import topics as controller_topics
 from kaflet.coordinator.group.coordinator import GroupConfig, GroupCoordinator
 from kaflet.coordinator.group.store import GROUP_METADATA_TOPIC, OffsetsTopicStore
-from kaflet.coordinator.group.topic import OffsetsTopic
+from kaflet.coordinator.group.topic import OffsetsTopic, OffsetsTopicConfig
 from kaflet.coordinator.producer_id_manager import ProducerIdManager
 from kaflet.log.log_manager import LogManager
 from kaflet.metadata import zkdata
@@ -143,9 +143,12 @@ class Broker:
         self.replica_manager = ReplicaManager(self.broker_id, self.log_manager)
         self.producer_ids = ProducerIdManager(self.tree, self.broker_id)
         # Before the topic watcher: it hands the coordinator its __consumer_offsets partitions.
+        offsets_topic = OffsetsTopic(OffsetsTopicConfig.from_broker(cfg.values), self.topic_admin.create,
+                                     self.metadata_cache.partition_count, lambda: len(self.live_brokers()))
         self.group_coordinator = GroupCoordinator(
-            GroupConfig.from_broker(cfg), OffsetsTopicStore(self.replica_manager.get, cfg["offsets.commit.timeout.ms"]),
-            ensure_topic=OffsetsTopic(self).ensure)
+            GroupConfig.from_broker(cfg.values),
+            OffsetsTopicStore(self.replica_manager.get, cfg["offsets.commit.timeout.ms"]),
+            ensure_topic=offsets_topic.ensure)
         self.group_coordinator.start()
         await self._register_broker()
         await self._become_controller()
