@@ -63,6 +63,7 @@ __all__ = [
     "AdminError",
     "AdminOperationError",
     "BrokerNotAvailableError",
+    "CreateOutcome",
     "InvalidConfigError",
     "InvalidPartitionsError",
     "InvalidReplicaAssignmentError",
@@ -74,6 +75,7 @@ __all__ = [
     "TopicCreated",
     "TopicExistsError",
     "TopicMeta",
+    "TopicRequest",
     "TopicWatcher",
     "UnknownTopicOrPartitionError",
     "add_partitions",
@@ -99,6 +101,31 @@ class TopicCreated:
 
     topic_id: str
     assignment: dict[int, list[int]]
+
+
+@dataclass(slots=True)
+class TopicRequest:
+    """One topic to create: a CreateTopics entry, an auto-created or an internal topic
+    (-1 partitions/RF: the broker's defaults)."""
+
+    name: str
+    num_partitions: int
+    replication_factor: int
+    assignments: dict[int, list[int]] | None
+    configs: dict[str, str | None]
+
+
+@dataclass(slots=True)
+class CreateOutcome:
+    """What creating a TopicRequest came to, as CreateTopics answers it (``configs``: every
+    config of the new topic as (value, DescribeConfigs source))."""
+
+    error_code: int = 0
+    error_message: str | None = None
+    topic_id: bytes | None = None
+    num_partitions: int = -1
+    replication_factor: int = -1
+    configs: dict[str, tuple[str, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -174,7 +174,6 @@ class Log:
         # (unlink after ms, paths): segments renamed ``.deleted`` by retention/DeleteRecords.
         self._pending_file_deletes: list[tuple[int, list[str]]] = []
         self._closed = False
-        self.auto_advance_high_watermark = True
         self.leader_epoch_cache = LeaderEpochCache(os.path.join(directory, LEADER_EPOCH_CHECKPOINT))
         self.producer_state = ProducerStateManager(directory)
         self.topic_id = topic_id
@@ -188,9 +187,9 @@ class Log:
             except OSError:
                 self.topic_id = None
         self._load(recovery_point, log_start_offset, had_clean_shutdown)
-        self._high_watermark = self._leo if high_watermark is None else max(
-            self.log_start_offset, min(high_watermark, self._leo)
-        )
+        # As in Kafka the log only keeps the high watermark: it starts at the checkpointed value
+        # (or the log start offset) and the partition (replication/partition.py) moves it.
+        self._high_watermark = max(self.log_start_offset, min(high_watermark or 0, self._leo))
         self._last_flush_ms = self._time()
 
     # ------------------------------------------------------------------ loading
@@ -365,7 +364,10 @@ class Log:
         return self._leo - self._recovery_point
 
     def update_high_watermark(self, offset: int) -> int:
-        """Set the HW, clamped to [log start, LEO]; returns the new HW."""
+        """Set the HW, clamped to [log start, LEO]; returns the new HW.
+
+        Only the partition calls this (the leader's ISR rule, a follower's fetch response).
+        """
         self._high_watermark = max(self.log_start_offset, min(offset, self._leo))
         return self._high_watermark
 
@@ -472,8 +474,6 @@ class Log:
             if h.producer_id >= 0:
                 ps.update(h)
         ps.map_end_offset = self._leo
-        if self.auto_advance_high_watermark:
-            self._high_watermark = self._leo
         flush_needed = self._leo - self._recovery_point >= cfg.flush_messages
         return AppendResult(first, last, now if lat else -1, self.log_start_offset, last - first + 1, False,
                             flush_needed)

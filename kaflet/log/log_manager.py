@@ -4,10 +4,14 @@ Startup (``startup()``, blocking; run it before serving): lock every dir (``.loc
 ``<topic>-<partition>`` dir, recovering unflushed segments unless ``.kafka_cleanshutdown`` says
 the last shutdown was clean (the marker is then deleted), queue ``-delete`` dirs for removal.
 
+High watermarks: each log starts at the value in its dir's ``replication-offset-checkpoint``
+(the log start offset when it has none, as in Kafka); the partition moves it from there.
+
 Running: the broker awaits ``run_background(stop_event)`` as a task; it flushes logs whose
 ``flush.ms`` elapsed, writes ``recovery-point-offset-checkpoint`` and
-``log-start-offset-checkpoint`` every 60 s (in an executor), and removes deleted partition dirs
-after ``file.delete.delay.ms``.  Every ``log.retention.check.interval.ms`` it runs retention
+``log-start-offset-checkpoint`` every 60 s and ``replication-offset-checkpoint`` every
+``replica.high.watermark.checkpoint.interval.ms`` (5 s; in an executor), and removes deleted
+partition dirs after ``file.delete.delay.ms``.  Every ``log.retention.check.interval.ms`` it runs retention
 (``cleanup_logs``: retention.ms, retention.bytes, log start offset) on every log; the segments
 it drops are renamed ``.deleted`` at once and unlinked in the executor after
 ``file.delete.delay.ms``.  When a log start offset moves, the checkpoint is written right away
@@ -17,7 +21,7 @@ Compaction: ``LogCleaner`` (cleaner_manager.py) runs ``log.cleaner.threads`` thr
 ``run_background`` until it ends; they compact logs whose cleanup.policy includes ``compact``.
 
 Shutdown (``shutdown()``, blocking): stop the cleaner, flush every log, close it (producer snapshots, trimmed
-indexes), write the checkpoints, write an empty ``.kafka_cleanshutdown`` per dir, unlock.
+indexes), write the checkpoints (high watermarks included), write an empty ``.kafka_cleanshutdown`` per dir, unlock.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from typing import Any
 from kaflet.log.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
     CheckpointError,
     fsync_dir,
     read_offset_checkpoint,
@@ -80,6 +85,7 @@ class LogManager:
         topic_config: Callable[[str], Mapping[str, Any]] | None = None,
         recovery_point_checkpoint_interval_ms: int = 60000,
         log_start_offset_checkpoint_interval_ms: int = 60000,
+        high_watermark_checkpoint_interval_ms: int = 5000,
         flush_check_interval_ms: int = 1000,
         retention_check_interval_ms: int = 300000,
         cleaner_config: CleanerConfig | None = None,
@@ -96,6 +102,7 @@ class LogManager:
         self._topic_config = topic_config
         self.recovery_point_checkpoint_interval_ms = recovery_point_checkpoint_interval_ms
         self.log_start_offset_checkpoint_interval_ms = log_start_offset_checkpoint_interval_ms
+        self.high_watermark_checkpoint_interval_ms = high_watermark_checkpoint_interval_ms
         self.flush_check_interval_ms = flush_check_interval_ms
         self.retention_check_interval_ms = retention_check_interval_ms
         # Two checkpoint writes must not interleave: both go through the same ``.tmp`` file.
@@ -157,6 +164,14 @@ class LogManager:
         except CheckpointError:
             log.exception("bad checkpoint in %s: recovering every log in it", d)
             recovery_points, start_offsets, clean = {}, {}, False
+        try:
+            high_watermarks = read_offset_checkpoint(os.path.join(d, REPLICATION_OFFSET_CHECKPOINT))
+        except CheckpointError:
+            # Only the committed position is lost: each log starts at its log start offset and
+            # its leader moves the high watermark up again.
+            log.exception("bad %s in %s: high watermarks start at the log start offsets",
+                          REPLICATION_OFFSET_CHECKPOINT, d)
+            high_watermarks = {}
         now = self._time()
         for name in sorted(os.listdir(d)):
             path = os.path.join(d, name)
@@ -179,6 +194,7 @@ class LogManager:
                 recovery_point=recovery_points.get(tp, 0),
                 log_start_offset=start_offsets.get(tp, 0),
                 had_clean_shutdown=clean,
+                high_watermark=high_watermarks.get(tp),
                 executor=self._executor,
                 now_ms=self._time,
             )
@@ -277,6 +293,11 @@ class LogManager:
         for d, offsets in self._offsets_by_dir("log_start_offset").items():
             write_offset_checkpoint(os.path.join(d, LOG_START_OFFSET_CHECKPOINT), offsets)
 
+    def checkpoint_high_watermarks(self) -> None:
+        """Write every dir's replication-offset-checkpoint (blocking)."""
+        for d, offsets in self._offsets_by_dir("high_watermark").items():
+            write_offset_checkpoint(os.path.join(d, REPLICATION_OFFSET_CHECKPOINT), offsets)
+
     async def _in_executor(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
 
@@ -325,8 +346,9 @@ class LogManager:
             return 0
         return int(await self._in_executor(unlink_files, paths))
 
-    def _next_wake_ms(self, now: int, last_retention: int) -> int:
-        wake = min(self.flush_check_interval_ms, max(0, last_retention + self.retention_check_interval_ms - now))
+    def _next_wake_ms(self, now: int, last_retention: int, last_hw: int) -> int:
+        wake = min(self.flush_check_interval_ms, max(0, last_retention + self.retention_check_interval_ms - now),
+                   max(0, last_hw + self.high_watermark_checkpoint_interval_ms - now))
         for lg in self._logs.values():
             due = lg.next_file_delete_ms
             if due is not None:
@@ -349,7 +371,7 @@ class LogManager:
                 await loop.run_in_executor(None, self.cleaner.stop)
 
     async def _background_loop(self, stop_event: asyncio.Event) -> None:
-        last_rp = last_ls = last_retention = self._time()
+        last_rp = last_ls = last_hw = last_retention = self._time()
         while not stop_event.is_set():
             now = self._time()
             try:
@@ -362,6 +384,9 @@ class LogManager:
                 if now - last_ls >= self.log_start_offset_checkpoint_interval_ms:
                     last_ls = now
                     await self._write_checkpoint_async(LOG_START_OFFSET_CHECKPOINT, "log_start_offset")
+                if now - last_hw >= self.high_watermark_checkpoint_interval_ms:
+                    last_hw = now
+                    await self._write_checkpoint_async(REPLICATION_OFFSET_CHECKPOINT, "high_watermark")
                 if any(t <= now for _, t in self._pending_deletes):
                     await self._in_executor(self.remove_deleted_dirs, now)
                 # Kafka waits 30 s before the first retention check; here the first check comes
@@ -375,7 +400,7 @@ class LogManager:
             except Exception:
                 log.exception("log manager background job failed")
             try:
-                timeout = self._next_wake_ms(self._time(), last_retention) / 1000
+                timeout = self._next_wake_ms(self._time(), last_retention, last_hw) / 1000
                 await asyncio.wait_for(stop_event.wait(), timeout=timeout)
             except TimeoutError:
                 pass
@@ -392,6 +417,7 @@ class LogManager:
                 lg.close(sync=True)
         self.checkpoint_recovery_points()
         self.checkpoint_log_start_offsets()
+        self.checkpoint_high_watermarks()
         for d in self.log_dirs:
             path = os.path.join(d, CLEAN_SHUTDOWN_FILE)
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)

@@ -23,7 +23,7 @@ import struct
 import time
 from collections.abc import Generator, Sequence
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.fetch import encode_fetch_response
@@ -32,8 +32,17 @@ from kaflet.quota.entity import QuotaType
 if TYPE_CHECKING:
     from types import ModuleType
 
+    from kaflet.network.connection import Connection
+    from kaflet.protocol.header import RequestHeader
     from kaflet.quota.manager import QuotaManager
-    from kaflet.server.request_context import RequestContext
+
+
+class RequestContext(Protocol):
+    """What the enforcer reads of a request: the server's RequestContext, structurally (quota/
+    sits below server/ and does not import it)."""
+
+    conn: Connection
+    header: RequestHeader
 
 _INT32 = struct.Struct(">i")
 _FIXED_SIZES = {"int8": 1, "bool": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4, "int64": 8,

@@ -14,8 +14,9 @@ from typing import Any
 from kaflet.controller import topics as controller_topics
 from kaflet.coordinator.group.coordinator import GroupConfig, GroupCoordinator
 from kaflet.coordinator.group.store import GROUP_METADATA_TOPIC, OffsetsTopicStore
-from kaflet.coordinator.group.topic import OffsetsTopic
+from kaflet.coordinator.group.topic import OffsetsTopic, OffsetsTopicConfig
 from kaflet.coordinator.producer_id_manager import ProducerIdManager
+from kaflet.log.log_manager import LogManager
 from kaflet.metadata import zkdata
 from kaflet.metadata.embedded import EmbeddedTree
 from kaflet.metadata.tree import MetadataTree, NodeExistsError, NoNodeError
@@ -51,7 +52,7 @@ class Broker:
         self.started = False
         self.metadata_cache = MetadataCache()
         self.tree: MetadataTree = None  # type: ignore[assignment]
-        self.log_manager: Any = None
+        self.log_manager: LogManager = None  # type: ignore[assignment]
         self.replica_manager: ReplicaManager = None  # type: ignore[assignment]
         self.producer_ids: ProducerIdManager = None  # type: ignore[assignment]
         self.group_coordinator: GroupCoordinator = None  # type: ignore[assignment]
@@ -142,9 +143,12 @@ class Broker:
         self.replica_manager = ReplicaManager(self.broker_id, self.log_manager)
         self.producer_ids = ProducerIdManager(self.tree, self.broker_id)
         # Before the topic watcher: it hands the coordinator its __consumer_offsets partitions.
+        offsets_topic = OffsetsTopic(OffsetsTopicConfig.from_broker(cfg.values), self.topic_admin.create,
+                                     self.metadata_cache.partition_count, lambda: len(self.live_brokers()))
         self.group_coordinator = GroupCoordinator(
-            GroupConfig.from_broker(cfg), OffsetsTopicStore(self, cfg["offsets.commit.timeout.ms"]),
-            ensure_topic=OffsetsTopic(self).ensure)
+            GroupConfig.from_broker(cfg.values),
+            OffsetsTopicStore(self.replica_manager.get, cfg["offsets.commit.timeout.ms"]),
+            ensure_topic=offsets_topic.ensure)
         self.group_coordinator.start()
         await self._register_broker()
         await self._become_controller()
@@ -214,7 +218,7 @@ class Broker:
 
     def _open_logs(self) -> None:
         from kaflet.log.cleaner import CleanerConfig
-        from kaflet.log.log_manager import LogDirLockedError, LogManager
+        from kaflet.log.log_manager import LogDirLockedError
 
         cfg = self.config
         try:
@@ -224,6 +228,7 @@ class Broker:
                 topic_config=lambda topic: self.topic_overrides.get(topic, {}),
                 recovery_point_checkpoint_interval_ms=cfg["log.flush.offset.checkpoint.interval.ms"],
                 log_start_offset_checkpoint_interval_ms=cfg["log.flush.start.offset.checkpoint.interval.ms"],
+                high_watermark_checkpoint_interval_ms=cfg["replica.high.watermark.checkpoint.interval.ms"],
                 retention_check_interval_ms=cfg["log.retention.check.interval.ms"],
                 cleaner_config=CleanerConfig.from_broker(cfg),
             )
@@ -319,8 +324,8 @@ class Broker:
             lst.stop_accepting()
         if self.group_coordinator is not None:
             self.group_coordinator.shutdown()  # answers waiting JoinGroup/SyncGroup so draining is quick
-        for part in list(self.replica_manager.partitions.values()) if self.replica_manager else []:
-            part.wake_fetchers()
+        if self.replica_manager is not None:
+            self.replica_manager.shutdown()  # waiting fetches and acks=all produces are answered
         for lst in self.listeners:
             await lst.drain_and_close(timeout=5.0)
         self._stop_background.set()

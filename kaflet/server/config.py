@@ -81,6 +81,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("log.flush.scheduler.interval.ms", int, LONG_MAX, minimum=0),
     ConfigDef("log.flush.offset.checkpoint.interval.ms", int, 60000, minimum=0),
     ConfigDef("log.flush.start.offset.checkpoint.interval.ms", int, 60000, minimum=0),
+    ConfigDef("replica.high.watermark.checkpoint.interval.ms", int, 5000, minimum=1),
     ConfigDef("log.message.timestamp.type", str, "CreateTime", choices=("CreateTime", "LogAppendTime")),
     ConfigDef("compression.type", str, "producer",
               choices=("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")),

@@ -68,6 +68,7 @@ BROKER_DOCS: dict[str, str] = {
     "log.flush.scheduler.interval.ms": "How often the flusher checks whether a log needs an fsync.",
     "log.flush.offset.checkpoint.interval.ms": "How often the recovery points are checkpointed.",
     "log.flush.start.offset.checkpoint.interval.ms": "How often the log start offsets are checkpointed.",
+    "replica.high.watermark.checkpoint.interval.ms": "How often the high watermarks are checkpointed.",
     "log.retention.check.interval.ms": "How often the broker looks for segments to delete.",
     "log.cleaner.enable": "Whether the log cleaner runs (it is needed by compacted topics).",
     "log.cleaner.threads": "Number of background threads that compact logs.",

@@ -57,6 +57,11 @@ class MetadataCache:
         self.topics_by_id[raw] = name
         return info
 
+    def partition_count(self, name: str) -> int:
+        """How many partitions the topic has here (0: unknown topic)."""
+        info = self.topics.get(name)
+        return len(info.partitions) if info is not None else 0
+
     def remove_topic(self, name: str) -> None:
         info = self.topics.pop(name, None)
         if info is not None:

@@ -7,10 +7,10 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from kaflet.controller import topics as controller_topics
+from kaflet.controller.topics import CreateOutcome, TopicRequest
 from kaflet.metadata.errors import AdminError
 from kaflet.metadata.topic_names import validate as validate_topic_name
 from kaflet.metadata.zkdata import uuid_from_str
@@ -29,27 +29,6 @@ log = logging.getLogger("kaflet.admin")
 SOURCE_TOPIC = 1
 SOURCE_STATIC_BROKER = 4
 SOURCE_DEFAULT = 5
-
-
-@dataclass(slots=True)
-class TopicRequest:
-    """One topic of a CreateTopics request (-1 partitions/RF: the broker's defaults)."""
-
-    name: str
-    num_partitions: int
-    replication_factor: int
-    assignments: dict[int, list[int]] | None
-    configs: dict[str, str | None]
-
-
-@dataclass(slots=True)
-class CreateOutcome:
-    error_code: int = 0
-    error_message: str | None = None
-    topic_id: bytes | None = None
-    num_partitions: int = -1
-    replication_factor: int = -1
-    configs: dict[str, tuple[str, int]] = field(default_factory=dict)
 
 
 class TopicAdmin:

@@ -55,7 +55,9 @@ def _cfg(**props: str | int | float) -> LogConfig:
 
 def _put(lg: Log, key: bytes, value: bytes | None, ts: int = T0, **batch_args: object) -> int:
     batch = build_batch([Record(0, 0, key, value)], base_timestamp=ts, **batch_args)  # type: ignore[arg-type]
-    return lg.append_as_leader(batch, leader_epoch=0, now_ms=ts).base_offset
+    offset = lg.append_as_leader(batch, leader_epoch=0, now_ms=ts).base_offset
+    lg.update_high_watermark(lg.log_end_offset)  # a leader that is its own ISR: all is committed
+    return offset
 
 
 def _batches(lg: Log) -> list:
@@ -179,6 +181,7 @@ def test_codec_producer_fields_and_timestamp_type_preserved(tmp_path: Path) -> N
     lg.append_as_leader(build_batch([Record(0, 0, b"z", b"1"), Record(1, 0, b"z", b"2")], base_timestamp=T0,
                                     compression=COMPRESSION_LZ4, timestamp_type=TIMESTAMP_LOG_APPEND_TIME,
                                     max_timestamp=T0 + 50), leader_epoch=4, now_ms=T0)
+    lg.update_high_watermark(lg.log_end_offset)
     lg.roll()
     _clean(lg)
     (h1, b1), (h2, b2) = _batches(lg)
@@ -199,6 +202,7 @@ def test_last_batch_of_producer_kept_empty_and_state_reloads(tmp_path: Path) -> 
     lg.append_as_leader(build_batch([Record(0, 0, b"p", b"1")], base_timestamp=T0, producer_id=5,
                                     producer_epoch=0, base_sequence=0), leader_epoch=0, now_ms=T0)
     lg.append_as_leader(build_batch([Record(0, 0, b"p", b"2")], base_timestamp=T0), leader_epoch=0, now_ms=T0)
+    lg.update_high_watermark(lg.log_end_offset)
     lg.roll()
     _clean(lg)
     hs = [h for h, _ in _batches(lg)]
@@ -367,7 +371,7 @@ def test_crash_at_each_swap_step_then_reopen(tmp_path: Path, stop_at: str) -> No
     names = os.listdir(d)
     assert any(n.endswith((CLEANED_SUFFIX, SWAP_SUFFIX, DELETED_SUFFIX)) for n in names)
     # Crash: drop the Log without closing it and reopen from the files alone.
-    lg2 = Log(d, _cfg(), recovery_point=0, now_ms=Clock())
+    lg2 = Log(d, _cfg(), recovery_point=0, high_watermark=leo, now_ms=Clock())
     assert _latest(lg2) == latest
     assert lg2.log_end_offset == leo
     left = os.listdir(d)
@@ -565,6 +569,7 @@ def test_worker_error_is_raised_in_the_broker(tmp_path: Path) -> None:
     lg = Log(str(tmp_path / "c-0"), _cfg(), now_ms=Clock())
     lg.append_as_leader(build_batch([Record(0, 0, b"a", b"1"), Record(1, 0, b"b", b"2")], base_timestamp=T0),
                         leader_epoch=0, now_ms=T0)
+    lg.update_high_watermark(lg.log_end_offset)
     lg.roll()
     w = WorkerCleaner(1)  # the map holds 1 key: too small for the 2-record batch
     try:

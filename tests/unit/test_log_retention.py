@@ -37,9 +37,11 @@ def _batch(ts: int, n: int = 3, size: int = 60) -> bytes:
     return build_batch([Record(i, 0, b"k%d" % i, b"v" * size) for i in range(n)], base_timestamp=ts)
 
 
-def _fill(lg: Log, batches: int, ts: int) -> None:
+def _fill(lg: Log, batches: int, ts: int, committed: bool = True) -> None:
     for _ in range(batches):
         lg.append_as_leader(_batch(ts), leader_epoch=0, now_ms=ts)
+    if committed:  # as the partition of a leader that is its own ISR would
+        lg.update_high_watermark(lg.log_end_offset)
 
 
 def _files(lg: Log, suffix: str) -> list[str]:
@@ -93,8 +95,7 @@ def test_active_segment_rolled_and_deleted_when_all_expired(tmp_path: Path) -> N
 
 def test_nothing_deleted_above_the_high_watermark(tmp_path: Path) -> None:
     lg = Log(str(tmp_path / "t-0"), _cfg(**{"retention.ms": 1000}), now_ms=Clock(1_000_000))
-    lg.auto_advance_high_watermark = False
-    _fill(lg, 12, ts=1)
+    _fill(lg, 12, ts=1, committed=False)
     second = lg.segments[1].base_offset
     lg.update_high_watermark(second)  # only the first segment is fully below the HW
     assert lg.delete_old_segments() == 1

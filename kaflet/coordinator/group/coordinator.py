@@ -17,7 +17,7 @@ import enum
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,7 +66,7 @@ class GroupConfig:
     retention_check_interval_ms: int = 600_000
 
     @classmethod
-    def from_broker(cls, cfg: Any) -> GroupConfig:
+    def from_broker(cls, cfg: Mapping[str, Any]) -> GroupConfig:
         return cls(
             min_session_timeout_ms=cfg["group.min.session.timeout.ms"],
             max_session_timeout_ms=cfg["group.max.session.timeout.ms"],

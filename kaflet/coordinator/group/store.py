@@ -1,8 +1,8 @@
 """Reading and writing the __consumer_offsets partitions the coordinator owns.
 
 Writes go through the partition's ordinary leader append path (producer id -1, acks=all
-semantics) and are answered once the high watermark covers them, as Kafka answers a commit
-only when it is replicated. Loading replays a partition from its log start to its high
+semantics) and are answered once the high watermark covers them (the delayed produce of
+``kaflet.replication``), as Kafka answers a commit only when it is replicated. Loading replays a partition from its log start to its high
 watermark: the last record per key wins and a null value (tombstone) deletes.
 """
 
@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from kaflet.coordinator.group import schemas
 from kaflet.protocol.errors import ErrorCode, KafkaError
 from kaflet.protocol.primitives import DecodeError
 from kaflet.protocol.records import Record, build_batch, decode_records, iter_batches
-
-if TYPE_CHECKING:
-    from kaflet.server.broker import Broker
+from kaflet.replication.delayed_produce import wait_for_acks
+from kaflet.replication.partition import Partition
 
 log = logging.getLogger("kaflet.coordinator")
 
@@ -28,6 +27,8 @@ GROUP_METADATA_TOPIC = "__consumer_offsets"
 _LOAD_CHUNK_BYTES = 4 * 1024 * 1024
 
 KeyValue = tuple[bytes, bytes | None]
+#: The partition this broker hosts for (topic, index), or None (``ReplicaManager.get``).
+PartitionLookup = Callable[[str, int], Partition | None]
 
 
 @dataclass(slots=True)
@@ -70,14 +71,18 @@ def replay(loaded: LoadedPartition, key_bytes: bytes | None, value: bytes | None
 
 
 class OffsetsTopicStore:
-    """GroupStore over the broker's __consumer_offsets partitions."""
+    """GroupStore over the broker's __consumer_offsets partitions.
 
-    def __init__(self, broker: Broker, commit_timeout_ms: int) -> None:
-        self.broker = broker
+    ``partitions`` finds the local partition; a write waits up to ``commit_timeout_ms``
+    (offsets.commit.timeout.ms) for the high watermark to cover it.
+    """
+
+    def __init__(self, partitions: PartitionLookup, commit_timeout_ms: int) -> None:
+        self._partition = partitions
         self.commit_timeout_ms = commit_timeout_ms
 
     async def append(self, partition: int, records: list[KeyValue]) -> ErrorCode:
-        part = self.broker.replica_manager.get(GROUP_METADATA_TOPIC, partition)
+        part = self._partition(GROUP_METADATA_TOPIC, partition)
         if part is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         batch = build_batch([Record(i, 0, k, v) for i, (k, v) in enumerate(records)])
@@ -87,19 +92,21 @@ class OffsetsTopicStore:
             return exc.code
         except ValueError:  # the log was closed under us (shutdown, deletion)
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        except OSError:
+            log.exception("append to %s-%d failed", GROUP_METADATA_TOPIC, partition)
+            return ErrorCode.KAFKA_STORAGE_ERROR
         if result.flush_needed:
-            await part.log.flush_until(result.last_offset + 1)
-        # With followers the high watermark trails the append; one broker advances it at once.
-        deadline = time.monotonic() + self.commit_timeout_ms / 1000
-        while part.log.high_watermark <= result.last_offset:
-            if time.monotonic() >= deadline:
-                return ErrorCode.REQUEST_TIMED_OUT
-            await asyncio.sleep(0.01)
-        return ErrorCode.NONE
+            try:
+                await part.log.flush_until(result.last_offset + 1)
+            except OSError:
+                log.exception("fsync of %s-%d failed", GROUP_METADATA_TOPIC, partition)
+                return ErrorCode.KAFKA_STORAGE_ERROR
+        (error,) = await wait_for_acks([(part, result.last_offset + 1)], self.commit_timeout_ms)
+        return error
 
     async def load(self, partition: int) -> LoadedPartition:
         loaded = LoadedPartition()
-        part = self.broker.replica_manager.get(GROUP_METADATA_TOPIC, partition)
+        part = self._partition(GROUP_METADATA_TOPIC, partition)
         if part is None:
             return loaded
         plog = part.log

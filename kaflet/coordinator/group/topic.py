@@ -4,29 +4,52 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
+from kaflet.controller.topics import CreateOutcome, TopicRequest
 from kaflet.coordinator.group.store import GROUP_METADATA_TOPIC
 from kaflet.protocol.errors import ErrorCode
-from kaflet.server.topic_admin import TopicRequest
-
-if TYPE_CHECKING:
-    from kaflet.server.broker import Broker
 
 log = logging.getLogger("kaflet.coordinator")
 
+#: Creates a topic: (request, validate_only, timeout_ms) -> outcome (``TopicAdmin.create``).
+CreateTopic = Callable[[TopicRequest, bool, int], Awaitable[CreateOutcome]]
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetsTopicConfig:
+    """The offsets.topic.* broker configs (Kafka's defaults)."""
+
+    num_partitions: int = 50
+    replication_factor: int = 3
+    segment_bytes: int = 104_857_600
+
+    @classmethod
+    def from_broker(cls, values: Mapping[str, Any]) -> OffsetsTopicConfig:
+        return cls(values["offsets.topic.num.partitions"], values["offsets.topic.replication.factor"],
+                   values["offsets.topic.segment.bytes"])
+
 
 class OffsetsTopic:
-    """Creates the offsets topic when a client first looks for a group coordinator (as Kafka does)."""
+    """Creates the offsets topic when a client first looks for a group coordinator (as Kafka does).
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    ``create_topic`` creates it; ``partition_count`` is how many partitions this broker's
+    metadata shows for a topic (0: unknown); ``live_brokers`` how many brokers are up.
+    """
+
+    def __init__(self, config: OffsetsTopicConfig, create_topic: CreateTopic,
+                 partition_count: Callable[[str], int], live_brokers: Callable[[], int]) -> None:
+        self.config = config
+        self._create_topic = create_topic
+        self._partition_count = partition_count
+        self._live_brokers = live_brokers
         self._lock = asyncio.Lock()
         self._cap_logged = False
 
     def exists(self) -> bool:
-        info = self.broker.metadata_cache.topics.get(GROUP_METADATA_TOPIC)
-        return info is not None and bool(info.partitions)
+        return self._partition_count(GROUP_METADATA_TOPIC) > 0
 
     async def ensure(self, timeout_ms: int = 10_000) -> bool:
         """Create the topic if needed; True once it exists with its partitions in place."""
@@ -35,9 +58,9 @@ class OffsetsTopic:
         async with self._lock:  # concurrent FindCoordinators create it once
             if self.exists():
                 return True
-            cfg = self.broker.config
-            rf = cfg["offsets.topic.replication.factor"]
-            live = max(len(self.broker.live_brokers()), 1)
+            cfg = self.config
+            rf = cfg.replication_factor
+            live = max(self._live_brokers(), 1)
             if rf > live:
                 # Kafka refuses to create the topic until enough brokers are up; a single
                 # broker would then never serve groups, so the factor is capped (said once).
@@ -48,16 +71,16 @@ class OffsetsTopic:
                 rf = live
             req = TopicRequest(
                 name=GROUP_METADATA_TOPIC,
-                num_partitions=cfg["offsets.topic.num.partitions"],
+                num_partitions=cfg.num_partitions,
                 replication_factor=rf,
                 assignments=None,
                 configs={
                     "cleanup.policy": "compact",
-                    "segment.bytes": str(cfg["offsets.topic.segment.bytes"]),
+                    "segment.bytes": str(cfg.segment_bytes),
                     "compression.type": "producer",
                 },
             )
-            out = await self.broker.topic_admin.create(req, False, timeout_ms)
+            out = await self._create_topic(req, False, timeout_ms)
             if out.error_code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
                 log.warning("could not create %s: %s", GROUP_METADATA_TOPIC, out.error_message)
                 return False

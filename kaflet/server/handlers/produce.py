@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import logging
+import time
 
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode, KafkaError
 from kaflet.protocol.produce import PartitionProduceResult, decode_produce_request, encode_produce_response
+from kaflet.replication.delayed_produce import wait_for_acks
+from kaflet.replication.partition import Partition
 from kaflet.security.acl import AclOperation, ResourceType
 from kaflet.server.request_context import RequestContext
 
@@ -18,10 +21,13 @@ log = logging.getLogger("kaflet.produce")
 
 
 async def handle(ctx: RequestContext, body: memoryview) -> bytes | None:
+    started = time.monotonic()
     req = decode_produce_request(body, ctx.version)
     broker = ctx.broker
     results: list[tuple[str, list[PartitionProduceResult]]] = []
     flushes = []
+    # acks=all: (result, partition, offset the high watermark must reach) per appended batch.
+    replicated: list[tuple[PartitionProduceResult, Partition, int]] = []
     any_error = False
     # Kafka's checks: Write on the transactional id for the whole request, Write on each topic.
     # (Since Kafka 3.0 idempotent batches need no IdempotentWrite here: InitProducerId checks it.)
@@ -57,6 +63,8 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes | None:
                 res.log_start_offset = appended.log_start_offset
                 if req.acks != 0 and appended.flush_needed:
                     flushes.append((res, partition.log.flush_until(appended.last_offset + 1)))
+                if req.acks == -1:
+                    replicated.append((res, partition, appended.last_offset + 1))
             except OSError as exc:
                 any_error = True
                 log.error("append to %s-%d failed: %s", topic.name, p.index, exc)
@@ -85,4 +93,12 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes | None:
             log.error("fsync of %s failed: %s", res.index, exc)
             res.error_code = ErrorCode.KAFKA_STORAGE_ERROR
             res.error_message = "Disk error while flushing the log"
+    replicated = [r for r in replicated if r[0].error_code == ErrorCode.NONE]
+    if replicated:
+        # Kafka's DelayedProduce: the request's timeout_ms counts from its arrival.
+        remaining_ms = req.timeout_ms - int((time.monotonic() - started) * 1000)
+        errors = await wait_for_acks([(part, offset) for _, part, offset in replicated], remaining_ms)
+        for (res, _, _), error in zip(replicated, errors, strict=True):
+            if error != ErrorCode.NONE:
+                res.error_code = error
     return encode_produce_response(results, 0, ctx.version)

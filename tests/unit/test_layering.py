@@ -1,0 +1,138 @@
+"""The package's layering: no module imports a package of a higher layer.
+
+Every import statement counts, wherever it is: module level, inside functions, and under
+``if TYPE_CHECKING:`` (an annotation-only import still ties the layers together). Parts below
+server/ get the narrow interfaces they use passed in (callables, Protocols) instead.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import kaflet
+
+# Lowest first. A package may import its own layer and the layers below; a new top-level
+# package must be placed here.
+LAYERS: list[set[str]] = [
+    {"protocol"},
+    {"log", "metadata"},
+    {"security", "controller"},
+    {"network", "replication"},
+    {"quota", "coordinator"},
+    {"server"},
+    {"cli", "embedded_broker", ""},  # "": kaflet/__init__.py
+]
+RANK = {pkg: i for i, layer in enumerate(LAYERS) for pkg in layer}
+ROOT = Path(kaflet.__file__).parent
+
+
+def _package_of(path: Path, root: Path) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
+    return "" if parts == ("__init__",) else parts[0]
+
+
+def _module_of(path: Path, root: Path) -> list[str]:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ["kaflet", *parts]
+
+
+def _imported_packages(path: Path, root: Path) -> Iterator[tuple[int, str]]:
+    """(line, top-level kaflet package) of every import of a kaflet module in ``path``."""
+    module = _module_of(path, root)
+    is_package = path.name == "__init__.py"
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name.split(".") for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module if is_package else module[:-1]
+                base = base[: len(base) - (node.level - 1)]
+                name = [*base, *(node.module.split(".") if node.module else [])]
+            else:
+                name = (node.module or "").split(".")
+            # ``from kaflet import server``: the names are the modules.
+            targets = [[*name, alias.name] for alias in node.names] if name == ["kaflet"] else [name]
+        else:
+            continue
+        for target in targets:
+            if target[0] == "kaflet" and len(target) > 1:
+                yield node.lineno, target[1]
+
+
+def upward_imports(root: Path) -> list[str]:
+    """Every import of a higher layer (or of a package not in LAYERS) under ``root``."""
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        pkg = _package_of(path, root)
+        for line, target in _imported_packages(path, root):
+            if target == pkg:
+                continue
+            where = f"{path.relative_to(root.parent)}:{line}"
+            if pkg not in RANK or target not in RANK:
+                out.append(f"{where}: kaflet.{pkg or '__init__'} -> kaflet.{target}: place the package in LAYERS")
+            elif RANK[target] > RANK[pkg]:
+                out.append(f"{where}: kaflet.{pkg} imports kaflet.{target}, a higher layer")
+    return out
+
+
+def package_cycles(root: Path) -> list[list[str]]:
+    """Cycles between top-level packages (possible within one layer)."""
+    edges: dict[str, set[str]] = {}
+    for path in sorted(root.rglob("*.py")):
+        pkg = _package_of(path, root)
+        edges.setdefault(pkg, set()).update(t for _, t in _imported_packages(path, root) if t != pkg)
+    cycles = []
+    for start in edges:
+        stack = [(start, [start])]
+        while stack:
+            node, trail = stack.pop()
+            for nxt in edges.get(node, ()):
+                if nxt == start:
+                    cycles.append(trail)
+                elif nxt not in trail:
+                    stack.append((nxt, [*trail, nxt]))
+    return cycles
+
+
+def test_no_package_imports_a_higher_layer() -> None:
+    assert upward_imports(ROOT) == []
+
+
+def test_no_import_cycles_between_packages() -> None:
+    assert package_cycles(ROOT) == []
+
+
+def test_nothing_below_server_imports_server() -> None:
+    below = {pkg for pkg, rank in RANK.items() if rank < RANK["server"]}
+    offenders = [
+        f"{path.relative_to(ROOT.parent)}:{line}"
+        for path in ROOT.rglob("*.py") if _package_of(path, ROOT) in below
+        for line, target in _imported_packages(path, ROOT) if target in ("server", "cli", "embedded_broker")
+    ]
+    assert offenders == []
+
+
+def test_checker_sees_type_checking_relative_and_function_imports(tmp_path: Path) -> None:
+    root = tmp_path / "kaflet"
+    for pkg in ("log", "server", "replication"):
+        (root / pkg).mkdir(parents=True)
+        (root / pkg / "__init__.py").write_text("")
+    (root / "__init__.py").write_text("")
+    (root / "log" / "a.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from kaflet.server.broker import Broker\n")
+    (root / "log" / "b.py").write_text("def f():\n    from ..replication import partition\n")
+    (root / "log" / "c.py").write_text("from kaflet import server\nimport kaflet.protocol.errors\n")
+    (root / "replication" / "d.py").write_text("from kaflet.log.log import Log\nfrom . import d\n")
+    found = upward_imports(root)
+    assert found == [
+        "kaflet/log/a.py:3: kaflet.log imports kaflet.server, a higher layer",
+        "kaflet/log/b.py:2: kaflet.log imports kaflet.replication, a higher layer",
+        "kaflet/log/c.py:1: kaflet.log imports kaflet.server, a higher layer",
+    ]
+    (root / "log" / "e.py").write_text("from kaflet.gateway import cache\n")
+    assert upward_imports(root)[-1] == "kaflet/log/e.py:1: kaflet.log -> kaflet.gateway: place the package in LAYERS"
+    assert sorted(package_cycles(root)) == [["log", "replication"], ["replication", "log"]]
