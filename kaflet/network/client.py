@@ -1,7 +1,7 @@
 """A connection from this broker to another one: the controller's channel and the replica fetchers.
 
 `BrokerClient.connect` opens TCP (with a deadline), then TLS and SASL as the inter-broker
-listener requires (`ClientSecurity`, built from the broker config by client_security.py).
+listener requires (`ClientSecurity`, built from the broker config by kaflet/server/inter_broker_security.py).
 Requests are pipelined: each gets the next correlation id and goes out at once; the other
 broker answers a connection's requests in order, so every response must match the oldest
 request in flight, and anything else is a broken connection.
@@ -89,7 +89,7 @@ CONNECT_TIMEOUT_S = 10.0
 @dataclass(frozen=True, slots=True)
 class InterBrokerSettings:
     """The inter-broker listener and how to connect to it on the other brokers
-    (kaflet.network.client_security builds it from the broker config)."""
+    (kaflet.server.inter_broker_security builds it from the broker config)."""
 
     listener: str = "PLAINTEXT"
     security: ClientSecurity = PLAINTEXT

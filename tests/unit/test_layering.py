@@ -18,8 +18,9 @@ import kaflet
 LAYERS: list[set[str]] = [
     {"protocol"},
     {"log", "metadata"},
-    {"security", "controller"},
-    {"network", "replication"},
+    {"security"},
+    {"network"},
+    {"controller", "replication"},
     {"quota", "coordinator"},
     {"server"},
     {"cli", "embedded_broker", ""},  # "": kaflet/__init__.py

@@ -6,8 +6,8 @@ import ssl
 
 import pytest
 
-from kaflet.network.client_security import inter_broker_settings
 from kaflet.server.config import BrokerConfig, ConfigError
+from kaflet.server.inter_broker_security import inter_broker_settings
 from tests.support.certs import Pki, make_pki
 
 PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" '
