@@ -20,6 +20,16 @@ class OffsetOutOfRangeError(LogError):
         super().__init__(ErrorCode.OFFSET_OUT_OF_RANGE, message)
 
 
+class UnexpectedAppendOffsetError(LogError):
+    """A follower append whose first offset is below the log end offset (Kafka's
+    UnexpectedAppendOffsetException); ``first_offset``/``last_offset`` are the appended range."""
+
+    def __init__(self, message: str, first_offset: int, last_offset: int) -> None:
+        super().__init__(ErrorCode.UNKNOWN_SERVER_ERROR, message)
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+
+
 class ProducerStateError(LogError):
     """An idempotent/transactional producer check failed (out of order, fenced epoch, ...)."""
 

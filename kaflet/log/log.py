@@ -37,7 +37,7 @@ from kaflet.log.checkpoints import (
     write_partition_metadata,
 )
 from kaflet.log.config import LONG_MAX, LogConfig
-from kaflet.log.errors import OffsetOutOfRangeError
+from kaflet.log.errors import LogError, OffsetOutOfRangeError, UnexpectedAppendOffsetError
 from kaflet.log.leader_epoch import LeaderEpochCache
 from kaflet.log.producer_state import ProducerStateManager
 from kaflet.log.segment import (
@@ -55,10 +55,15 @@ from kaflet.log.segment import (
 )
 from kaflet.protocol.errors import ErrorCode
 from kaflet.protocol.records import (
+    BATCH_HEADER_SIZE,
+    INT32_MAX,
     LOG_OVERHEAD,
+    MAGIC_V2,
+    MIN_BATCH_LENGTH,
     TIMESTAMP_LOG_APPEND_TIME,
     BatchHeader,
     RecordError,
+    check_crc,
     decode_records,
     parse_batch_header,
     recompress_batch,
@@ -98,6 +103,20 @@ class AppendResult(NamedTuple):
     log_start_offset: int
     record_count: int
     duplicate: bool
+    flush_needed: bool = False
+
+
+class FollowerAppendResult(NamedTuple):
+    """Outcome of ``append_as_follower``: the offsets and bytes appended.
+
+    ``last_epoch``: the partition leader epoch of the last batch (the follower's last fetched
+    epoch). ``flush_needed`` as in ``AppendResult``.
+    """
+
+    first_offset: int
+    last_offset: int
+    valid_bytes: int
+    last_epoch: int
     flush_needed: bool = False
 
 
@@ -467,16 +486,98 @@ class Log:
         if leader_epoch >= 0 and leader_epoch > self.leader_epoch_cache.latest_epoch:
             # Rare (once per leader epoch); Kafka writes this checkpoint synchronously too.
             self.leader_epoch_cache.assign(leader_epoch, first)
-        seg.append(last, max_ts, shallow, buf)
-        self._leo = last + 1
-        ps = self.producer_state
-        for h in final:
-            if h.producer_id >= 0:
-                ps.update(h)
-        ps.map_end_offset = self._leo
+        self._write(seg, last, max_ts, shallow, buf, final)
         flush_needed = self._leo - self._recovery_point >= cfg.flush_messages
         return AppendResult(first, last, now if lat else -1, self.log_start_offset, last - first + 1, False,
                             flush_needed)
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview) -> FollowerAppendResult | None:
+        """Append record batches fetched from the leader, keeping the leader's offsets (Kafka's
+        ``appendAsFollower``); None when ``records`` holds no whole batch.
+
+        A fetch response may end with part of a batch; only whole batches are appended. Each
+        batch's CRC is checked and its offsets must move forward; keys, timestamps, sizes and
+        sequences were the leader's to check and are not validated again. The partition leader
+        epochs stamped by the leader go into the leader-epoch cache, and producer state follows
+        the batches. Offsets may leave gaps (a compacted leader), never go back: a first offset
+        below the log end offset raises UnexpectedAppendOffsetError. Corrupt or malformed
+        batches raise RecordError (CORRUPT_MESSAGE) and out-of-order offsets LogError; nothing
+        is written then.
+        """
+        if self._closed:
+            raise ValueError(f"log {self.dir} is closed")
+        mv = records if isinstance(records, memoryview) else memoryview(records)
+        headers: list[BatchHeader] = []
+        n = len(mv)
+        pos = 0
+        prev_last = -1
+        while n - pos >= BATCH_HEADER_SIZE:
+            h = parse_batch_header(mv, pos)
+            if h.length < MIN_BATCH_LENGTH:
+                raise RecordError(ErrorCode.CORRUPT_MESSAGE,
+                                  f"batch length {h.length} at position {pos} is below the minimum {MIN_BATCH_LENGTH}")
+            if pos + h.size > n:
+                break  # the partial batch a size limit cut off
+            if h.magic != MAGIC_V2:
+                raise RecordError(ErrorCode.CORRUPT_MESSAGE, f"batch with magic {h.magic} at offset {h.base_offset}: "
+                                  "kaflet stores only magic 2 batches")
+            if not check_crc(mv, pos, h):
+                raise RecordError(ErrorCode.CORRUPT_MESSAGE,
+                                  f"Record batch at offset {h.base_offset} is corrupt (stored crc = {h.crc}) in "
+                                  f"{self.topic}-{self.partition}")
+            if h.last_offset_delta < 0 or h.base_offset <= prev_last:
+                raise LogError(ErrorCode.UNKNOWN_SERVER_ERROR,
+                               f"Out of order offsets found in append to {self.topic}-{self.partition}: batch "
+                               f"{h.base_offset}..{h.last_offset} after offset {prev_last}")
+            prev_last = h.last_offset
+            headers.append(h)
+            pos += h.size
+        if not headers:
+            return None
+        first = headers[0].base_offset
+        if first < self._leo:
+            raise UnexpectedAppendOffsetError(
+                f"Unexpected offset in append to {self.topic}-{self.partition}. First offset {first} is less than "
+                f"the next offset {self._leo}. Last offset in append: {prev_last}. Log start offset = "
+                f"{self.log_start_offset}", first, prev_last)
+        if prev_last - first > INT32_MAX or pos > self.config.segment_bytes:
+            # Wider (offset gaps of a compacted leader) or larger than one segment can hold:
+            # one batch at a time, so each may roll the segment.
+            start = 0
+            for h in headers:
+                self._append_fetched(mv[start : start + h.size], [h])
+                start += h.size
+        else:
+            self._append_fetched(mv[:pos], headers)
+        return FollowerAppendResult(first, prev_last, pos, headers[-1].partition_leader_epoch,
+                                    self._leo - self._recovery_point >= self.config.flush_messages)
+
+    def _append_fetched(self, data: memoryview, headers: list[BatchHeader]) -> None:
+        max_ts, shallow = -1, -1
+        for h in headers:
+            if h.max_timestamp > max_ts:
+                max_ts, shallow = h.max_timestamp, h.last_offset
+        first, last = headers[0].base_offset, headers[-1].last_offset
+        seg = self._maybe_roll(len(data), max_ts, last, first, self._time())
+        cache = self.leader_epoch_cache
+        latest = cache.latest_epoch
+        for h in headers:
+            # The epoch cache only grows at a new epoch (rare): its checkpoint is written then.
+            if h.partition_leader_epoch != latest and h.partition_leader_epoch >= 0:
+                cache.assign(h.partition_leader_epoch, h.base_offset)
+                latest = cache.latest_epoch
+        self._write(seg, last, max_ts, shallow, data, headers)
+
+    def _write(self, seg: LogSegment, last: int, max_ts: int, shallow: int, data: bytes | bytearray | memoryview,
+               headers: list[BatchHeader]) -> None:
+        """Append batches whose offsets are final to the active segment; producer state follows."""
+        seg.append(last, max_ts, shallow, data)
+        self._leo = last + 1
+        ps = self.producer_state
+        for h in headers:
+            if h.producer_id >= 0:
+                ps.update(h)
+        ps.map_end_offset = self._leo
 
     def _validate_records(self, mv: memoryview, infos: list, now: int, cfg: LogConfig) -> None:
         # The slow path: only compacted topics and a timestamp-difference limit need records.

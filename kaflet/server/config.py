@@ -82,6 +82,15 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("log.flush.offset.checkpoint.interval.ms", int, 60000, minimum=0),
     ConfigDef("log.flush.start.offset.checkpoint.interval.ms", int, 60000, minimum=0),
     ConfigDef("replica.high.watermark.checkpoint.interval.ms", int, 5000, minimum=1),
+    # Replication (kaflet/replication): the leader's ISR rule and the followers' fetchers.
+    ConfigDef("replica.lag.time.max.ms", int, 30000, minimum=1),
+    ConfigDef("num.replica.fetchers", int, 1, minimum=1),
+    ConfigDef("replica.fetch.wait.max.ms", int, 500, minimum=0),
+    ConfigDef("replica.fetch.min.bytes", int, 1, minimum=0),
+    ConfigDef("replica.fetch.max.bytes", int, 1048576, minimum=0),
+    ConfigDef("replica.fetch.response.max.bytes", int, 10485760, minimum=0),
+    ConfigDef("replica.fetch.backoff.ms", int, 1000, minimum=0),
+    ConfigDef("replica.socket.timeout.ms", int, 30000, minimum=1),
     ConfigDef("log.message.timestamp.type", str, "CreateTime", choices=("CreateTime", "LogAppendTime")),
     ConfigDef("compression.type", str, "producer",
               choices=("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")),
@@ -215,6 +224,13 @@ class BrokerConfig:
             self.values["log.dirs"] = [self.values["log.dir"]]
         if not self.values["log.dirs"]:
             raise ConfigError("log.dirs must name at least one directory")
+        # Kafka's own cross-checks (KafkaConfig.validateValues).
+        if self.values["replica.fetch.wait.max.ms"] > self.values["replica.socket.timeout.ms"]:
+            raise ConfigError("replica.socket.timeout.ms should always be at least replica.fetch.wait.max.ms to "
+                              "prevent unnecessary socket timeouts")
+        if self.values["replica.fetch.wait.max.ms"] > self.values["replica.lag.time.max.ms"]:
+            raise ConfigError("replica.fetch.wait.max.ms should always be less than or equal to "
+                              "replica.lag.time.max.ms to prevent frequent changes in ISR")
 
     @staticmethod
     def _parse(d: ConfigDef, raw: str) -> Any:
