@@ -6,19 +6,37 @@ it is the smallest log end offset among the ISR and the followers that are caugh
 ``maybeIncrementLeaderHW``); it only moves forward, and every move completes the acks=all
 requests it satisfies (``delayed_produce``). A leader that is its own ISR therefore commits
 each batch as it is appended. Followers report their position through
-``update_follower_fetch_state`` (the Fetch handler's job once brokers replicate).
+``update_follower_fetch_state`` (called by Fetch for replica fetches).
+
+The leader also changes the ISR itself, as Kafka 2.5-2.8 brokers do in ZooKeeper mode: a
+follower whose log end offset reaches the high watermark (and that fetched in this leader epoch)
+is added, one that has not caught up for ``replica.lag.time.max.ms`` is removed
+(``maybe_shrink_isr``, run periodically by the replica manager). Each change is written to the
+partition's state znode through an ``IsrWriter``, conditionally on the znode version the
+controller sent (the partition epoch); until the write is answered the change is pending and
+the high watermark counts the larger of the two ISRs (Kafka's "maximal ISR"), and a write that
+fails leaves it pending until the next LeaderAndIsr, as Kafka gives up on a version conflict.
+
+As follower, the replica fetcher appends what the leader sent (``append_as_follower``),
+truncates, and follows the leader's high watermark and log start offset.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
-from kaflet.log.log import AppendResult, Log
+from kaflet.log.errors import UnexpectedAppendOffsetError
+from kaflet.log.log import AppendResult, FollowerAppendResult, Log
+from kaflet.metadata.zkdata import LeaderAndIsr
 from kaflet.protocol.errors import ErrorCode, KafkaError
 from kaflet.replication.delayed_produce import HighWatermarkWaiters
+
+log = logging.getLogger("kaflet.partition")
 
 #: A remote replica's offset before its first fetch (Kafka's UnifiedLog.UnknownOffset).
 UNKNOWN_OFFSET = -1
@@ -79,12 +97,30 @@ class Replica:
         self.last_caught_up_time_ms = now_ms if in_sync else 0
 
 
+class IsrWriter(Protocol):
+    """Writes a leader's ISR change to the partition's state znode (``replication/isr.py``)."""
+
+    def submit(self, topic: str, partition: int, state: LeaderAndIsr,
+               on_done: Callable[[int | None], None]) -> None:
+        """Write ``state`` if the znode's version is still ``state.zk_version``; ``on_done``
+        gets the new version, or None when the write was given up (the version moved on)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class PendingIsrChange:
+    """An ISR change written but not yet answered (Kafka's PendingExpandIsr / PendingShrinkIsr)."""
+
+    expand: bool
+    isr: tuple[int, ...]  # the ISR proposed
+
+
 class Partition:
     """Leadership, replica tracking and waiters of one partition hosted by this broker."""
 
     def __init__(self, topic: str, index: int, topic_id: str, log: Log, broker_id: int, *,
                  replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS,
-                 now_ms: Callable[[], int] = _now_ms) -> None:
+                 now_ms: Callable[[], int] = _now_ms, isr_writer: IsrWriter | None = None) -> None:
         self.topic = topic
         self.index = index
         self.topic_id = topic_id
@@ -95,8 +131,18 @@ class Partition:
         self.leader = -1
         self.leader_epoch = -1  # Kafka's initial value: the first LeaderAndIsr brings epoch 0
         self.replicas: list[int] = []
+        #: The committed ISR (as in the state znode); see ``maximal_isr`` while a change is pending.
         self.isr: list[int] = []
-        self._isr_set: frozenset[int] = frozenset()
+        self._isr_set: frozenset[int] = frozenset()  # the maximal ISR
+        self.pending_isr: PendingIsrChange | None = None
+        self.isr_writer = isr_writer
+        #: Epoch of the controller that made the leadership decision (written back with the ISR).
+        self.controller_epoch = -1
+        #: Version of the partition state znode (the partition epoch), -1 when unknown.
+        self.zk_version = -1
+        #: Where this leader's epoch starts in the log (None as follower): a follower joins the
+        #: ISR only once it has reached it.
+        self.leader_epoch_start_offset: int | None = None
         #: Followers by broker id (the assigned replicas other than this broker), while leader.
         self.remote_replicas: dict[int, Replica] = {}
         self._waiters: set[asyncio.Future[None]] = set()
@@ -111,10 +157,20 @@ class Partition:
 
     # -- leadership -------------------------------------------------------------------------
 
+    @property
+    def maximal_isr(self) -> frozenset[int]:
+        """The ISR as the high watermark sees it: with a pending expansion the new member is
+        already counted, with a pending shrink the leaving ones still are (Kafka's rule)."""
+        return self._isr_set
+
+    def _set_isr(self, isr: list[int], pending: PendingIsrChange | None = None) -> None:
+        self.isr = list(isr)
+        self.pending_isr = pending
+        self._isr_set = frozenset(pending.isr if pending is not None and pending.expand else isr)
+
     def _update_assignment_and_isr(self, replicas: list[int], isr: list[int], is_leader: bool) -> None:
         self.replicas = list(replicas)
-        self.isr = list(isr)
-        self._isr_set = frozenset(isr)
+        self._set_isr(isr)
         if not is_leader:
             self.remote_replicas.clear()
             return
@@ -125,17 +181,22 @@ class Partition:
         for gone in [r for r in self.remote_replicas if r not in followers]:
             del self.remote_replicas[gone]
 
-    def make_leader(self, leader_epoch: int, replicas: list[int], isr: list[int]) -> bool:
+    def make_leader(self, leader_epoch: int, replicas: list[int], isr: list[int], *, zk_version: int = -1,
+                    controller_epoch: int = -1) -> bool:
         """Lead at ``leader_epoch`` with this assignment and ISR (LeaderAndIsr, or the
         single-broker controller); the same epoch again only updates replicas and ISR.
-        Returns whether the high watermark moved. A stale epoch is ignored.
+        ``zk_version`` is the state znode's version, ``controller_epoch`` the epoch of the
+        controller that decided. Returns whether the high watermark moved. A stale epoch is
+        ignored.
         """
         if leader_epoch < self.leader_epoch:
             return False
         now = self._time()
         is_new_leader = not self.is_leader
         self._update_assignment_and_isr(replicas, isr, is_leader=True)
-        if leader_epoch > self.leader_epoch:
+        self.zk_version = zk_version
+        self.controller_epoch = controller_epoch
+        if leader_epoch > self.leader_epoch or self.leader_epoch_start_offset is None:
             start = self.log.log_end_offset
             # A follower may hold entries of a later epoch than any here; caching where this
             # epoch starts lets it find the offset to truncate to.
@@ -143,24 +204,29 @@ class Partition:
             for replica in self.remote_replicas.values():
                 replica.reset(now, start, is_new_leader, replica.broker_id in self._isr_set)
             self.leader_epoch = leader_epoch
+            self.leader_epoch_start_offset = start
         self.leader = self.broker_id
         # The ISR may be down to this broker: the high watermark may move at once.
         return self.maybe_increment_high_watermark(now)
 
-    def make_follower(self, leader: int, leader_epoch: int, replicas: list[int]) -> bool:
+    def make_follower(self, leader: int, leader_epoch: int, replicas: list[int], *, zk_version: int = -1,
+                      controller_epoch: int = -1) -> bool:
         """Follow ``leader`` at ``leader_epoch``. Requests waiting for acks here are answered
-        NOT_LEADER_OR_FOLLOWER and waiting fetches are woken. Returns whether the epoch is new
-        (the follower fetcher must then restart); a stale epoch is ignored.
+        NOT_LEADER_OR_FOLLOWER and waiting fetches are woken. Returns whether the leader or
+        the epoch changed (the follower fetcher must then restart); a stale epoch is ignored.
         """
         if leader_epoch < self.leader_epoch:
             return False
-        is_new_epoch = leader_epoch > self.leader_epoch
+        changed = leader_epoch > self.leader_epoch or leader != self.leader
         self.leader = leader
         self.leader_epoch = leader_epoch
+        self.leader_epoch_start_offset = None
+        self.zk_version = zk_version
+        self.controller_epoch = controller_epoch
         self._update_assignment_and_isr(replicas, [], is_leader=False)
         self._acks.complete_all(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         self.wake_fetchers()
-        return is_new_epoch
+        return changed
 
     def close(self, error: ErrorCode) -> None:
         """The partition leaves this broker (topic deleted, broker stopping): every waiting
@@ -211,8 +277,8 @@ class Partition:
 
         ``leader_end_offset``: this log's end when the fetch was read (default: now). Raises
         KafkaError NOT_LEADER_OR_FOLLOWER when this broker does not lead the partition or
-        ``replica_id`` is not one of its followers. Extending the ISR is the controller's
-        business and not done here.
+        ``replica_id`` is not one of its followers. A follower that has caught up is added to
+        the ISR (``maybe_expand_isr``).
         """
         if not self.is_leader:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
@@ -225,9 +291,73 @@ class Partition:
         leo = self.log.log_end_offset if leader_end_offset is None else leader_end_offset
         previous = replica.log_end_offset
         replica.update_fetch_state(fetch_offset, log_start_offset, now_ms, leo)
+        self.maybe_expand_isr(replica)
         if replica.log_end_offset == previous:
             return False
         return self.maybe_increment_high_watermark(now_ms)
+
+    # -- ISR changes (leader) ----------------------------------------------------------------
+
+    def maybe_expand_isr(self, replica: Replica) -> None:
+        """Add ``replica`` to the ISR if it is not in it, has reached the high watermark and
+        has fetched in this leader epoch (at or past where the epoch starts), so a replica
+        missing committed data of this epoch never joins (Kafka's ``maybeExpandIsr``)."""
+        if self.pending_isr is not None or replica.broker_id in self._isr_set or not self.is_leader:
+            return
+        end = replica.log_end_offset
+        start = self.leader_epoch_start_offset
+        if end >= self.log.high_watermark and start is not None and end >= start:
+            self._propose_isr(PendingIsrChange(True, (*self.isr, replica.broker_id)))
+
+    def out_of_sync_replicas(self, max_lag_ms: int, now_ms: int | None = None) -> set[int]:
+        """Followers in the ISR that are behind the leader's end and have not caught up for
+        ``max_lag_ms`` (stuck or slow); empty while an ISR change is pending."""
+        if self.pending_isr is not None or not self.is_leader:
+            return set()
+        now = self._time() if now_ms is None else now_ms
+        leo = self.log.log_end_offset
+        out = set()
+        for r in self.isr:
+            replica = self.remote_replicas.get(r)
+            if replica is not None and replica.log_end_offset != leo and now - replica.last_caught_up_time_ms > max_lag_ms:
+                out.add(r)
+        return out
+
+    def maybe_shrink_isr(self, now_ms: int | None = None) -> bool:
+        """Remove the out-of-sync followers from the ISR (Kafka's ``maybeShrinkIsr``); returns
+        whether a change was proposed."""
+        out = self.out_of_sync_replicas(self.replica_lag_time_max_ms, now_ms)
+        if not out:
+            return False
+        new_isr = tuple(r for r in self.isr if r not in out)
+        log.info("%s-%d: shrinking ISR from %s to %s; leader high watermark %d, end offset %d; out of sync: %s",
+                 self.topic, self.index, self.isr, list(new_isr), self.log.high_watermark, self.log.log_end_offset,
+                 ", ".join(f"(broker {r}, end offset {self.remote_replicas[r].log_end_offset})" for r in sorted(out)))
+        self._propose_isr(PendingIsrChange(False, new_isr))
+        return True
+
+    def _propose_isr(self, change: PendingIsrChange) -> None:
+        if self.isr_writer is None:
+            return  # not managed by a replica manager (tests of the leader alone): the ISR stays
+        self._set_isr(self.isr, change)
+        state = LeaderAndIsr(self.broker_id, self.leader_epoch, list(change.isr), self.controller_epoch,
+                             zk_version=self.zk_version)
+        self.isr_writer.submit(self.topic, self.index, state, lambda version: self._isr_written(change, version))
+
+    def _isr_written(self, change: PendingIsrChange, new_version: int | None) -> None:
+        if self.pending_isr is not change:
+            return  # a LeaderAndIsr has set the state since: this answer is out of date
+        if new_version is None:
+            # Kafka gives up on a version conflict: the change stays pending (and no other is
+            # tried) until the controller's next LeaderAndIsr sets the partition's state.
+            log.info("%s-%d: failed to update the ISR to %s (state znode version %d moved on); waiting for the "
+                     "controller's next LeaderAndIsr", self.topic, self.index, list(change.isr), self.zk_version)
+            return
+        self.zk_version = new_version
+        self._set_isr(list(change.isr))
+        log.info("%s-%d: ISR updated to %s and version updated to %d", self.topic, self.index, self.isr, new_version)
+        # A shrink may let the high watermark move (or leave acks=all short of min.insync.replicas).
+        self.maybe_increment_high_watermark()
 
     def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, ErrorCode]:
         """For acks=all: (whether the request is answered, its error). Kafka's rule: answered
@@ -240,7 +370,7 @@ class Partition:
         return False, ErrorCode.NONE
 
     def _acks_error(self) -> ErrorCode:
-        if len(self.isr) >= self.log.config.min_insync_replicas:
+        if len(self._isr_set) >= self.log.config.min_insync_replicas:
             return ErrorCode.NONE
         return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
 
@@ -275,6 +405,35 @@ class Partition:
         if not self.maybe_increment_high_watermark():
             self.wake_fetchers()  # followers wait for new data, not for the high watermark
         return result
+
+    # -- follower writes ----------------------------------------------------------------------
+
+    def append_as_follower(self, records: memoryview) -> FollowerAppendResult | None:
+        """Append what the leader sent (``Log.append_as_follower``). A first fetch into an empty
+        log may start inside a batch (the leader's log start offset moved by DeleteRecords):
+        the log then restarts at that batch's first offset, as Kafka does."""
+        log_ = self.log
+        try:
+            return log_.append_as_follower(records)
+        except UnexpectedAppendOffsetError as exc:
+            leo = log_.log_end_offset
+            if not (leo == log_.log_start_offset and exc.first_offset < leo <= exc.last_offset):
+                raise
+            log.info("%s-%d: first offset %d of the fetched records is below the log start offset %d; this is "
+                     "the first append, so the log restarts at %d", self.topic, self.index, exc.first_offset,
+                     leo, exc.first_offset)
+            log_.truncate_fully_and_start_at(exc.first_offset)
+            return log_.append_as_follower(records)
+
+    def follow_leader_offsets(self, leader_high_watermark: int, leader_log_start_offset: int) -> bool:
+        """After an append: the follower's high watermark is the leader's, bounded by its own
+        log end offset; its log start offset follows the leader's (never past that high
+        watermark). Returns whether the log start offset moved (segments below it may go)."""
+        log_ = self.log
+        hw = log_.update_high_watermark(leader_high_watermark)
+        if leader_log_start_offset > log_.log_start_offset:
+            return log_.maybe_increment_log_start_offset(min(leader_log_start_offset, hw))
+        return False
 
     def delete_records(self, offset: int) -> int:
         """DeleteRecords on the leader: move the log start offset to ``offset`` (-1: the high
