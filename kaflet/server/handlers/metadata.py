@@ -50,7 +50,6 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes:
     topics = []
     to_create: list[str] = []
     live = broker.live_brokers()
-    live_ids = {b.id for b in live}
     for name, tid in names:
         info: TopicInfo | None = None
         by_id = name is None
@@ -83,7 +82,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes:
                 error_code=code, name=name, topic_id=uuid.UUID(int=0), is_internal=False, partitions=[]))
             continue
         ops = ctx.authorized_operations(ResourceType.TOPIC, name) if include_ops else NO_OPERATIONS
-        topics.append(_topic(R, info, ops, live_ids))
+        topics.append(_topic(R, info, ops))
     if to_create:
         await broker.topic_admin.auto_create(to_create)
 
@@ -123,15 +122,14 @@ def cluster_operations(ctx: RequestContext) -> set[int]:
     return ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
 
 
-def _topic(R: Any, info: TopicInfo, ops: set[int] | None, live_ids: set[int]) -> Any:
+def _topic(R: Any, info: TopicInfo, ops: set[int] | None) -> Any:
     P = R.MetadataResponseTopic.MetadataResponsePartition
     parts = []
     for idx in sorted(info.partitions):
         p = info.partitions[idx]
         code = ErrorCode.NONE if p.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE
-        offline = [r for r in p.replicas if r not in live_ids]
         parts.append(P(error_code=code, partition_index=idx, leader_id=p.leader, leader_epoch=p.leader_epoch,
-                       replica_nodes=p.replicas, isr_nodes=p.isr, offline_replicas=offline))
+                       replica_nodes=p.replicas, isr_nodes=p.isr, offline_replicas=p.offline_replicas))
     return R.MetadataResponseTopic(
         error_code=0, name=info.name, topic_id=uuid.UUID(bytes=info.topic_id), is_internal=info.internal,
         partitions=parts, authorized_operations=ops,
