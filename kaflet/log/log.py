@@ -390,6 +390,11 @@ class Log:
         self._high_watermark = max(self.log_start_offset, min(offset, self._leo))
         return self._high_watermark
 
+    def assign_topic_id(self, topic_id: str) -> None:
+        """Give a log created without a topic id its id (written to ``partition.metadata``)."""
+        write_partition_metadata(os.path.join(self.dir, PARTITION_METADATA), topic_id)
+        self.topic_id = topic_id
+
     def update_config(self, config: LogConfig) -> None:
         """Apply changed topic configs (takes effect for following appends/rolls)."""
         self.config = config

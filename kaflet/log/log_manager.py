@@ -86,6 +86,7 @@ class LogManager:
         recovery_point_checkpoint_interval_ms: int = 60000,
         log_start_offset_checkpoint_interval_ms: int = 60000,
         high_watermark_checkpoint_interval_ms: int = 5000,
+        high_watermark_checkpoints: bool = True,
         flush_check_interval_ms: int = 1000,
         retention_check_interval_ms: int = 300000,
         cleaner_config: CleanerConfig | None = None,
@@ -103,6 +104,9 @@ class LogManager:
         self.recovery_point_checkpoint_interval_ms = recovery_point_checkpoint_interval_ms
         self.log_start_offset_checkpoint_interval_ms = log_start_offset_checkpoint_interval_ms
         self.high_watermark_checkpoint_interval_ms = high_watermark_checkpoint_interval_ms
+        #: Whether the periodic high watermark checkpoint runs (Kafka starts it with the first
+        #: LeaderAndIsr: ``start_high_watermark_checkpoints``); shutdown writes it regardless.
+        self.high_watermark_checkpoints = high_watermark_checkpoints
         self.flush_check_interval_ms = flush_check_interval_ms
         self.retention_check_interval_ms = retention_check_interval_ms
         # Two checkpoint writes must not interleave: both go through the same ``.tmp`` file.
@@ -293,6 +297,10 @@ class LogManager:
         for d, offsets in self._offsets_by_dir("log_start_offset").items():
             write_offset_checkpoint(os.path.join(d, LOG_START_OFFSET_CHECKPOINT), offsets)
 
+    def start_high_watermark_checkpoints(self) -> None:
+        """Start the periodic high watermark checkpoint (if not running yet)."""
+        self.high_watermark_checkpoints = True
+
     def checkpoint_high_watermarks(self) -> None:
         """Write every dir's replication-offset-checkpoint (blocking)."""
         for d, offsets in self._offsets_by_dir("high_watermark").items():
@@ -384,7 +392,7 @@ class LogManager:
                 if now - last_ls >= self.log_start_offset_checkpoint_interval_ms:
                     last_ls = now
                     await self._write_checkpoint_async(LOG_START_OFFSET_CHECKPOINT, "log_start_offset")
-                if now - last_hw >= self.high_watermark_checkpoint_interval_ms:
+                if self.high_watermark_checkpoints and now - last_hw >= self.high_watermark_checkpoint_interval_ms:
                     last_hw = now
                     await self._write_checkpoint_async(REPLICATION_OFFSET_CHECKPOINT, "high_watermark")
                 if any(t <= now for _, t in self._pending_deletes):

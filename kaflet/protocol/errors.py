@@ -103,6 +103,14 @@ class ErrorCode(IntEnum):
     UNSUPPORTED_ENDPOINT_TYPE = 115
 
 
+def error_name(code: int) -> str:
+    """The error code's name for log lines (``error 1234`` for a code Kafka does not define)."""
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return f"error {code}"
+
+
 class KafkaError(Exception):
     """An error that a handler turns into an error code (and message) in its response."""
 

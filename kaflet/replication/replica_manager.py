@@ -1,38 +1,144 @@
-"""The partitions this broker hosts, created and removed as the metadata says."""
+"""The partitions this broker hosts, and the controller's requests that change them (Kafka's
+ReplicaManager in ZooKeeper mode).
+
+``become_leader_or_follower`` applies a LeaderAndIsr request, ``stop_replicas`` a StopReplica
+request and ``maybe_update_metadata_cache`` an UpdateMetadata request. Each takes the request
+object (decoded from the wire, or handed over in-process by this broker's own controller) with
+this broker's current epoch, and returns the response object, with Kafka's checks and error
+codes: STALE_BROKER_EPOCH for a request meant for an earlier registration of this broker,
+STALE_CONTROLLER_EPOCH for one from a controller older than the newest seen; per partition,
+a leader epoch not newer than the hosted one is refused, as is a topic id other than the log's.
+
+Becoming leader stops the partition's fetcher and makes it lead at the new epoch (its followers'
+positions reset); becoming follower makes it follow and hands it to the fetcher of its new
+leader, which truncates and then fetches (``fetcher.py``). The broker learns of both through
+``on_leadership_change`` (the group coordinator loads and unloads ``__consumer_offsets``
+partitions this way) and of stopped replicas through ``on_replicas_stopped``. The first
+LeaderAndIsr starts the high watermark checkpoints, as in Kafka. A periodic task removes
+lagging followers from the ISR of the partitions led here (every ``replica.lag.time.max.ms``/2).
+"""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from kaflet.log.config import LogConfig
 from kaflet.log.log_manager import LogManager
+from kaflet.metadata.zkdata import ZERO_UUID, uuid_to_str
+from kaflet.network.client import BrokerConnectionError
+from kaflet.protocol import codec
+from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
-from kaflet.replication.partition import DEFAULT_REPLICA_LAG_TIME_MAX_MS, Partition
+from kaflet.replication.config import ReplicationConfig
+from kaflet.replication.fetcher import (
+    BrokerEndpoint,
+    Connector,
+    InitialFetchState,
+    LeaderConnection,
+    ReplicaFetcherManager,
+)
+from kaflet.replication.partition import IsrWriter, Partition
 
 log = logging.getLogger("kaflet.replica")
+
+#: StopReplica's leader epoch: no check (NoEpoch), and the topic is being deleted (EpochDuringDelete).
+NO_EPOCH = -1
+EPOCH_DURING_DELETE = -2
+#: The epoch a broker starts with before any controller request (KafkaController.InitialControllerEpoch).
+INITIAL_CONTROLLER_EPOCH = 0
+#: Broker epoch of a request from a controller that does not send one.
+UNKNOWN_BROKER_EPOCH = -1
+
+#: (partitions this broker now leads, partitions it now follows), after each LeaderAndIsr.
+LeadershipCallback = Callable[[Sequence[Partition], Sequence[Partition]], None]
+#: (topic, partition, deleted) of every replica a StopReplica stopped.
+StoppedCallback = Callable[[Sequence[tuple[str, int, bool]]], None]
+#: Applies an UpdateMetadata request to the metadata cache; returns the partitions removed.
+MetadataUpdater = Callable[[Any], list[tuple[str, int]]]
+#: A live broker's inter-broker endpoint (host, port), from the metadata cache; None if unknown.
+EndpointLookup = Callable[[int], tuple[str, int] | None]
+#: Whether the metadata cache knows a partition.
+PartitionKnown = Callable[[str, int], bool]
 
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def _is_stale_broker_epoch(request_epoch: int, broker_epoch: int) -> bool:
+    # A larger epoch than this broker's is possible when the controller saw the new
+    # registration first; only an older one is stale (Kafka's isBrokerEpochStale).
+    return request_epoch != UNKNOWN_BROKER_EPOCH and request_epoch < broker_epoch
+
+
+def leader_and_isr_error_response(request: Any, error: ErrorCode) -> Any:
+    """A LeaderAndIsr response with ``error`` for the request and each of its partitions."""
+    R = codec.response_class(ApiKey.LEADER_AND_ISR)
+    T = R.LeaderAndIsrTopicError
+    return R(error_code=error, topics=[
+        T(topic_id=t.topic_id, partition_errors=[
+            T.LeaderAndIsrPartitionError(partition_index=p.partition_index, error_code=error)
+            for p in t.partition_states])
+        for t in request.topic_states])
+
+
+def stop_replica_error_response(request: Any, error: ErrorCode, per_partition: bool = True) -> Any:
+    """A StopReplica response with ``error`` (and for each partition unless ``per_partition`` is off)."""
+    R = codec.response_class(ApiKey.STOP_REPLICA)
+    parts = [R.StopReplicaPartitionError(topic_name=t.topic_name, partition_index=p.partition_index, error_code=error)
+             for t in request.topic_states for p in t.partition_states] if per_partition else []
+    return R(error_code=error, partition_errors=parts)
+
+
+def update_metadata_response(error: ErrorCode) -> Any:
+    return codec.response_class(ApiKey.UPDATE_METADATA)(error_code=error)
+
+
 class ReplicaManager:
-    """Maps (topic, partition) to the Partition objects that own the logs."""
+    """Maps (topic, partition) to the Partition objects that own the logs, and applies the
+    controller's requests to them."""
 
     def __init__(self, broker_id: int, log_manager: LogManager, *,
-                 replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS,
+                 config: ReplicationConfig | None = None,
+                 isr_writer: IsrWriter | None = None,
+                 connector: Connector | None = None,
+                 leader_endpoint: EndpointLookup | None = None,
+                 partition_known: PartitionKnown | None = None,
                  now_ms: Callable[[], int] = _now_ms) -> None:
         self.broker_id = broker_id
         self.log_manager = log_manager
-        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self.config = config or ReplicationConfig()
+        self.replica_lag_time_max_ms = self.config.replica_lag_time_max_ms
+        self.isr_writer = isr_writer
         self._time = now_ms
         self.partitions: dict[tuple[str, int], Partition] = {}
+        #: The newest controller epoch seen; older controllers' requests are refused.
+        self.controller_epoch = INITIAL_CONTROLLER_EPOCH
+        self.fetcher_manager = ReplicaFetcherManager(broker_id, self.config, self.get, connector or _no_connector)
+        self._leader_endpoint = leader_endpoint or (lambda _broker: None)
+        self._partition_known = partition_known or (lambda _topic, _partition: False)
+        self.metadata_updater: MetadataUpdater | None = None
+        self.on_leadership_change: LeadershipCallback | None = None
+        self.on_replicas_stopped: StoppedCallback | None = None
+        self.shutting_down = False
+        self._isr_task: asyncio.Task[None] | None = None
 
     def get(self, topic: str, partition: int) -> Partition | None:
         """The hosted partition, or None (a ``PartitionLookup``)."""
         return self.partitions.get((topic, partition))
+
+    def _new_partition(self, topic: str, index: int, topic_id: str | None, log_config: LogConfig) -> Partition:
+        log_ = self.log_manager.get_or_create_log(topic, index, topic_id, log_config)
+        part = Partition(topic, index, log_.topic_id or "", log_, self.broker_id,
+                         replica_lag_time_max_ms=self.replica_lag_time_max_ms, now_ms=self._time,
+                         isr_writer=self.isr_writer)
+        self.partitions[(topic, index)] = part
+        return part
 
     def become_leader(
         self,
@@ -44,15 +150,227 @@ class ReplicaManager:
         isr: list[int],
         log_config: LogConfig,
     ) -> Partition:
-        """Create the log if needed and lead the partition at `leader_epoch`."""
+        """Create the log if needed and lead the partition at `leader_epoch` (the broker that
+        runs alone, from its topic watcher)."""
         part = self.partitions.get((topic, index))
         if part is None:
-            log_ = self.log_manager.get_or_create_log(topic, index, topic_id, log_config)
-            part = Partition(topic, index, topic_id, log_, self.broker_id,
-                             replica_lag_time_max_ms=self.replica_lag_time_max_ms, now_ms=self._time)
-            self.partitions[(topic, index)] = part
+            part = self._new_partition(topic, index, topic_id, log_config)
         part.make_leader(leader_epoch, replicas, isr)
         return part
+
+    # -- LeaderAndIsr -------------------------------------------------------------------------
+
+    def become_leader_or_follower(self, request: Any, broker_epoch: int) -> Any:
+        """Apply a LeaderAndIsr v5 request (Kafka's ``becomeLeaderOrFollower``); returns the
+        response object."""
+        if _is_stale_broker_epoch(request.broker_epoch, broker_epoch):
+            log.info("ignoring LeaderAndIsr with broker epoch %d older than this broker's %d",
+                     request.broker_epoch, broker_epoch)
+            return leader_and_isr_error_response(request, ErrorCode.STALE_BROKER_EPOCH)
+        if request.controller_epoch < self.controller_epoch:
+            log.warning("ignoring LeaderAndIsr from controller %d with epoch %d older than %d",
+                        request.controller_id, request.controller_epoch, self.controller_epoch)
+            return leader_and_isr_error_response(request, ErrorCode.STALE_CONTROLLER_EPOCH)
+        self.controller_epoch = request.controller_epoch
+        live_leaders = {b.broker_id: (b.host_name, b.port) for b in request.live_leaders}
+        errors: dict[tuple[str, int], ErrorCode] = {}
+        to_lead: list[tuple[tuple[str, int], str | None, Any]] = []
+        to_follow: list[tuple[tuple[str, int], str | None, Any]] = []
+        for t in request.topic_states:
+            topic_id = _topic_id(t.topic_id)
+            for ps in t.partition_states:
+                tp = (t.topic_name, ps.partition_index)
+                part = self.partitions.get(tp)
+                current_epoch = part.leader_epoch if part is not None else -1
+                if part is not None and topic_id is not None and part.log.topic_id not in (None, topic_id):
+                    log.error("topic id %s of %s-%d in LeaderAndIsr does not match the log's %s", topic_id, *tp,
+                              part.log.topic_id)
+                    errors[tp] = ErrorCode.INCONSISTENT_TOPIC_ID
+                elif ps.leader_epoch > current_epoch:
+                    if self.broker_id not in ps.replicas:
+                        log.warning("ignoring LeaderAndIsr for %s-%d: broker %d is not among its replicas %s",
+                                    *tp, self.broker_id, list(ps.replicas))
+                        errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    else:
+                        (to_lead if ps.leader == self.broker_id else to_follow).append((tp, topic_id, ps))
+                else:
+                    # Kafka answers an epoch that is not newer with STALE_CONTROLLER_EPOCH.
+                    log.info("ignoring LeaderAndIsr for %s-%d: leader epoch %d is not newer than %d", *tp,
+                             ps.leader_epoch, current_epoch)
+                    errors[tp] = ErrorCode.STALE_CONTROLLER_EPOCH
+        leaders = self._make_leaders(to_lead, errors) if to_lead else []
+        followers = self._make_followers(to_follow, live_leaders, errors) if to_follow else []
+        # Kafka starts the high watermark checkpoints with the first LeaderAndIsr, once the
+        # partitions are populated.
+        self.log_manager.start_high_watermark_checkpoints()
+        self.fetcher_manager.shutdown_idle_fetchers()
+        if self.on_leadership_change is not None and (leaders or followers):
+            self.on_leadership_change(leaders, followers)
+        R = codec.response_class(ApiKey.LEADER_AND_ISR)
+        T = R.LeaderAndIsrTopicError
+        return R(error_code=ErrorCode.NONE, topics=[
+            T(topic_id=t.topic_id, partition_errors=[
+                T.LeaderAndIsrPartitionError(partition_index=ps.partition_index,
+                                             error_code=errors.get((t.topic_name, ps.partition_index), ErrorCode.NONE))
+                for ps in t.partition_states])
+            for t in request.topic_states])
+
+    def _hosted(self, tp: tuple[str, int], topic_id: str | None, errors: dict[tuple[str, int], ErrorCode],
+                role: str) -> Partition | None:
+        """The partition, its log created if needed; None (and KAFKA_STORAGE_ERROR) on a disk error."""
+        part = self.partitions.get(tp)
+        try:
+            if part is None:
+                part = self._new_partition(tp[0], tp[1], topic_id, self.log_manager.config_for(tp[0]))
+            elif topic_id is not None and part.log.topic_id is None:
+                part.log.assign_topic_id(topic_id)
+                part.topic_id = topic_id
+        except OSError as exc:
+            log.error("cannot become %s of %s-%d: %s", role, *tp, exc)
+            errors[tp] = ErrorCode.KAFKA_STORAGE_ERROR
+            return None
+        return part
+
+    def _make_leaders(self, states: list[tuple[tuple[str, int], str | None, Any]],
+                      errors: dict[tuple[str, int], ErrorCode]) -> list[Partition]:
+        """Kafka's ``makeLeaders``: stop fetching, then lead at the new epoch."""
+        self.fetcher_manager.remove_fetcher_for_partitions(tp for tp, _, _ in states)
+        became: list[Partition] = []
+        for tp, topic_id, ps in states:
+            part = self._hosted(tp, topic_id, errors, "leader")
+            if part is None:
+                continue
+            was_leader = part.is_leader
+            part.make_leader(ps.leader_epoch, list(ps.replicas), list(ps.isr), zk_version=ps.zk_version,
+                             controller_epoch=ps.controller_epoch)
+            log.info("leader of %s-%d at epoch %d from offset %d (high watermark %d, ISR %s)", *tp, ps.leader_epoch,
+                     part.log.log_end_offset, part.log.high_watermark, list(ps.isr))
+            if not was_leader:
+                became.append(part)
+        return became
+
+    def _make_followers(self, states: list[tuple[tuple[str, int], str | None, Any]],
+                        live_leaders: dict[int, tuple[str, int]],
+                        errors: dict[tuple[str, int], ErrorCode]) -> list[Partition]:
+        """Kafka's ``makeFollowers``: follow the new leader (when it is alive), then fetch from it."""
+        became: list[tuple[Partition, BrokerEndpoint]] = []
+        for tp, topic_id, ps in states:
+            part = self._hosted(tp, topic_id, errors, "follower")
+            if part is None:
+                continue
+            address = self._leader_endpoint(ps.leader) or live_leaders.get(ps.leader)
+            if address is None:
+                # The log exists now (so its high watermark is checkpointed), as in Kafka.
+                log.error("cannot follow %s-%d: its new leader %d is not available", *tp, ps.leader)
+                continue
+            if part.make_follower(ps.leader, ps.leader_epoch, list(ps.replicas), zk_version=ps.zk_version,
+                                  controller_epoch=ps.controller_epoch):
+                became.append((part, BrokerEndpoint(ps.leader, address[0], address[1])))
+        self.fetcher_manager.remove_fetcher_for_partitions((p.topic, p.index) for p, _ in became)
+        if not self.shutting_down and became:
+            self.fetcher_manager.add_fetcher_for_partitions({
+                (p.topic, p.index): InitialFetchState(leader, p.leader_epoch, p.log.high_watermark)
+                for p, leader in became})
+        for p, leader in became:
+            log.info("follower of %s-%d at epoch %d, leader %d, from offset %d (high watermark %d)", p.topic, p.index,
+                     p.leader_epoch, leader.broker_id, p.log.log_end_offset, p.log.high_watermark)
+        return [p for p, _ in became]
+
+    # -- StopReplica --------------------------------------------------------------------------
+
+    def stop_replicas(self, request: Any, broker_epoch: int) -> Any:
+        """Apply a StopReplica v3 request (Kafka's ``stopReplicas``); returns the response object."""
+        if _is_stale_broker_epoch(request.broker_epoch, broker_epoch):
+            log.info("ignoring StopReplica with broker epoch %d older than this broker's %d",
+                     request.broker_epoch, broker_epoch)
+            return stop_replica_error_response(request, ErrorCode.STALE_BROKER_EPOCH, per_partition=False)
+        if request.controller_epoch < self.controller_epoch:
+            log.warning("ignoring StopReplica from controller %d with epoch %d older than %d",
+                        request.controller_id, request.controller_epoch, self.controller_epoch)
+            return stop_replica_error_response(request, ErrorCode.STALE_CONTROLLER_EPOCH, per_partition=False)
+        self.controller_epoch = request.controller_epoch
+        results: dict[tuple[str, int], ErrorCode] = {}
+        to_stop: dict[tuple[str, int], bool] = {}
+        for t in request.topic_states:
+            for ps in t.partition_states:
+                tp = (t.topic_name, ps.partition_index)
+                part = self.partitions.get(tp)
+                epoch = ps.leader_epoch
+                if part is None or epoch in (EPOCH_DURING_DELETE, NO_EPOCH) or epoch > part.leader_epoch:
+                    # Not hosted: a log left from before a restart is still deleted.
+                    to_stop[tp] = ps.delete_partition
+                    results[tp] = ErrorCode.NONE
+                else:
+                    log.info("ignoring StopReplica (delete=%s) for %s-%d: leader epoch %d is not newer than %d",
+                             ps.delete_partition, *tp, epoch, part.leader_epoch)
+                    results[tp] = ErrorCode.FENCED_LEADER_EPOCH
+        results.update(self._stop_partitions(to_stop))
+        self.fetcher_manager.shutdown_idle_fetchers()
+        if self.on_replicas_stopped is not None and to_stop:
+            self.on_replicas_stopped([(t, p, delete) for (t, p), delete in to_stop.items()
+                                      if results[(t, p)] == ErrorCode.NONE])
+        R = codec.response_class(ApiKey.STOP_REPLICA)
+        return R(error_code=ErrorCode.NONE, partition_errors=[
+            R.StopReplicaPartitionError(topic_name=t, partition_index=p, error_code=e) for (t, p), e in results.items()])
+
+    def _stop_partitions(self, to_stop: dict[tuple[str, int], bool]) -> dict[tuple[str, int], ErrorCode]:
+        """Stop fetching; for deletion remove the partition and delete its log. Returns errors."""
+        self.fetcher_manager.remove_fetcher_for_partitions(to_stop)
+        errors: dict[tuple[str, int], ErrorCode] = {}
+        for tp, delete in to_stop.items():
+            if not delete:
+                continue
+            part = self.partitions.pop(tp, None)
+            if part is not None:
+                # Kafka answers what waited on a removed partition from its metadata cache.
+                part.close(ErrorCode.NOT_LEADER_OR_FOLLOWER if self._partition_known(*tp)
+                           else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            try:
+                self.log_manager.delete_log(*tp)
+            except OSError as exc:
+                log.error("cannot delete the log of %s-%d: %s", *tp, exc)
+                errors[tp] = ErrorCode.KAFKA_STORAGE_ERROR
+        return errors
+
+    # -- UpdateMetadata -----------------------------------------------------------------------
+
+    def maybe_update_metadata_cache(self, request: Any, broker_epoch: int) -> Any:
+        """Apply an UpdateMetadata v7 request through ``metadata_updater`` after the epoch checks
+        (Kafka's ``maybeUpdateMetadataCache``); returns the response object."""
+        if _is_stale_broker_epoch(request.broker_epoch, broker_epoch):
+            log.info("ignoring UpdateMetadata with broker epoch %d older than this broker's %d",
+                     request.broker_epoch, broker_epoch)
+            return update_metadata_response(ErrorCode.STALE_BROKER_EPOCH)
+        if request.controller_epoch < self.controller_epoch:
+            log.warning("ignoring UpdateMetadata from controller %d with epoch %d older than %d",
+                        request.controller_id, request.controller_epoch, self.controller_epoch)
+            return update_metadata_response(ErrorCode.STALE_CONTROLLER_EPOCH)
+        if self.metadata_updater is not None:
+            self.metadata_updater(request)
+        self.controller_epoch = request.controller_epoch
+        return update_metadata_response(ErrorCode.NONE)
+
+    # -- OffsetForLeaderEpoch -----------------------------------------------------------------
+
+    def last_offset_for_leader_epoch(self, topic: str, partition: int, current_leader_epoch: int,
+                                     leader_epoch: int) -> tuple[ErrorCode, int, int]:
+        """(error, epoch, end offset) for OffsetForLeaderEpoch, answered by the leader only:
+        the largest epoch <= ``leader_epoch`` this log has and where it ends (the log end
+        offset for the current epoch), or (-1, -1) when unknown. ``current_leader_epoch``
+        (-1: none) fences requests from older or newer leader epochs."""
+        part = self.partitions.get((topic, partition))
+        if part is None:
+            known = self._partition_known(topic, partition)
+            return (ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), -1, -1
+        error = part.check_leader_epoch(current_leader_epoch)
+        if error != ErrorCode.NONE:
+            return error, -1, -1
+        if not part.is_leader:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1
+        epoch, offset = part.log.end_offset_for_epoch(leader_epoch)
+        return ErrorCode.NONE, epoch, offset
+
+    # -- topics, configs, lifecycle -----------------------------------------------------------
 
     def update_config(self, topic: str, log_config: LogConfig) -> None:
         for (t, _), part in self.partitions.items():
@@ -61,14 +379,59 @@ class ReplicaManager:
 
     def remove_topic(self, topic: str) -> None:
         """Stop and delete every local partition of a deleted topic."""
-        for key in [k for k in self.partitions if k[0] == topic]:
+        keys = [k for k in self.partitions if k[0] == topic]
+        self.fetcher_manager.remove_fetcher_for_partitions(keys)
+        for key in keys:
             part = self.partitions.pop(key)
             # The topic is gone from the metadata: Kafka answers such waiters this way.
             part.close(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             self.log_manager.delete_log(topic, key[1])
 
+    def start(self) -> None:
+        """Start the periodic ISR shrink (every replica.lag.time.max.ms / 2, as Kafka)."""
+        if self._isr_task is None:
+            self._isr_task = asyncio.get_running_loop().create_task(self._shrink_isr_loop(), name="isr-expiration")
+
+    async def _shrink_isr_loop(self) -> None:
+        interval = self.replica_lag_time_max_ms / 2 / 1000
+        while True:
+            await asyncio.sleep(interval)
+            self.maybe_shrink_isr()
+
+    def maybe_shrink_isr(self) -> None:
+        """Remove lagging followers from the ISR of every partition led here."""
+        for part in list(self.partitions.values()):
+            if part.is_leader and part.remote_replicas:
+                try:
+                    part.maybe_shrink_isr()
+                except Exception:
+                    log.exception("ISR shrink of %s-%d failed", part.topic, part.index)
+
     def shutdown(self) -> None:
         """The broker is stopping: answer everything waiting on a partition, as if leadership
-        moved away (acks=all: NOT_LEADER_OR_FOLLOWER, so producers retry elsewhere)."""
+        moved away (acks=all: NOT_LEADER_OR_FOLLOWER, so producers retry elsewhere), and stop
+        following (``stop`` waits for the fetchers)."""
+        self.shutting_down = True
+        task, self._isr_task = self._isr_task, None
+        if task is not None:
+            task.cancel()
         for part in self.partitions.values():
             part.close(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        self.fetcher_manager.remove_fetcher_for_partitions(list(self.partitions))
+
+    async def stop(self) -> None:
+        """Stop the fetchers and the ISR task and wait for them (after ``shutdown``)."""
+        self.shutdown()
+        await self.fetcher_manager.shutdown()
+
+
+def _topic_id(raw: uuid.UUID | None) -> str | None:
+    """A request's topic id as the log stores it (base64), None for the zero id."""
+    if raw is None:
+        return None
+    text = uuid_to_str(raw.bytes)
+    return None if text == ZERO_UUID else text
+
+
+async def _no_connector(leader: BrokerEndpoint) -> LeaderConnection:
+    raise BrokerConnectionError(f"this broker has no inter-broker client to reach broker {leader.broker_id}")

@@ -17,16 +17,9 @@ from kaflet.protocol.records import Record, build_batch
 from kaflet.replication.delayed_produce import HighWatermarkWaiters, wait_for_acks
 from kaflet.replication.partition import UNKNOWN_OFFSET, Partition, Replica
 from kaflet.replication.replica_manager import ReplicaManager
+from tests.support.replication import Clock
 
 LAG = 30_000
-
-
-class Clock:
-    def __init__(self, now: int = 1_000_000) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
 
 
 def _batch(n: int = 5) -> memoryview:

@@ -18,17 +18,10 @@ from kaflet.metadata.tree import MetadataTree
 from kaflet.protocol.records import Record, build_batch
 from kaflet.replication.isr import IsrChangePropagationConfig, ZkIsrManager
 from kaflet.replication.partition import Partition
+from tests.support.replication import Clock
 
 LAG = 30_000
 STATE = zkdata.partition_state_path("t", 0)
-
-
-class Clock:
-    def __init__(self, now: int = 1_000_000) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
 
 
 def _batch(n: int = 5) -> memoryview:
