@@ -8,7 +8,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from kaflet.controller import topics as controller_topics
@@ -20,16 +20,23 @@ from kaflet.log.log_manager import LogManager
 from kaflet.metadata import zkdata
 from kaflet.metadata.embedded import EmbeddedTree
 from kaflet.metadata.tree import MetadataTree, NodeExistsError, NoNodeError
+from kaflet.network.client import BrokerClient, BrokerConnectionError, InterBrokerSettings
 from kaflet.network.listener import Listener
+from kaflet.protocol.api_keys import ApiKey
 from kaflet.quota.manager import KafkaQuotaManager, QuotaManager, QuotaSettings
 from kaflet.quota.store import QuotaConfigStore
+from kaflet.replication.config import ReplicationConfig
+from kaflet.replication.fetcher import BrokerEndpoint, LeaderConnection
+from kaflet.replication.isr import ZkIsrManager
+from kaflet.replication.partition import Partition
 from kaflet.replication.replica_manager import ReplicaManager
 from kaflet.security.authorizer import Authorizer, AuthorizerConfigError, create_authorizer
 from kaflet.security.scram_store import ScramCredentialStore
-from kaflet.server import listener_security
+from kaflet.server import controller_requests, listener_security
 from kaflet.server.config import BrokerConfig, ConfigError, Endpoint, parse_endpoints
 from kaflet.server.config_admin import ConfigAdmin
 from kaflet.server.dispatcher import Dispatcher
+from kaflet.server.inter_broker_security import inter_broker_settings
 from kaflet.server.metadata_cache import MetadataCache, PartitionInfo
 from kaflet.server.topic_admin import TopicAdmin, wait_until
 
@@ -48,12 +55,16 @@ class Broker:
         self.cluster_id = ""
         self.broker_id = config["broker.id"]
         self.controller_epoch = 0
+        #: The czxid of this broker's registration: controller requests for an earlier one are stale.
+        self.broker_epoch = -1
         self.stopping = False
         self.started = False
         self.metadata_cache = MetadataCache()
         self.tree: MetadataTree = None  # type: ignore[assignment]
         self.log_manager: LogManager = None  # type: ignore[assignment]
         self.replica_manager: ReplicaManager = None  # type: ignore[assignment]
+        self.isr_manager: ZkIsrManager = None  # type: ignore[assignment]
+        self._inter_broker: InterBrokerSettings | None = None
         self.producer_ids: ProducerIdManager = None  # type: ignore[assignment]
         self.group_coordinator: GroupCoordinator = None  # type: ignore[assignment]
         self.topic_admin = TopicAdmin(self)
@@ -140,7 +151,14 @@ class Broker:
         self.quota_configs = QuotaConfigStore(self.tree, self.quota_manager)
         await self.quota_configs.load()
         self._open_logs()
-        self.replica_manager = ReplicaManager(self.broker_id, self.log_manager)
+        self.isr_manager = ZkIsrManager(self.tree)
+        self.replica_manager = ReplicaManager(
+            self.broker_id, self.log_manager, config=ReplicationConfig.from_broker(cfg.values),
+            isr_writer=self.isr_manager, connector=self._connect_to_leader, leader_endpoint=self._leader_endpoint,
+            partition_known=lambda topic, index: self.metadata_cache.partition(topic, index) is not None)
+        self.replica_manager.metadata_updater = self._update_metadata
+        self.replica_manager.on_leadership_change = self._on_leadership_change
+        self.replica_manager.on_replicas_stopped = self._on_replicas_stopped
         self.producer_ids = ProducerIdManager(self.tree, self.broker_id)
         # Before the topic watcher: it hands the coordinator its __consumer_offsets partitions.
         offsets_topic = OffsetsTopic(OffsetsTopicConfig.from_broker(cfg.values), self.topic_admin.create,
@@ -152,6 +170,10 @@ class Broker:
         self.group_coordinator.start()
         await self._register_broker()
         await self._become_controller()
+        # Controller requests from an older controller than this broker's own are stale.
+        self.replica_manager.controller_epoch = self.controller_epoch
+        self.replica_manager.start()
+        self.isr_manager.start()
         self._watcher = controller_topics.TopicWatcher(self.tree, self._on_topic_changed, self._on_topic_deleted)
         await self._watcher.start()
         await self.config_admin.start()
@@ -249,6 +271,9 @@ class Broker:
         )
         path = zkdata.broker_path(self.broker_id)
         await self.tree.create(path, zkdata.broker_json(info), ephemeral=True, make_parents=True)
+        stat = await self.tree.exists(path)
+        if stat is not None:
+            self.broker_epoch = stat.czxid
         self.metadata_cache.brokers = {self.broker_id: info}
 
     async def _become_controller(self) -> None:
@@ -283,12 +308,15 @@ class Broker:
             self.topic_overrides[name] = {}
         log_config = self.log_manager.config_for(name)
         partitions: dict[int, PartitionInfo] = {}
+        live = self.metadata_cache.brokers
         for idx, replicas in sorted(meta.assignment.items()):
+            offline = [r for r in replicas if r not in live]
             state = meta.partition_states.get(idx)
             if state is None:
-                partitions[idx] = PartitionInfo(idx, -1, -1, list(replicas), [])
+                partitions[idx] = PartitionInfo(idx, -1, -1, list(replicas), [], offline)
                 continue
-            partitions[idx] = PartitionInfo(idx, state.leader, state.leader_epoch, list(replicas), list(state.isr))
+            partitions[idx] = PartitionInfo(idx, state.leader, state.leader_epoch, list(replicas), list(state.isr),
+                                            offline, state.zk_version, state.controller_epoch)
             if state.leader == self.broker_id:
                 self.replica_manager.become_leader(
                     name, idx, meta.topic_id, state.leader_epoch, list(replicas), list(state.isr), log_config
@@ -312,6 +340,60 @@ class Broker:
     def live_brokers(self) -> list[zkdata.BrokerInfo]:
         return list(self.metadata_cache.brokers.values())
 
+    # -- replication: the replica manager's connections to the broker -----------------------
+
+    def _inter_broker_settings(self) -> InterBrokerSettings:
+        # Worked out on first use, so a broker that runs alone never needs an inter-broker listener.
+        if self._inter_broker is None:
+            self._inter_broker = inter_broker_settings(self.config)
+        return self._inter_broker
+
+    def _leader_endpoint(self, broker_id: int) -> tuple[str, int] | None:
+        """A live broker's inter-broker endpoint from the metadata cache."""
+        info = self.metadata_cache.brokers.get(broker_id)
+        if info is None:
+            return None
+        try:
+            ep = info.endpoint(self._inter_broker_settings().listener)
+        except ConfigError:
+            return None
+        return (ep.host or "", ep.port) if ep is not None else None
+
+    async def _connect_to_leader(self, leader: BrokerEndpoint) -> LeaderConnection:
+        try:
+            settings = self._inter_broker_settings()
+        except ConfigError as exc:
+            raise BrokerConnectionError(f"no usable inter-broker listener: {exc}") from None
+        return await BrokerClient.connect(
+            leader.host, leader.port, settings.security, client_id=f"broker-{self.broker_id}-fetcher",
+            connect_timeout_s=settings.connect_timeout_s,
+            request_timeout_s=self.config["replica.socket.timeout.ms"] / 1000)
+
+    def _update_metadata(self, request: Any) -> list[tuple[str, int]]:
+        deleted = self.metadata_cache.update_metadata(request)
+        self._changed()
+        return deleted
+
+    def _on_leadership_change(self, leaders: Sequence[Partition], followers: Sequence[Partition]) -> None:
+        # Kafka's onLeadershipChange: the group coordinator loads what it now leads.
+        count = self.metadata_cache.partition_count(GROUP_METADATA_TOPIC) or None
+        for part in leaders:
+            if part.topic == GROUP_METADATA_TOPIC:
+                self.group_coordinator.on_became_leader(part.index, count)
+        for part in followers:
+            if part.topic == GROUP_METADATA_TOPIC:
+                self.group_coordinator.on_resigned(part.index)
+
+    def _on_replicas_stopped(self, stopped: Sequence[tuple[str, int, bool]]) -> None:
+        for topic, index, deleted in stopped:
+            if topic == GROUP_METADATA_TOPIC and deleted:
+                self.group_coordinator.on_resigned(index)
+
+    async def deliver_local(self, api_key: ApiKey, request: Any) -> Any:
+        """The controller's requests to this broker, in-process (a controller ``LocalDelivery``):
+        the request object in, the response object out, as the handlers answer them."""
+        return controller_requests.process(self, api_key, request)
+
     # -- shutdown ---------------------------------------------------------------------------
 
     async def stop(self) -> None:
@@ -328,6 +410,10 @@ class Broker:
             self.replica_manager.shutdown()  # waiting fetches and acks=all produces are answered
         for lst in self.listeners:
             await lst.drain_and_close(timeout=5.0)
+        if self.replica_manager is not None:
+            await self.replica_manager.stop()  # fetchers stop before the logs close
+        if self.isr_manager is not None:
+            await self.isr_manager.stop()
         self._stop_background.set()
         for t in self._tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):

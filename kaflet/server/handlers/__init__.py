@@ -33,6 +33,7 @@ from kaflet.server.handlers import (
     incremental_alter_configs,
     init_producer_id,
     join_group,
+    leader_and_isr,
     leave_group,
     list_groups,
     list_offsets,
@@ -40,10 +41,13 @@ from kaflet.server.handlers import (
     offset_commit,
     offset_delete,
     offset_fetch,
+    offset_for_leader_epoch,
     produce,
     sasl_authenticate,
     sasl_handshake,
+    stop_replica,
     sync_group,
+    update_metadata,
 )
 
 HANDLER_MODULES: list[ModuleType] = [
@@ -85,6 +89,11 @@ HANDLER_MODULES: list[ModuleType] = [
     # client quotas
     describe_client_quotas,
     alter_client_quotas,
+    # replication: the controller's requests, and where a leader epoch ends
+    leader_and_isr,
+    stop_replica,
+    update_metadata,
+    offset_for_leader_epoch,
 ]
 
 HANDLERS: dict[int, ModuleType] = {m.API_KEY: m for m in HANDLER_MODULES}

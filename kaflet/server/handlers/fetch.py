@@ -14,6 +14,7 @@ from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode, KafkaError
 from kaflet.protocol.fetch import PartitionFetchData, encode_fetch_response
+from kaflet.replication.follower_fetch import fetch_upper_bound, is_follower_fetch, record_follower_fetch
 from kaflet.replication.partition import Partition
 from kaflet.security.acl import AclOperation, ResourceType
 from kaflet.server.request_context import RequestContext
@@ -28,7 +29,7 @@ DENIED: Any = object()
 
 
 def _read_partition(
-    partition: Partition | None, p: Any, budget: int, min_one: bool
+    partition: Partition | None, p: Any, budget: int, min_one: bool, replica_id: int
 ) -> tuple[PartitionFetchData, int]:
     out = PartitionFetchData(p.partition)
     if partition is DENIED:
@@ -52,7 +53,7 @@ def _read_partition(
     if max_bytes <= 0 and not min_one:
         return out, 0
     try:
-        result = log.read(p.fetch_offset, max(max_bytes, 0), log.high_watermark, min_one)
+        result = log.read(p.fetch_offset, max(max_bytes, 0), fetch_upper_bound(partition, replica_id), min_one)
     except KafkaError as exc:
         out.error_code = exc.code
         return out, 0
@@ -86,8 +87,13 @@ async def handle(ctx: RequestContext, body: memoryview) -> list[Any]:
     deadline = time.monotonic() + max(req.max_wait_ms, 0) / 1000
     max_bytes = req.max_bytes if ctx.version >= 3 else 0x7FFFFFFF
     waitable = [part for _, ps in wanted for _, part in ps if part is not None and part is not DENIED]
+    recorded = not is_follower_fetch(req.replica_id)
     while True:
-        topics, total, errors = _collect(wanted, max_bytes)
+        topics, total, errors = _collect(wanted, max_bytes, req.replica_id)
+        if not recorded:
+            # A follower's position is recorded once, from the first read (Kafka's fetchMessages).
+            recorded = True
+            errors = _record_follower_fetch(req.replica_id, wanted, topics) or errors
         remaining = deadline - time.monotonic()
         if total >= req.min_bytes or errors or remaining <= 0 or not waitable or broker.stopping:
             break
@@ -96,7 +102,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> list[Any]:
 
 
 def _collect(
-    wanted: list[tuple[str, list[tuple[Any, Partition | None]]]], max_bytes: int
+    wanted: list[tuple[str, list[tuple[Any, Partition | None]]]], max_bytes: int, replica_id: int
 ) -> tuple[list[tuple[str, list[PartitionFetchData]]], int, bool]:
     topics = []
     total = 0
@@ -104,13 +110,28 @@ def _collect(
     for name, parts in wanted:
         datas = []
         for p, partition in parts:
-            data, size = _read_partition(partition, p, max_bytes - total, total == 0)
+            data, size = _read_partition(partition, p, max_bytes - total, total == 0, replica_id)
             total += size
             # A refused partition does not cut the others' long poll short (Kafka answers it aside).
             errors = errors or (data.error_code != 0 and partition is not DENIED)
             datas.append(data)
         topics.append((name, datas))
     return topics, total, errors
+
+
+def _record_follower_fetch(replica_id: int, wanted: list[tuple[str, list[tuple[Any, Partition | None]]]],
+                           topics: list[tuple[str, list[PartitionFetchData]]]) -> bool:
+    """Record the follower's position in each partition read; True if one refused it."""
+    failed = False
+    for (_, parts), (_, datas) in zip(wanted, topics, strict=True):
+        for (p, partition), data in zip(parts, datas, strict=True):
+            if data.error_code or partition is None or partition is DENIED:
+                continue
+            error = record_follower_fetch(partition, replica_id, p.fetch_offset, getattr(p, "log_start_offset", -1))
+            if error:
+                data.error_code, data.records = error, []
+                failed = True
+    return failed
 
 
 async def _wait_for_data(partitions: list[Partition], timeout: float) -> None:

@@ -14,6 +14,7 @@ API_KEY = ApiKey.LIST_OFFSETS
 MIN_VERSION = 0
 MAX_VERSION = 7
 
+CONSUMER_REPLICA_ID = -1
 LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3
@@ -32,12 +33,12 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes:
                     partition_index=p.partition_index, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                     old_style_offsets=[], timestamp=-1, offset=-1, leader_epoch=-1))
                 continue
-            parts.append(_lookup(ctx, R, t.name, p))
+            parts.append(_lookup(ctx, R, t.name, p, req.replica_id))
         topics.append(R.ListOffsetsTopicResponse(name=t.name, partitions=parts))
     return codec.encode_response(API_KEY, ctx.version, R(throttle_time_ms=0, topics=topics))
 
 
-def _lookup(ctx: RequestContext, R: Any, topic: str, p: Any) -> Any:
+def _lookup(ctx: RequestContext, R: Any, topic: str, p: Any, replica_id: int) -> Any:
     resp = R.ListOffsetsTopicResponse.ListOffsetsPartitionResponse(
         partition_index=p.partition_index, error_code=0, old_style_offsets=[], timestamp=-1, offset=-1, leader_epoch=-1
     )
@@ -53,8 +54,9 @@ def _lookup(ctx: RequestContext, R: Any, topic: str, p: Any) -> Any:
         resp.error_code = epoch_error
         return resp
     log = partition.log
-    # Consumers may only see up to the high watermark (read_uncommitted; no transactions yet).
-    latest = log.high_watermark
+    # Consumers may only see up to the high watermark (read_uncommitted; no transactions yet);
+    # a follower (replica id >= 0) asks for the leader's log end offset, as in Kafka.
+    latest = log.high_watermark if replica_id == CONSUMER_REPLICA_ID else log.log_end_offset
     ts = p.timestamp
     if ctx.version == 0:
         if ts == LATEST:
