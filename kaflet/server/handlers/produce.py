@@ -7,6 +7,7 @@ import logging
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode, KafkaError
 from kaflet.protocol.produce import PartitionProduceResult, decode_produce_request, encode_produce_response
+from kaflet.protocol.records import RecordValidationError
 from kaflet.security.acl import AclOperation, ResourceType
 from kaflet.server.request_context import RequestContext
 
@@ -66,6 +67,8 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes | None:
                 any_error = True
                 res.error_code = int(exc.code)
                 res.error_message = exc.message
+                if isinstance(exc, RecordValidationError):
+                    res.record_errors = exc.record_errors
                 if exc.code in (ErrorCode.DUPLICATE_SEQUENCE_NUMBER, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER):
                     log.debug("%s on %s-%d", exc.code.name, topic.name, p.index)
             if partition is not None and res.log_start_offset < 0:
