@@ -8,6 +8,7 @@ import time
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode, KafkaError
 from kaflet.protocol.produce import PartitionProduceResult, decode_produce_request, encode_produce_response
+from kaflet.protocol.records import RecordValidationError
 from kaflet.replication.delayed_produce import wait_for_acks
 from kaflet.replication.partition import Partition
 from kaflet.security.acl import AclOperation, ResourceType
@@ -74,6 +75,8 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes | None:
                 any_error = True
                 res.error_code = int(exc.code)
                 res.error_message = exc.message
+                if isinstance(exc, RecordValidationError):
+                    res.record_errors = exc.record_errors
                 if exc.code in (ErrorCode.DUPLICATE_SEQUENCE_NUMBER, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER):
                     log.debug("%s on %s-%d", exc.code.name, topic.name, p.index)
             if partition is not None and res.log_start_offset < 0:
