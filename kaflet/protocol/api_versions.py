@@ -6,6 +6,8 @@ written (there are no features to report).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from kaflet.protocol.primitives import Reader, Writer
 
 
@@ -37,3 +39,15 @@ def encode_api_versions_response(
         w.int32(throttle_ms)
     w.tagged_fields(flexible)
     return bytes(w.buf)
+
+
+@dataclass(slots=True)
+class ApiVersionsResponse:
+    """An ApiVersions response waiting for its throttle time (v1 and later carry one)."""
+
+    error_code: int
+    ranges: list[tuple[int, int, int]]
+    version: int
+
+    def encode(self, throttle_time_ms: int) -> bytes:
+        return encode_api_versions_response(self.error_code, self.ranges, throttle_time_ms, self.version)

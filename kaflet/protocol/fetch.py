@@ -78,3 +78,35 @@ def encode_fetch_response(
     w.tagged_fields(flexible)
     chunks.append(bytes(w.buf))
     return chunks
+
+
+@dataclass(slots=True)
+class FetchResponse:
+    """A Fetch response waiting for its throttle time (see protocol/response.py).
+
+    The fetch quota charges a response its size before the throttle time is known. The size
+    does not depend on the throttle time, and a throttled fetch is answered by `without_data()`
+    instead, so `size()` encodes the body (with throttle time 0) and keeps it for `encode(0)`:
+    the data's framing is still encoded once.
+    """
+
+    topics: list[tuple[str, list[PartitionFetchData]]]
+    version: int
+    error_code: int = 0
+    session_id: int = 0
+    _unthrottled: list[bytes | Region] | None = field(default=None, repr=False)
+
+    def encode(self, throttle_time_ms: int) -> list[bytes | Region]:
+        if throttle_time_ms == 0 and self._unthrottled is not None:
+            return self._unthrottled
+        return encode_fetch_response(self.topics, throttle_time_ms, self.version, self.error_code, self.session_id)
+
+    def size(self) -> int:
+        """The encoded body's size in bytes, record data included (what the fetch quota counts)."""
+        if self._unthrottled is None:
+            self._unthrottled = self.encode(0)
+        return _records_size(self._unthrottled)
+
+    def without_data(self) -> FetchResponse:
+        """The answer to a throttled fetch: no partitions, so none of its data is sent."""
+        return FetchResponse([], self.version)

@@ -110,3 +110,14 @@ def encode_produce_response(
     w.int32(throttle_ms)
     w.tagged_fields(flexible)
     return bytes(w.buf)
+
+
+@dataclass(slots=True)
+class ProduceResponse:
+    """A Produce response waiting for its throttle time (see protocol/response.py)."""
+
+    results: list[tuple[str, list[PartitionProduceResult]]]
+    version: int
+
+    def encode(self, throttle_time_ms: int) -> bytes:
+        return encode_produce_response(self.results, throttle_time_ms, self.version)

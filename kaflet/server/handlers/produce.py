@@ -6,7 +6,7 @@ import logging
 
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode, KafkaError
-from kaflet.protocol.produce import PartitionProduceResult, decode_produce_request, encode_produce_response
+from kaflet.protocol.produce import PartitionProduceResult, ProduceResponse, decode_produce_request
 from kaflet.security.acl import AclOperation, ResourceType
 from kaflet.server.request_context import RequestContext
 
@@ -17,7 +17,7 @@ MAX_VERSION = 10
 log = logging.getLogger("kaflet.produce")
 
 
-async def handle(ctx: RequestContext, body: memoryview) -> bytes | None:
+async def handle(ctx: RequestContext, body: memoryview) -> ProduceResponse | None:
     req = decode_produce_request(body, ctx.version)
     broker = ctx.broker
     results: list[tuple[str, list[PartitionProduceResult]]] = []
@@ -85,4 +85,4 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes | None:
             log.error("fsync of %s failed: %s", res.index, exc)
             res.error_code = ErrorCode.KAFKA_STORAGE_ERROR
             res.error_message = "Disk error while flushing the log"
-    return encode_produce_response(results, 0, ctx.version)
+    return ProduceResponse(results, ctx.version)
