@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kaflet.protocol.primitives import Reader, Writer
+from kaflet.protocol.response import OwnEncoding
 
 
 def decode_api_versions_request(body: memoryview, version: int) -> tuple[str, str]:
@@ -42,7 +43,7 @@ def encode_api_versions_response(
 
 
 @dataclass(slots=True)
-class ApiVersionsResponse:
+class ApiVersionsResponse(OwnEncoding):
     """An ApiVersions response waiting for its throttle time (v1 and later carry one)."""
 
     error_code: int

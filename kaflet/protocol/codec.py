@@ -15,8 +15,6 @@ import struct
 from functools import cache
 from typing import Any
 
-from kafka.protocol.api_message import ApiMessage
-
 from kaflet.protocol.primitives import DecodeError
 
 _MODULES = {
@@ -71,11 +69,6 @@ def decode_request(api_key: int, version: int, body: memoryview) -> Any:
     except (ValueError, IndexError, KeyError, TypeError, OverflowError, AttributeError,
             MemoryError, EOFError, struct.error) as exc:
         raise DecodeError(f"malformed {request_class(api_key).__name__} v{version}: {exc}") from exc
-
-
-def is_message(obj: Any) -> bool:
-    """Is `obj` a message of this codec (rather than one of kaflet's own encoders)?"""
-    return isinstance(obj, ApiMessage)
 
 
 @cache

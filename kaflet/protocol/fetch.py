@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from kaflet.protocol.primitives import Writer, uvarint_bytes
+from kaflet.protocol.response import OwnEncoding
 
 _PART_HEAD = struct.Struct(">ihqq")
 
@@ -81,7 +82,7 @@ def encode_fetch_response(
 
 
 @dataclass(slots=True)
-class FetchResponse:
+class FetchResponse(OwnEncoding):
     """A Fetch response waiting for its throttle time (see protocol/response.py).
 
     The fetch quota charges a response its size before the throttle time is known. The size

@@ -10,6 +10,7 @@ import struct
 from dataclasses import dataclass, field
 
 from kaflet.protocol.primitives import Reader, Writer
+from kaflet.protocol.response import OwnEncoding
 
 _PARTITION_RESULT = struct.Struct(">ihqq")
 
@@ -113,7 +114,7 @@ def encode_produce_response(
 
 
 @dataclass(slots=True)
-class ProduceResponse:
+class ProduceResponse(OwnEncoding):
     """A Produce response waiting for its throttle time (see protocol/response.py)."""
 
     results: list[tuple[str, list[PartitionProduceResult]]]
