@@ -95,7 +95,7 @@ class FetchResponse(OwnEncoding):
     version: int
     error_code: int = 0
     session_id: int = 0
-    _unthrottled: list[bytes | Region] | None = field(default=None, repr=False)
+    _unthrottled: list[bytes | Region] | None = field(default=None, init=False, repr=False, compare=False)
 
     def encode(self, throttle_time_ms: int) -> list[bytes | Region]:
         if throttle_time_ms == 0 and self._unthrottled is not None:
