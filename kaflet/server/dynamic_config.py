@@ -32,6 +32,7 @@ from kaflet.server.config_docs import broker_doc, topic_doc
 from kaflet.server.kafka_configs import (
     CLUSTER_LEVEL_LISTENER_CONFIGS,
     CLUSTER_WIDE,
+    DYNAMIC_ONLY,
     LISTENER_ONLY_SECURITY_CONFIGS,
     PER_BROKER,
     READ_ONLY,
@@ -39,6 +40,7 @@ from kaflet.server.kafka_configs import (
     broker_config_key,
     check_value,
     listener_base,
+    lookup_config,
 )
 from kaflet.server.topic_config import TOPIC_CONFIGS, InvalidConfigError, validate_topic_config
 
@@ -84,7 +86,7 @@ class BrokerKey:
     dynamic: bool  # Kafka lists it as dynamic (DescribeConfigs' read_only is its negation)
     topic_synonym: str | None = None  # the topic config this key supplies the default of
     mode: str = READ_ONLY  # Kafka's update mode (kafka_configs)
-    internal: bool = False  # listed only when set, as Kafka does
+    internal: bool = False  # listed by DescribeConfigs only when set, as Kafka does
     kafka: bool = True  # False: a kaflet-only key (the gateway's throttle bound)
 
 
@@ -119,8 +121,11 @@ def broker_keys() -> dict[str, BrokerKey]:
     topic_of = {d.broker_key: name for name, d in TOPIC_CONFIGS.items() if d.broker_key}
     out: dict[str, BrokerKey] = {}
     for name, kk in broker_catalogue().items():
+        # Like Kafka, DescribeConfigs lists internal keys, dynamic-only ones (not KafkaConfig's) and
+        # the keys 3.x dropped only when they are set.
+        unlisted = kk.internal or kk.mode == DYNAMIC_ONLY or kk.removed_in is not None
         out[name] = BrokerKey(name, kk.kind, kk.default, kk.mode in (PER_BROKER, CLUSTER_WIDE), topic_of.get(name),
-                              kk.mode, kk.internal)
+                              kk.mode, unlisted)
     for name, d in BROKER_CONFIGS.items():
         k = out.get(name)
         if k is None:
@@ -130,6 +135,12 @@ def broker_keys() -> dict[str, BrokerKey]:
             # kaflet's table; Kafka reports it unset (null), and so does DescribeConfigs.
             out[name] = dataclasses.replace(k, default=format_value(d.default))
     return out
+
+
+@cache
+def _default_layer() -> Mapping[str, str]:
+    """The built-in defaults, as a config layer (DescribeConfigs walks it once per entry)."""
+    return {k: b.default for k, b in broker_keys().items() if b.default is not None}
 
 
 def list_kind(name: str, broker: bool) -> bool:
@@ -195,9 +206,8 @@ class DynamicBrokerConfig:
             self.per_broker = dict(per_broker)
 
     def _layers(self) -> list[tuple[Mapping[str, str | None], int]]:
-        defaults = {k: b.default for k, b in broker_keys().items() if b.default is not None}
         return [(self.per_broker, SOURCE_DYNAMIC_BROKER), (self.default, SOURCE_DYNAMIC_DEFAULT_BROKER),
-                (self.static, SOURCE_STATIC_BROKER), (defaults, SOURCE_DEFAULT)]
+                (self.static, SOURCE_STATIC_BROKER), (_default_layer(), SOURCE_DEFAULT)]
 
     def value(self, name: str) -> str | None:
         """The broker's current value of ``name`` (None when unset everywhere)."""
@@ -268,13 +278,7 @@ def describe_topic(dynamic: DynamicBrokerConfig, topic_defaults: Mapping[str, st
 
 def _type_key(name: str) -> BrokerKey | None:
     """The key whose type a broker config has: its own, else its listener base config's."""
-    keys = broker_keys()
-    key = keys.get(name)
-    if key is None:
-        base = listener_base(name)
-        if base is not None:
-            key = keys.get(base[1])
-    return key
+    return lookup_config(broker_keys(), name)
 
 
 def _broker_entry(dynamic: DynamicBrokerConfig, name: str, value: str | None, per_broker: bool) -> ConfigEntry:

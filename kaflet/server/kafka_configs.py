@@ -19,8 +19,12 @@ accept this value?" with Kafka's wording.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
+from typing import TypeVar
+
+T = TypeVar("T")
 
 READ_ONLY = "read-only"
 PER_BROKER = "per-broker"
@@ -525,15 +529,19 @@ def listener_base(name: str) -> tuple[str, str] | None:
     return listener, rest
 
 
-def broker_config_key(name: str) -> KafkaConfigKey | None:
-    """The Kafka broker config ``name`` is, or is the listener override of; None if neither."""
-    cat = broker_catalogue()
-    key = cat.get(name)
-    if key is None:
+def lookup_config(table: Mapping[str, T], name: str) -> T | None:
+    """``table``'s entry for ``name``, else for the config ``name`` is the listener override of."""
+    found = table.get(name)
+    if found is None:
         base = listener_base(name)
         if base is not None:
-            key = cat.get(base[1])
-    return key
+            found = table.get(base[1])
+    return found
+
+
+def broker_config_key(name: str) -> KafkaConfigKey | None:
+    """The Kafka broker config ``name`` is, or is the listener override of; None if neither."""
+    return lookup_config(broker_catalogue(), name)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -221,7 +221,8 @@ def test_dynamic_broker_configs_kafka_accepts() -> None:
 def test_describe_broker_types_and_sensitivity() -> None:
     dyn = DynamicBrokerConfig(1, {"listener.name.plain.sasl.jaas.config": "secret", "ssl.key.password": "pw",
                                   "listener.name.plain.ssl.client.auth": "required"})
-    dyn.update(per_broker={"sasl.kerberos.min.time.before.relogin": "120000", "my.plugin.setting": "x"})
+    dyn.update(per_broker={"sasl.kerberos.min.time.before.relogin": "120000", "my.plugin.setting": "x",
+                           "leader.replication.throttled.rate": "1000"})
     entries = by_name(describe_broker(dyn))
     relogin = entries["sasl.kerberos.min.time.before.relogin"]
     assert relogin.value == "120000" and relogin.source == SOURCE_DYNAMIC_BROKER and relogin.kind == 5  # LONG
@@ -236,5 +237,9 @@ def test_describe_broker_types_and_sensitivity() -> None:
     assert entries["my.plugin.setting"].sensitive  # a custom config: Kafka cannot type it
     # Kafka's whole catalogue is listed, internal keys only when set.
     assert {"zookeeper.session.timeout.ms", "sasl.kerberos.service.name", "replica.lag.time.max.ms"} <= set(entries)
-    assert "unstable.api.versions.enable" not in entries
+    for unlisted in ("unstable.api.versions.enable", "port", "follower.replication.throttled.rate"):
+        assert unlisted not in entries, unlisted
+    # A dynamic-only key is listed once set; Kafka reports it read-only (it is not in AllDynamicConfigs).
+    rate = entries["leader.replication.throttled.rate"]
+    assert (rate.value, rate.kind, rate.read_only) == ("1000", 5, True)
     assert entries["replica.lag.time.max.ms"].value == "30000" and entries["replica.lag.time.max.ms"].read_only
