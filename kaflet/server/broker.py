@@ -32,6 +32,7 @@ from kaflet.server.config_admin import ConfigAdmin
 from kaflet.server.dispatcher import Dispatcher
 from kaflet.server.metadata_cache import MetadataCache, PartitionInfo
 from kaflet.server.topic_admin import TopicAdmin, wait_until
+from kaflet.server.topic_config import report_not_enforced
 
 log = logging.getLogger("kaflet.broker")
 
@@ -279,6 +280,7 @@ class Broker:
         try:
             data, _ = await self.tree.get(zkdata.topic_config_path(name))
             self.topic_overrides[name] = zkdata.parse_entity_config(data)
+            report_not_enforced(self.topic_overrides[name])
         except NoNodeError:
             self.topic_overrides[name] = {}
         log_config = self.log_manager.config_for(name)
