@@ -178,9 +178,11 @@ def test_producer_byte_rate(broker: BrokerProcess) -> None:
         assert 0.8 <= slow_rate <= 1.2
         assert slow.throttles and max(slow.throttles) > 0
         assert not fast.throttles
-        # Two cores serve both producers, the broker and the throttled client's retries, so
-        # "not slowed" is judged with room for a noisy machine (measured 1.09x when idle).
-        assert alongside >= 0.4 * baseline
+        # The throttled client's mute must not hold anyone else up. Two cores serve both
+        # producers, the broker and the throttled client's retries, so the bound is a tenth of
+        # the baseline (measured 1.09x when idle); a mute that blocked the broker would leave
+        # the other producer near the throttled one's 1 MB/s.
+        assert alongside >= 0.1 * baseline
 
         # Removing the quota applies at once, too.
         assert alter(b, [("client-id", "throttled")], {"producer_byte_rate": None}).error_code == 0
