@@ -23,7 +23,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
-from tests.support.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess, running_broker
 from tests.support.topics import create_topic
 
 OVERRIDES = {"log.cleaner.backoff.ms": "100", "log.segment.delete.delay.ms": "200",
@@ -222,10 +222,8 @@ def test_produce_is_answered_while_a_pass_runs(tmp_path: Path) -> None:
     # The cleaner's I/O is throttled, so the pass over the big log takes at least the bytes it
     # reads and writes over this rate however fast the machine is (about 2 s here): the window
     # this test looks into does not depend on the machine's speed.
-    b = BrokerProcess(tmp_path / "data", overrides={
-        **OVERRIDES, "log.cleaner.io.max.bytes.per.second": str(8 * 1024 * 1024)})
-    b.start()
-    try:
+    overrides = {**OVERRIDES, "log.cleaner.io.max.bytes.per.second": str(8 * 1024 * 1024)}
+    with running_broker(tmp_path / "data", overrides) as b:
         big = _topic("big")
         # Written with cleanup.policy=delete, so nothing cleans it until the policy changes.
         create_topic(b.bootstrap, big, config={"segment.bytes": "1048576", "min.cleanable.dirty.ratio": "0.01"})
@@ -259,8 +257,3 @@ def test_produce_is_answered_while_a_pass_runs(tmp_path: Path) -> None:
         assert during == list(range(1, len(during) + 1))
         # ... and the pass did the work: 2,000 live keys kept out of the 80,000 records it read.
         assert m is not None and int(m.group(1)) > 0 and int(m.group(2)) <= 2000 < int(m.group(3))
-    finally:
-        try:
-            b.stop(timeout=20)
-        finally:
-            b.kill()

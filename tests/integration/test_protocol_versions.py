@@ -27,7 +27,7 @@ from kaflet.protocol.errors import ErrorCode as E
 from kaflet.protocol.records import Record, build_batch, decode_records, iter_batches
 from kaflet.security.scram import SCRAM_SHA_256, ScramClient
 from kaflet.server.handlers import supported_versions
-from tests.support.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess, running_broker
 from tests.support.groups import join, subscription, sync
 from tests.support.quotas import alter as alter_quotas
 from tests.support.quotas import as_dict as quotas_as_dict
@@ -49,7 +49,7 @@ PARAMS = [(key, v) for key, lo, hi in ADVERTISED for v in range(lo, hi + 1)]
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     """A plain and a SASL listener, with an authorizer under which the plain clients are super users."""
-    b = BrokerProcess(tmp_path_factory.mktemp("versions") / "data", {
+    overrides = {
         "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
         "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
@@ -59,9 +59,8 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
         "group.initial.rebalance.delay.ms": "0",
         "group.min.session.timeout.ms": "1000",
         "offsets.topic.num.partitions": "1",
-    })
-    b.start()
-    try:
+    }
+    with running_broker(tmp_path_factory.mktemp("versions") / "data", overrides) as b:
         c = RawClient(b.bootstrap)
         deadline = time.monotonic() + 30
         # The first FindCoordinator creates __consumer_offsets; wait until it is served.
@@ -70,11 +69,6 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
             time.sleep(0.1)
         c.close()
         yield b
-    finally:
-        try:
-            b.stop(timeout=20)
-        finally:
-            b.kill()
 
 
 # -- plumbing ---------------------------------------------------------------------------------------
