@@ -162,8 +162,10 @@ def test_idle_connections_are_closed(tmp_path):
     try:
         c = RawClient(broker.bootstrap)
         start = time.monotonic()
-        assert c.is_closed_by_peer(timeout=5)
-        assert 0.4 < time.monotonic() - start < 3
+        assert c.is_closed_by_peer(timeout=10)
+        # Not before the idle time; the upper bound (10x it) only tells "closed by the reaper"
+        # from "closed by something else much later".
+        assert 0.4 < time.monotonic() - start < 5
         c.close()
     finally:
         broker.kill()
