@@ -6,26 +6,16 @@ from collections.abc import Iterable
 from typing import Any
 
 import click
-from confluent_kafka import KafkaException
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
     AclOperation,
     AclPermissionType,
-    AdminClient,
     ResourcePatternType,
     ResourceType,
 )
 
-from kaflet.cli.common import (
-    CliError,
-    bootstrap_option,
-    client_config,
-    config_file_option,
-    describe_kafka_error,
-    timeout_option,
-    unreachable_message,
-)
+from kaflet.cli.common import Admin, CliError, bootstrap_option, config_file_option, timeout_option
 
 CLUSTER_NAME = "kafka-cluster"
 
@@ -161,32 +151,9 @@ def _shortcut_plan(topics: Iterable[str], groups: Iterable[str], transactional_i
     return plan
 
 
-class _Admin:
-    def __init__(self, client: AdminClient, bootstrap: str, timeout_s: float) -> None:
-        self.client = client
-        self.bootstrap = bootstrap
-        self.timeout_s = timeout_s
-
-    def result(self, future: Any) -> Any:
-        try:
-            return future.result(timeout=self.timeout_s + 5)
-        except KafkaException as exc:
-            raise CliError(describe_kafka_error(exc, bootstrap=self.bootstrap, timeout_s=self.timeout_s)) from exc
-        except TimeoutError as exc:
-            raise CliError(unreachable_message(self.bootstrap, self.timeout_s)) from exc
-
-
-def _admin(bootstrap: str, config_file: str | None, timeout_s: float) -> _Admin:
-    conf = client_config(bootstrap, config_file, timeout_s=timeout_s)
-    try:
-        client = AdminClient(conf)
-    except (KafkaException, ValueError, TypeError) as exc:
-        raise CliError(f"Invalid client configuration: {describe_kafka_error(exc)}") from exc
-    admin = _Admin(client, bootstrap, timeout_s)
-    try:
-        client.list_topics(timeout=timeout_s)  # fail fast, with the right message, if no broker answers
-    except KafkaException as exc:
-        raise CliError(describe_kafka_error(exc, bootstrap=bootstrap, timeout_s=timeout_s)) from exc
+def _admin(bootstrap: str, config_file: str | None, timeout_s: float) -> Admin:
+    admin = Admin(bootstrap, config_file, timeout_s)
+    admin.metadata()  # fail fast, with the right message, if no broker answers
     return admin
 
 
@@ -206,7 +173,7 @@ def _entry_text(principal: str, host: str, op: AclOperation, perm: AclPermission
     return f"\t(principal={principal}, host={host}, operation={op.name}, permissionType={perm.name})"
 
 
-def _add(admin: _Admin, plan: dict[Resource, list[AclOperation]], ptype: ResourcePatternType,
+def _add(admin: Admin, plan: dict[Resource, list[AclOperation]], ptype: ResourcePatternType,
          allow_principal: Iterable[str], deny_principal: Iterable[str], allow_host: Iterable[str],
          deny_host: Iterable[str]) -> None:
     entries = _entries(allow_principal, deny_principal, allow_host, deny_host)
@@ -222,7 +189,7 @@ def _add(admin: _Admin, plan: dict[Resource, list[AclOperation]], ptype: Resourc
         _list(admin, [(restype, name)], ptype, ())
 
 
-def _remove(admin: _Admin, plan: dict[Resource, list[AclOperation]], ptype: ResourcePatternType,
+def _remove(admin: Admin, plan: dict[Resource, list[AclOperation]], ptype: ResourcePatternType,
             allow_principal: Iterable[str], deny_principal: Iterable[str], allow_host: Iterable[str],
             deny_host: Iterable[str], force: bool) -> None:
     entries: list[tuple[str | None, str | None, AclPermissionType]] = list(
@@ -242,7 +209,7 @@ def _remove(admin: _Admin, plan: dict[Resource, list[AclOperation]], ptype: Reso
         _list(admin, [(restype, name)], ptype, ())
 
 
-def _check_listable(admin: _Admin) -> None:
+def _check_listable(admin: Admin) -> None:
     """Say why a listing would be empty when the broker refused it.
 
     librdkafka drops DescribeAcls' top-level error code (a refusal and a broker without an
@@ -273,7 +240,7 @@ def _check_listable(admin: _Admin) -> None:
         raise CliError("No Authorizer is configured on the broker (SECURITY_DISABLED).")
 
 
-def _list(admin: _Admin, resources: list[Resource], ptype: ResourcePatternType, principals: Iterable[str]) -> None:
+def _list(admin: Admin, resources: list[Resource], ptype: ResourcePatternType, principals: Iterable[str]) -> None:
     filters = [AclBindingFilter(r, n, ptype, None, None, AclOperation.ANY, AclPermissionType.ANY)
                for r, n in resources] or \
               [AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,

@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, ClusterMetadata, TopicMetadata
 
 DEFAULT_TIMEOUT_S = 10.0
 
@@ -165,6 +166,58 @@ def describe_kafka_error(err: KafkaError | KafkaException | BaseException, *, to
         text = text[len("Broker: ") :]
     prefix = f"Topic '{topic}': " if topic else ""
     return f"{prefix}{text} ({err.name()})."
+
+
+class Admin:
+    """An AdminClient plus what the tools need to word its failures as one-line errors."""
+
+    def __init__(self, bootstrap: str, config_file: str | None, timeout_s: float) -> None:
+        self.conf = client_config(bootstrap, config_file, timeout_s=timeout_s)
+        # The admin client is a producer-type handle whose metadata requests would otherwise
+        # ask the broker to auto-create the topic a tool is asking about.
+        self.conf["allow.auto.create.topics"] = False
+        self.bootstrap = bootstrap
+        self.timeout_s = timeout_s
+        try:
+            self.client = AdminClient(self.conf)
+        except (KafkaException, ValueError, TypeError) as exc:
+            raise CliError(f"Invalid client configuration: {describe_kafka_error(exc)}") from exc
+
+    def fail(self, exc: BaseException, topic: str | None = None, what: str = "") -> CliError:
+        """The CliError for a failed call, prefixed with `what` unless no broker answered."""
+        msg = describe_kafka_error(exc, topic=topic, bootstrap=self.bootstrap, timeout_s=self.timeout_s)
+        return CliError(f"{what}: {msg}" if what and "Could not reach" not in msg else msg)
+
+    def metadata(self, topic: str | None = None) -> ClusterMetadata:
+        """Cluster metadata; doubles as the "is a broker up?" probe, with the usual error."""
+        try:
+            return self.client.list_topics(topic=topic, timeout=self.timeout_s)
+        except KafkaException as exc:
+            raise self.fail(exc, topic) from exc
+
+    def existing_topic(self, topic: str) -> TopicMetadata | None:
+        """Metadata of `topic`, or None when the broker says it does not exist."""
+        meta = self.metadata(topic).topics.get(topic)
+        if meta is None or (meta.error is not None and meta.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
+            return None
+        if meta.error is not None and meta.error.code() != KafkaError.LEADER_NOT_AVAILABLE:
+            raise CliError(describe_kafka_error(meta.error, topic=topic))
+        return meta
+
+    def result(self, future: Any, topic: str | None = None, what: str = "") -> Any:
+        """Wait for an admin future; a failure becomes a CliError."""
+        try:
+            # Guard the future too: librdkafka's own request timeout is the real bound.
+            return future.result(timeout=self.timeout_s + 5)
+        except KafkaException as exc:
+            raise self.fail(exc, topic, what) from exc
+        except TimeoutError as exc:
+            raise CliError(unreachable_message(self.bootstrap, self.timeout_s)) from exc
+
+    def wait(self, futures: dict[Any, Any], topic: str | None = None) -> dict[Any, Any]:
+        """Resolve a dict of admin futures; the first failure becomes a CliError naming its topic."""
+        return {key: self.result(fut, topic or (key if isinstance(key, str) else getattr(key, "name", None)))
+                for key, fut in futures.items()}
 
 
 def is_code(exc: BaseException, *codes: int) -> bool:

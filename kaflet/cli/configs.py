@@ -7,15 +7,13 @@ import struct
 from typing import Any
 
 import click
-from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
 
 from kaflet.cli.common import (
+    Admin,
     CliError,
     bootstrap_option,
-    client_config,
     config_file_option,
-    describe_kafka_error,
     timeout_option,
     unreachable_message,
 )
@@ -62,35 +60,8 @@ def _source_name(source: int) -> str:
         return "UNKNOWN"
 
 
-class _Configs:
-    """An AdminClient plus what is needed to word its errors."""
-
-    def __init__(self, bootstrap: str, config_file: str | None, timeout_s: float) -> None:
-        self.conf = client_config(bootstrap, config_file, timeout_s=timeout_s)
-        self.conf["allow.auto.create.topics"] = False
-        self.bootstrap = bootstrap
-        self.timeout_s = timeout_s
-        try:
-            self.client = AdminClient(self.conf)
-        except (KafkaException, ValueError, TypeError) as exc:
-            raise CliError(f"Invalid client configuration: {describe_kafka_error(exc)}") from exc
-
-    def fail(self, exc: BaseException, topic: str | None = None) -> CliError:
-        return CliError(describe_kafka_error(exc, topic=topic, bootstrap=self.bootstrap, timeout_s=self.timeout_s))
-
-    def metadata(self) -> Any:
-        try:
-            return self.client.list_topics(timeout=self.timeout_s)
-        except KafkaException as exc:
-            raise self.fail(exc) from exc
-
-    def result(self, future: Any, topic: str | None = None) -> Any:
-        try:
-            return future.result(timeout=self.timeout_s + 5)
-        except KafkaException as exc:
-            raise self.fail(exc, topic) from exc
-        except TimeoutError as exc:
-            raise CliError(unreachable_message(self.bootstrap, self.timeout_s)) from exc
+class _Configs(Admin):
+    """The shared admin helper plus DescribeConfigs/IncrementalAlterConfigs over kaflet's own connection."""
 
     def describe(self, rtype: ConfigResource.Type, name: str) -> list[Entry]:
         """DescribeConfigs with synonyms, over our own connection: the client libraries keep one
@@ -101,7 +72,7 @@ class _Configs:
         address = None
         if rtype == ConfigResource.Type.BROKER and name:
             broker = self.metadata().brokers.get(int(name))
-            if broker is None:
+            if broker is None or broker.host is None:
                 raise CliError(f"Broker {name} is not in the cluster.")
             address = (broker.host, broker.port)
         req_cls = codec.request_class(_DESCRIBE_CONFIGS)

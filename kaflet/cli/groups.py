@@ -4,17 +4,16 @@
 from __future__ import annotations
 
 import datetime as dt
-from concurrent.futures import Future
 from typing import Any
 
 import click
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka.admin import OffsetSpec
 
 from kaflet.cli.common import (
+    Admin,
     CliError,
     bootstrap_option,
-    client_config,
     config_file_option,
     describe_kafka_error,
     is_code,
@@ -25,51 +24,23 @@ from kaflet.cli.common import (
 _ACTIONS = ("list", "describe", "reset-offsets", "delete")
 
 
-class _Admin:
-    """An AdminClient plus what is needed to word its errors."""
+def _describe_group(admin: Admin, group: str) -> Any:
+    return admin.result(admin.client.describe_consumer_groups([group], request_timeout=admin.timeout_s)[group],
+                        what=f"Consumer group '{group}'")
 
-    def __init__(self, bootstrap: str, config_file: str | None, timeout_s: float) -> None:
-        conf = client_config(bootstrap, config_file, timeout_s=timeout_s)
-        conf["allow.auto.create.topics"] = False
-        self.bootstrap = bootstrap
-        self.timeout_s = timeout_s
-        try:
-            self.client = AdminClient(conf)
-        except (KafkaException, ValueError, TypeError) as exc:
-            raise CliError(f"Invalid client configuration: {describe_kafka_error(exc)}") from exc
 
-    def result(self, fut: Future[Any], what: str = "") -> Any:
-        try:
-            return fut.result(timeout=self.timeout_s + 5)
-        except KafkaException as exc:
-            msg = describe_kafka_error(exc, bootstrap=self.bootstrap, timeout_s=self.timeout_s)
-            raise CliError(f"{what}: {msg}" if what and "Could not reach" not in msg else msg) from exc
-        except TimeoutError as exc:
-            raise CliError(unreachable_message(self.bootstrap, self.timeout_s)) from exc
+def _committed(admin: Admin, group: str) -> dict[tuple[str, int], TopicPartition]:
+    fut = admin.client.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
+                                                   request_timeout=admin.timeout_s)[group]
+    res = admin.result(fut, what=f"Consumer group '{group}'")
+    return {(tp.topic, tp.partition): tp for tp in res.topic_partitions or [] if tp.offset >= 0}
 
-    def probe(self) -> None:
-        """Fail fast, with the right message, when no broker answers."""
-        try:
-            self.client.list_topics(timeout=self.timeout_s)
-        except KafkaException as exc:
-            raise CliError(describe_kafka_error(exc, bootstrap=self.bootstrap, timeout_s=self.timeout_s)) from exc
 
-    def describe(self, group: str) -> Any:
-        return self.result(self.client.describe_consumer_groups([group], request_timeout=self.timeout_s)[group],
-                           f"Consumer group '{group}'")
-
-    def committed(self, group: str) -> dict[tuple[str, int], TopicPartition]:
-        fut = self.client.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
-                                                      request_timeout=self.timeout_s)[group]
-        res = self.result(fut, f"Consumer group '{group}'")
-        return {(tp.topic, tp.partition): tp for tp in res.topic_partitions or [] if tp.offset >= 0}
-
-    def offsets(self, parts: list[tuple[str, int]], spec: OffsetSpec) -> dict[tuple[str, int], int]:
-        if not parts:
-            return {}
-        futures = self.client.list_offsets({TopicPartition(t, p): spec for t, p in parts},
-                                           request_timeout=self.timeout_s)
-        return {(tp.topic, tp.partition): self.result(f, f"Topic '{tp.topic}'").offset for tp, f in futures.items()}
+def _offsets(admin: Admin, parts: list[tuple[str, int]], spec: OffsetSpec) -> dict[tuple[str, int], int]:
+    if not parts:
+        return {}
+    futures = admin.client.list_offsets({TopicPartition(t, p): spec for t, p in parts}, request_timeout=admin.timeout_s)
+    return {(tp.topic, tp.partition): admin.result(f, what=f"Topic '{tp.topic}'").offset for tp, f in futures.items()}
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> None:
@@ -127,8 +98,8 @@ def groups(bootstrap: str, list_: bool, describe: bool, reset_offsets: bool, del
     elif any(specs) or topic or dry_run or execute:
         raise click.UsageError("--topic, --to-*, --shift-by, --dry-run and --execute go with --reset-offsets.")
 
-    admin = _Admin(bootstrap, config_file, timeout_s)
-    admin.probe()
+    admin = Admin(bootstrap, config_file, timeout_s)
+    admin.metadata()  # fail fast, with the right message, if no broker answers
     if action == "list":
         _list(admin)
     elif action == "describe":
@@ -142,7 +113,7 @@ def groups(bootstrap: str, list_: bool, describe: bool, reset_offsets: bool, del
         _reset(admin, group, topic, to_earliest, to_latest, to_offset, to_datetime, shift_by, execute)
 
 
-def _list(admin: _Admin) -> None:
+def _list(admin: Admin) -> None:
     res = admin.result(admin.client.list_consumer_groups(request_timeout=admin.timeout_s))
     for g in sorted(res.valid, key=lambda g: g.group_id):
         click.echo(g.group_id)
@@ -153,9 +124,9 @@ def _state(desc: Any) -> str:
             "COMPLETING_REBALANCING": "CompletingRebalance"}.get(desc.state.name, desc.state.name.title())
 
 
-def _describe(admin: _Admin, group: str, what: str) -> None:
-    desc = admin.describe(group)
-    committed = admin.committed(group) if what == "offsets" else {}
+def _describe(admin: Admin, group: str, what: str) -> None:
+    desc = _describe_group(admin, group)
+    committed = _committed(admin, group) if what == "offsets" else {}
     state = _state(desc)
     if state == "Dead" and not committed:
         raise CliError(f"Consumer group '{group}' does not exist.")
@@ -179,7 +150,7 @@ def _describe(admin: _Admin, group: str, what: str) -> None:
         for tp in m.assignment.topic_partitions if m.assignment else []:
             owner[(tp.topic, tp.partition)] = m
     parts = sorted(set(committed) | set(owner))
-    ends = admin.offsets(parts, OffsetSpec.latest())
+    ends = _offsets(admin, parts, OffsetSpec.latest())
     rows = []
     for tp in parts:
         cur = committed[tp].offset if tp in committed else None
@@ -192,7 +163,7 @@ def _describe(admin: _Admin, group: str, what: str) -> None:
             "CLIENT-ID"], rows)
 
 
-def _delete(admin: _Admin, group: str) -> None:
+def _delete(admin: Admin, group: str) -> None:
     fut = admin.client.delete_consumer_groups([group], request_timeout=admin.timeout_s)[group]
     try:
         fut.result(timeout=admin.timeout_s + 5)
@@ -202,8 +173,7 @@ def _delete(admin: _Admin, group: str) -> None:
                            "(NON_EMPTY_GROUP).") from exc
         if is_code(exc, KafkaError.GROUP_ID_NOT_FOUND):
             raise CliError(f"Consumer group '{group}' does not exist (GROUP_ID_NOT_FOUND).") from exc
-        raise CliError(f"Deletion of group '{group}' failed: "
-                       f"{describe_kafka_error(exc, bootstrap=admin.bootstrap, timeout_s=admin.timeout_s)}") from exc
+        raise admin.fail(exc, what=f"Deletion of group '{group}' failed") from exc
     except TimeoutError as exc:
         raise CliError(unreachable_message(admin.bootstrap, admin.timeout_s)) from exc
     click.echo(f"Deletion of requested consumer groups ('{group}') was successful.")
@@ -220,14 +190,10 @@ def _parse_datetime(text: str) -> int:
     return int(when.timestamp() * 1000)
 
 
-def _topic_partitions(admin: _Admin, spec: str) -> list[tuple[str, int]]:
+def _topic_partitions(admin: Admin, spec: str) -> list[tuple[str, int]]:
     name, _, plist = spec.partition(":")
-    try:
-        meta = admin.client.list_topics(topic=name, timeout=admin.timeout_s).topics.get(name)
-    except KafkaException as exc:
-        raise CliError(describe_kafka_error(exc, topic=name, bootstrap=admin.bootstrap,
-                                            timeout_s=admin.timeout_s)) from exc
-    if meta is None or (meta.error is not None and meta.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
+    meta = admin.existing_topic(name)
+    if meta is None:
         raise CliError(f"Topic '{name}' does not exist.")
     existing = sorted(meta.partitions)
     if not plist:
@@ -242,19 +208,19 @@ def _topic_partitions(admin: _Admin, spec: str) -> list[tuple[str, int]]:
     return [(name, p) for p in wanted]
 
 
-def _reset(admin: _Admin, group: str, topic: str, to_earliest: bool, to_latest: bool, to_offset: int | None,
+def _reset(admin: Admin, group: str, topic: str, to_earliest: bool, to_latest: bool, to_offset: int | None,
            to_datetime: str | None, shift_by: int | None, execute: bool) -> None:
     ts = _parse_datetime(to_datetime) if to_datetime is not None else None
-    desc = admin.describe(group)
+    desc = _describe_group(admin, group)
     state = _state(desc)
     if state not in ("Empty", "Dead"):
         raise CliError(f"Assignments can only be reset if the group '{group}' is inactive, but the current state "
                        f"is {state}.")
     parts = _topic_partitions(admin, topic)
-    earliest = admin.offsets(parts, OffsetSpec.earliest())
-    latest = admin.offsets(parts, OffsetSpec.latest())
-    committed = admin.committed(group) if shift_by is not None else {}
-    by_time = admin.offsets(parts, OffsetSpec.for_timestamp(ts)) if ts is not None else {}
+    earliest = _offsets(admin, parts, OffsetSpec.earliest())
+    latest = _offsets(admin, parts, OffsetSpec.latest())
+    committed = _committed(admin, group) if shift_by is not None else {}
+    by_time = _offsets(admin, parts, OffsetSpec.for_timestamp(ts)) if ts is not None else {}
     new: dict[tuple[str, int], int] = {}
     for tp in parts:
         lo, hi = earliest[tp], latest[tp]
@@ -276,7 +242,7 @@ def _reset(admin: _Admin, group: str, topic: str, to_earliest: bool, to_latest: 
         return
     request = ConsumerGroupTopicPartitions(group, [TopicPartition(t, p, off) for (t, p), off in new.items()])
     fut = admin.client.alter_consumer_group_offsets([request], request_timeout=admin.timeout_s)[group]
-    res = admin.result(fut, f"Resetting the offsets of group '{group}' failed")
+    res = admin.result(fut, what=f"Resetting the offsets of group '{group}' failed")
     for tp in res.topic_partitions or []:
         if tp.error is not None:
             raise CliError(f"Resetting the offset of {tp.topic}-{tp.partition} failed: "

@@ -7,77 +7,19 @@ from typing import Any
 
 import click
 from confluent_kafka import KafkaError, KafkaException, TopicCollection
-from confluent_kafka.admin import (
-    AdminClient,
-    ClusterMetadata,
-    ConfigResource,
-    ConfigSource,
-    NewPartitions,
-    NewTopic,
-    TopicMetadata,
-)
+from confluent_kafka.admin import ConfigResource, ConfigSource, NewPartitions, NewTopic
 
 from kaflet.cli.common import (
+    Admin,
     CliError,
     bootstrap_option,
-    client_config,
     config_file_option,
-    describe_kafka_error,
     is_code,
     parse_key_values,
     timeout_option,
-    unreachable_message,
 )
 
 _ACTIONS = ("create", "list", "describe", "alter", "delete")
-
-
-class _Admin:
-    """An AdminClient plus the context needed to word its errors."""
-
-    def __init__(self, bootstrap: str, config_file: str | None, timeout_s: float) -> None:
-        conf = client_config(bootstrap, config_file, timeout_s=timeout_s)
-        # The admin client is a producer-type handle whose metadata requests would
-        # otherwise ask the broker to auto-create the topic we are asking about.
-        conf["allow.auto.create.topics"] = False
-        self.bootstrap = bootstrap
-        self.timeout_s = timeout_s
-        try:
-            self.client = AdminClient(conf)
-        except (KafkaException, ValueError, TypeError) as exc:
-            raise CliError(f"Invalid client configuration: {describe_kafka_error(exc)}") from exc
-
-    def metadata(self, topic: str | None = None) -> ClusterMetadata:
-        """Fetch metadata; this doubles as the "is the broker up?" probe."""
-        try:
-            return self.client.list_topics(topic=topic, timeout=self.timeout_s)
-        except KafkaException as exc:
-            raise CliError(describe_kafka_error(exc, bootstrap=self.bootstrap, timeout_s=self.timeout_s)) from exc
-
-    def existing_topic(self, topic: str) -> TopicMetadata | None:
-        """Metadata of `topic`, or None when the broker says it does not exist."""
-        meta = self.metadata(topic).topics.get(topic)
-        if meta is None or (meta.error is not None and meta.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
-            return None
-        if meta.error is not None and meta.error.code() != KafkaError.LEADER_NOT_AVAILABLE:
-            raise CliError(describe_kafka_error(meta.error, topic=topic))
-        return meta
-
-    def wait(self, futures: dict[Any, Any], topic: str | None = None) -> dict[Any, Any]:
-        """Resolve admin futures, converting the first failure into a CliError."""
-        results = {}
-        for key, fut in futures.items():
-            try:
-                # Guard the future too: librdkafka's own request timeout is the real bound.
-                results[key] = fut.result(timeout=self.timeout_s + 5)
-            except KafkaException as exc:
-                name = topic or (key if isinstance(key, str) else getattr(key, "name", None))
-                raise CliError(
-                    describe_kafka_error(exc, topic=name, bootstrap=self.bootstrap, timeout_s=self.timeout_s)
-                ) from exc
-            except TimeoutError as exc:
-                raise CliError(unreachable_message(self.bootstrap, self.timeout_s)) from exc
-        return results
 
 
 def _topic_id(uuid: Any) -> str:
@@ -144,7 +86,7 @@ def topics(
         raise click.UsageError("--partitions is only valid with --create or --alter.")
     topic_configs = parse_key_values(configs, "--config")
 
-    admin = _Admin(bootstrap, config_file, timeout_s)
+    admin = Admin(bootstrap, config_file, timeout_s)
     if action == "create":
         assert topic is not None
         _create(admin, topic, partitions, replication_factor, topic_configs, if_not_exists)
@@ -160,7 +102,7 @@ def topics(
         _delete(admin, topic, if_exists)
 
 
-def _create(admin: _Admin, topic: str, partitions: int | None, replication_factor: int | None,
+def _create(admin: Admin, topic: str, partitions: int | None, replication_factor: int | None,
             configs: dict[str, str], if_not_exists: bool) -> None:
     admin.metadata()  # fail fast, with the right message, if no broker answers
     # -1 asks the broker to apply its num.partitions / default.replication.factor.
@@ -175,14 +117,14 @@ def _create(admin: _Admin, topic: str, partitions: int | None, replication_facto
     click.echo(f"Created topic {topic}.")
 
 
-def _list(admin: _Admin, exclude_internal: bool) -> None:
+def _list(admin: Admin, exclude_internal: bool) -> None:
     for name in sorted(admin.metadata().topics):
         if exclude_internal and name.startswith("__"):
             continue
         click.echo(name)
 
 
-def _describe(admin: _Admin, topic: str | None, exclude_internal: bool, if_exists: bool) -> None:
+def _describe(admin: Admin, topic: str | None, exclude_internal: bool, if_exists: bool) -> None:
     if topic:
         meta = admin.existing_topic(topic)
         if meta is None:
@@ -213,7 +155,7 @@ def _describe(admin: _Admin, topic: str | None, exclude_internal: bool, if_exist
             )
 
 
-def _topic_ids(admin: _Admin, names: list[str]) -> dict[str, str]:
+def _topic_ids(admin: Admin, names: list[str]) -> dict[str, str]:
     """Best effort: older brokers cannot describe topics by id, so fall back to 'none'."""
     out: dict[str, str] = {}
     try:
@@ -228,7 +170,7 @@ def _topic_ids(admin: _Admin, names: list[str]) -> dict[str, str]:
     return out
 
 
-def _topic_configs(admin: _Admin, names: list[str]) -> dict[str, str]:
+def _topic_configs(admin: Admin, names: list[str]) -> dict[str, str]:
     """Non-default topic configs as `k=v,k=v`, like kafka-topics --describe."""
     out: dict[str, str] = {}
     resources = [ConfigResource(ConfigResource.Type.TOPIC, name) for name in names]
@@ -243,8 +185,7 @@ def _topic_configs(admin: _Admin, names: list[str]) -> dict[str, str]:
             # A broker without DescribeConfigs still has topics worth describing.
             if is_code(exc, KafkaError._UNSUPPORTED_FEATURE, KafkaError.UNSUPPORTED_VERSION):
                 continue
-            raise CliError(describe_kafka_error(exc, topic=res.name, bootstrap=admin.bootstrap,
-                                                timeout_s=admin.timeout_s)) from exc
+            raise admin.fail(exc, res.name) from exc
         except TimeoutError:
             continue
         shown = [
@@ -256,7 +197,7 @@ def _topic_configs(admin: _Admin, names: list[str]) -> dict[str, str]:
     return out
 
 
-def _alter(admin: _Admin, topic: str, partitions: int, if_exists: bool) -> None:
+def _alter(admin: Admin, topic: str, partitions: int, if_exists: bool) -> None:
     meta = admin.existing_topic(topic)
     if meta is None:
         if if_exists:
@@ -270,7 +211,7 @@ def _alter(admin: _Admin, topic: str, partitions: int, if_exists: bool) -> None:
     click.echo(f"Increased the partitions of topic {topic} from {current} to {partitions}.")
 
 
-def _delete(admin: _Admin, topic: str, if_exists: bool) -> None:
+def _delete(admin: Admin, topic: str, if_exists: bool) -> None:
     if admin.existing_topic(topic) is None:
         if if_exists:
             return

@@ -11,14 +11,13 @@ from typing import Any
 import click
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import (
-    AdminClient,
     ScramCredentialInfo,
     ScramMechanism,
     UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
 
-from kaflet.cli.common import CliError, client_config, describe_kafka_error, unreachable_message
+from kaflet.cli.common import Admin, CliError, unreachable_message
 
 MECHANISMS = {"SCRAM-SHA-256": ScramMechanism.SCRAM_SHA_256, "SCRAM-SHA-512": ScramMechanism.SCRAM_SHA_512}
 DEFAULT_ITERATIONS = 4096  # kafka-configs.sh's default
@@ -42,22 +41,6 @@ def parse_scram_value(mechanism: str, value: str) -> tuple[int, str]:
     return iterations, fields["password"]
 
 
-def _admin(bootstrap: str, config_file: str | None, timeout_s: float) -> AdminClient:
-    try:
-        return AdminClient(client_config(bootstrap, config_file, timeout_s=timeout_s))
-    except (KafkaException, ValueError, TypeError) as exc:
-        raise CliError(f"Invalid client configuration: {describe_kafka_error(exc)}") from exc
-
-
-def _result(future: Any, bootstrap: str, timeout_s: float) -> Any:
-    try:
-        return future.result(timeout=timeout_s + 5)
-    except KafkaException as exc:
-        raise CliError(describe_kafka_error(exc, bootstrap=bootstrap, timeout_s=timeout_s)) from exc
-    except TimeoutError as exc:
-        raise CliError(unreachable_message(bootstrap, timeout_s)) from exc
-
-
 def alter_users(bootstrap: str, config_file: str | None, timeout_s: float, user: str, add: dict[str, str],
                 delete: list[str]) -> None:
     """Upsert and delete SCRAM credentials of one user."""
@@ -71,29 +54,27 @@ def alter_users(bootstrap: str, config_file: str | None, timeout_s: float, user:
         alterations.append(UserScramCredentialUpsertion(user, ScramCredentialInfo(MECHANISMS[mech], iterations),
                                                         password.encode("utf-8")))
     alterations += [UserScramCredentialDeletion(user, MECHANISMS[mech]) for mech in delete]
-    admin = _admin(bootstrap, config_file, timeout_s)
-    futures = admin.alter_user_scram_credentials(alterations, request_timeout=timeout_s)
-    for future in futures.values():
-        _result(future, bootstrap, timeout_s)
+    admin = Admin(bootstrap, config_file, timeout_s)
+    for future in admin.client.alter_user_scram_credentials(alterations, request_timeout=timeout_s).values():
+        admin.result(future)
     click.echo(f"Completed updating config for user {user}.")
 
 
 def describe_users(bootstrap: str, config_file: str | None, timeout_s: float, user: str | None) -> None:
     """Print the SCRAM mechanisms (and iterations) of one user, or of every user that has some."""
-    admin = _admin(bootstrap, config_file, timeout_s)
+    admin = Admin(bootstrap, config_file, timeout_s)
     if user:
-        futures = admin.describe_user_scram_credentials([user], request_timeout=timeout_s)
+        futures = admin.client.describe_user_scram_credentials([user], request_timeout=timeout_s)
         try:
             found = {user: futures[user].result(timeout=timeout_s + 5)}
         except KafkaException as exc:
-            if "does not exist" in str(exc):
-                found = {}
-            else:
-                raise CliError(describe_kafka_error(exc, bootstrap=bootstrap, timeout_s=timeout_s)) from exc
+            if "does not exist" not in str(exc):
+                raise admin.fail(exc) from exc
+            found = {}
         except TimeoutError as exc:
             raise CliError(unreachable_message(bootstrap, timeout_s)) from exc
     else:
-        found = _result(admin.describe_user_scram_credentials(request_timeout=timeout_s), bootstrap, timeout_s)
+        found = admin.result(admin.client.describe_user_scram_credentials(request_timeout=timeout_s))
     if user and not found:
         click.echo(f"SCRAM credential configs for user-principal '{user}' are ")
     for name in sorted(found):

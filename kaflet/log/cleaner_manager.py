@@ -293,6 +293,9 @@ class LogCleaner:
             lg = self._logs().get(tp)
             if lg is None:
                 return False
+            # As Kafka does: with the summary line after the pass, this brackets the pass in the log.
+            log.info("beginning cleaning of log %s-%d (offsets %d to %d)", tp[0], tp[1], ltc.first_dirty,
+                     ltc.first_uncleanable)
             end, stats = cleaner.clean(lg, views[tp], ltc.first_dirty, ltc.first_uncleanable, now)
             with self._lock:
                 if tp in self._logs():

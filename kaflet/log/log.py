@@ -60,15 +60,23 @@ from kaflet.protocol.records import (
     LOG_OVERHEAD,
     MAGIC_V2,
     MIN_BATCH_LENGTH,
+    NO_TIMESTAMP,
+    TIMESTAMP_CREATE_TIME,
     TIMESTAMP_LOG_APPEND_TIME,
+    TIMESTAMP_TYPE_MASK,
     BatchHeader,
+    BatchInfo,
     RecordError,
+    RecordValidationError,
     check_crc,
     decode_records,
+    has_trusted_timestamps,
     parse_batch_header,
     recompress_batch,
+    scan_records,
     set_base_offset,
     set_log_append_time,
+    set_max_timestamp,
     set_partition_leader_epoch,
     validate_produce_batches,
 )
@@ -422,9 +430,13 @@ class Log:
         """Validate a produce record set, assign offsets in place and append it.
 
         Raises RecordError (CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE,
-        UNSUPPORTED_COMPRESSION_TYPE, INVALID_TIMESTAMP) or ProducerStateError
-        (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE); nothing is
-        written then.
+        UNSUPPORTED_COMPRESSION_TYPE), RecordValidationError (INVALID_RECORD, INVALID_TIMESTAMP,
+        with the offending records) or ProducerStateError (OUT_OF_ORDER_SEQUENCE_NUMBER,
+        INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE); nothing is written then.
+
+        A CreateTime batch's MaxTimestamp is stored as it came when its header is consistent
+        (``has_trusted_timestamps``); otherwise it is recomputed from the records (-1 when no
+        record has a timestamp), as Kafka's LogValidator does for every batch.
         """
         if self._closed:
             raise ValueError(f"log {self.dir} is closed")
@@ -434,13 +446,23 @@ class Log:
         infos = validate_produce_batches(mv, cfg.max_message_bytes)
         headers = [i.header for i in infos]
         lat = cfg.log_append_time
-        if any(h.producer_id >= 0 for h in headers):
+        idempotent = False
+        suspects: list[int] = []  # batches whose records must be read
+        for i, h in enumerate(headers):  # one plain loop: this is the hot path
+            if h.producer_id >= 0:
+                idempotent = True
+            # On a LogAppendTime topic MaxTimestamp becomes the append time: only a
+            # producer-set LogAppendTime is wrong there.
+            if (h.attributes & TIMESTAMP_TYPE_MASK) if lat else not has_trusted_timestamps(h):
+                suspects.append(i)
+        if idempotent:
             dup = self.producer_state.check_batches(headers)
             if dup is not None:
                 return AppendResult(dup.first_offset, dup.last_offset, dup.timestamp if lat else -1,
                                     self.log_start_offset, dup.offset_delta + 1, True)
-        if cfg.compact or cfg.message_timestamp_difference_max_ms < LONG_MAX:
-            self._validate_records(mv, infos, now, cfg)
+        check_all = cfg.compact or cfg.message_timestamp_difference_max_ms < LONG_MAX
+        # batch index -> the MaxTimestamp its records give (CreateTime batches to rewrite)
+        max_timestamps = self._validate_records(mv, infos, now, check_all, suspects) if check_all or suspects else {}
 
         target = cfg.target_codec
         first = self._leo
@@ -448,19 +470,21 @@ class Log:
         if target < 0 or all(h.compression == target for h in headers):
             buf = bytearray(mv)
             positions = []
-            for info in infos:
+            for i, info in enumerate(infos):
                 pos = info.position
                 set_base_offset(buf, pos, offset)
                 set_partition_leader_epoch(buf, pos, leader_epoch)
                 if lat:
                     set_log_append_time(buf, pos, now)
+                elif max_timestamps and i in max_timestamps:
+                    set_max_timestamp(buf, pos, TIMESTAMP_CREATE_TIME, max_timestamps[i])
                 positions.append(pos)
                 offset += info.header.records_count
         else:
             chunks: list[bytes | bytearray] = []
             positions = []
             pos = 0
-            for info in infos:
+            for i, info in enumerate(infos):
                 b = bytearray(mv[info.position : info.position + info.size])
                 if info.header.compression != target:
                     b = bytearray(recompress_batch(b, target))
@@ -471,6 +495,8 @@ class Log:
                 set_partition_leader_epoch(b, 0, leader_epoch)
                 if lat:
                     set_log_append_time(b, 0, now)
+                elif i in max_timestamps:
+                    set_max_timestamp(b, 0, TIMESTAMP_CREATE_TIME, max_timestamps[i])
                 chunks.append(b)
                 positions.append(pos)
                 pos += len(b)
@@ -584,20 +610,57 @@ class Log:
                 ps.update(h)
         ps.map_end_offset = self._leo
 
-    def _validate_records(self, mv: memoryview, infos: list, now: int, cfg: LogConfig) -> None:
-        # The slow path: only compacted topics and a timestamp-difference limit need records.
-        for info in infos:
+    def _validate_records(self, mv: memoryview, infos: list[BatchInfo], now: int, check_all: bool,
+                          suspects: list[int]) -> dict[int, int]:
+        """Kafka's record checks, on every batch (``check_all``) or only on ``suspects``.
+
+        Every record of a batch is checked, so the error lists each offending one (KIP-467):
+        a compacted topic's record without a key (INVALID_RECORD); on a CreateTime topic a
+        timestamp farther than message.timestamp.difference.max.ms from now, records without
+        a timestamp (-1) being exempt (INVALID_TIMESTAMP); a producer-set LogAppendTime on a
+        LogAppendTime topic or without any timestamp (INVALID_TIMESTAMP).  Raises
+        RecordValidationError for the first batch with errors.  On a CreateTime topic, returns
+        the largest record timestamp (-1 if none) of each suspect batch, by batch index.
+        """
+        cfg = self.config
+        compact = cfg.compact
+        max_diff = cfg.message_timestamp_difference_max_ms
+        lat_topic = cfg.log_append_time
+        tp = f"{self.topic}-{self.partition}"
+        out: dict[int, int] = {}
+        for i, info in enumerate(infos):
+            if not check_all and i not in suspects:
+                continue
             h = info.header
-            recs = decode_records(mv[info.position : info.position + info.size])
-            for r in recs:
-                if cfg.compact and r.key is None:
-                    raise RecordError(ErrorCode.INVALID_RECORD, "compacted topic cannot accept a record without key")
-                if (cfg.message_timestamp_difference_max_ms < LONG_MAX and not cfg.log_append_time
-                        and h.timestamp_type != TIMESTAMP_LOG_APPEND_TIME):
-                    ts = h.base_timestamp + r.timestamp_delta
-                    if abs(ts - now) > cfg.message_timestamp_difference_max_ms:
-                        raise RecordError(ErrorCode.INVALID_TIMESTAMP,
-                                          f"timestamp {ts} is out of range (now {now})")
+            lat_batch = h.timestamp_type == TIMESTAMP_LOG_APPEND_TIME
+            errors: list[tuple[int, str | None]] = []
+            timestamp_error = False
+            batch_max = NO_TIMESTAMP
+            records = scan_records(mv[info.position : info.position + info.size])
+            for index, (offset_delta, ts_delta, key_len, value_len) in enumerate(records):
+                # A LogAppendTime batch's records all carry its MaxTimestamp.
+                ts = h.max_timestamp if lat_batch else h.base_timestamp + ts_delta
+                if ts > batch_max:
+                    batch_max = ts
+                if compact and key_len < 0:
+                    errors.append((index, f"Compacted topic cannot accept message without key in topic partition {tp}"))
+                elif not lat_topic and ts != NO_TIMESTAMP:
+                    if max_diff < LONG_MAX and abs(ts - now) > max_diff:
+                        timestamp_error = True
+                        errors.append((index, f"Timestamp {ts} of message with offset {h.base_offset + offset_delta} "
+                                              f"is out of range. The timestamp should be within [{now - max_diff}, "
+                                              f"{now + max_diff}]"))
+                elif lat_batch:
+                    timestamp_error = True
+                    errors.append((index, f"Invalid timestamp type in message DefaultRecord(offset="
+                                          f"{h.base_offset + offset_delta}, timestamp={ts}, key={max(key_len, 0)} "
+                                          f"bytes, value={max(value_len, 0)} bytes). Producer should not set "
+                                          "timestamp type to LogAppendTime."))
+            if errors:
+                raise _record_validation_error(errors, timestamp_error)
+            if not lat_topic and not has_trusted_timestamps(h):
+                out[i] = batch_max
+        return out
 
     def _maybe_roll(self, size: int, max_ts: int, max_offset: int, first_offset: int, now: int) -> LogSegment:
         seg = self._segments[-1]
@@ -1042,6 +1105,20 @@ class Log:
         """Move the closed log's directory (e.g. to ``...-delete``)."""
         os.rename(self.dir, new_dir)
         self.dir = new_dir
+
+
+def _record_validation_error(errors: list[tuple[int, str | None]], timestamp_error: bool) -> RecordValidationError:
+    # Kafka's choice of partition error and its summary message (LogValidator.processRecordErrors).
+    if timestamp_error:
+        return RecordValidationError(ErrorCode.INVALID_TIMESTAMP,
+                                     "One or more records have been rejected due to invalid timestamp", errors)
+    shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
+    return RecordValidationError(
+        ErrorCode.INVALID_RECORD,
+        f"One or more records have been rejected due to {len(errors)} record errors in total, and only "
+        f"showing the first three errors at most: [{shown}]",
+        errors,
+    )
 
 
 def _unlink(path: str) -> None:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import crc32c
 
-from kaflet.log.checkpoints import fsync_dir
+from kaflet.log.checkpoints import write_atomic
 from kaflet.protocol.errors import ErrorCode
 from kaflet.protocol.records import INT32_MAX, BatchHeader
 
@@ -258,18 +258,7 @@ class ProducerStateManager:
         """Write ``<offset>.snapshot`` (default: the map end offset); tmp + rename."""
         off = self.map_end_offset if offset is None else offset
         path = self.snapshot_path(off)
-        tmp = path + ".tmp"
-        data = self.encode_snapshot()
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.write(fd, data)
-            if fsync:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-        if fsync:
-            fsync_dir(self.dir)
+        write_atomic(path, self.encode_snapshot(), fsync=fsync)
         return path
 
     def load_latest_snapshot(self, max_offset: int) -> int | None:

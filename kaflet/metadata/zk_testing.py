@@ -8,7 +8,7 @@ directory and is stopped by PID::
     with ZooKeeperServer() as zk:
         tree = await ZooKeeperTree.connect(zk.connect_string + "/my-chroot")
 
-:func:`zookeeper_unavailable_reason` tells tests why they must skip (no Java, no jars).
+:func:`zookeeper_unavailable_reason` says what is missing (no Java, no jars).
 """
 
 from __future__ import annotations

@@ -86,17 +86,31 @@ class Channel:
 
         Closing a socket that still has unread input makes the kernel send a reset, and a reset
         can make the peer drop the response it has not read yet (a failed authentication's error,
-        say). So: half-close, discard what the peer still sends until it closes or `timeout`.
+        say). And a FIN right behind the response is not safe either: kafka-python 3 drops the
+        bytes that arrive in the same read as the end of the stream. So: first give the peer half
+        of `timeout` to read the response and hang up itself (clients close on such an error),
+        then half-close and discard what it still sends until it closes or the time is up.
         """
         try:
-            self.sock.shutdown(socket.SHUT_WR)
             deadline = self.loop.time() + timeout
-            while (left := deadline - self.loop.time()) > 0:
-                if not await asyncio.wait_for(self.loop.sock_recv(self.sock, 65536), left):
-                    break
-        except (OSError, TimeoutError):
+            if await self._drain_until(self.loop.time() + timeout / 2):
+                self.close()
+                return
+            self.sock.shutdown(socket.SHUT_WR)
+            await self._drain_until(deadline)
+        except OSError:
             pass
         self.close()
+
+    async def _drain_until(self, deadline: float) -> bool:
+        """Discard input until the peer closes (True) or `deadline` passes (False)."""
+        while (left := deadline - self.loop.time()) > 0:
+            try:
+                if not await asyncio.wait_for(self.loop.sock_recv(self.sock, 65536), left):
+                    return True
+            except TimeoutError:
+                return False
+        return False
 
 
 def _region_bytes(region: FileRegionLike) -> bytes:

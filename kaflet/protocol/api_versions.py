@@ -6,7 +6,10 @@ written (there are no features to report).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from kaflet.protocol.primitives import Reader, Writer
+from kaflet.protocol.response import OwnEncoding
 
 
 def decode_api_versions_request(body: memoryview, version: int) -> tuple[str, str]:
@@ -37,3 +40,15 @@ def encode_api_versions_response(
         w.int32(throttle_ms)
     w.tagged_fields(flexible)
     return bytes(w.buf)
+
+
+@dataclass(slots=True)
+class ApiVersionsResponse(OwnEncoding):
+    """An ApiVersions response waiting for its throttle time (v1 and later carry one)."""
+
+    error_code: int
+    ranges: list[tuple[int, int, int]]
+    version: int
+
+    def encode(self, throttle_time_ms: int) -> bytes:
+        return encode_api_versions_response(self.error_code, self.ranges, throttle_time_ms, self.version)

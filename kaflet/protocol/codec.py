@@ -3,7 +3,9 @@
 Non-hot-path APIs are decoded and encoded from Kafka's message definitions by kafka-python's
 schema-driven codec (it covers every version the common clients send, flexible or not, and
 raises ordinary exceptions on malformed input). Handlers only use `request_class`,
-`response_class`, `decode_request` and `encode_response`, so the library can be swapped.
+`response_class` and `decode_request`, and return the response message unencoded; the
+dispatcher encodes it with `encode_response` once the throttle time is known
+(protocol/response.py). So the library can be swapped.
 """
 
 from __future__ import annotations
@@ -81,8 +83,17 @@ def decode_response(api_key: int, version: int, body: memoryview) -> Any:
         raise DecodeError(f"malformed {response_class(api_key).__name__} v{version}: {exc}") from exc
 
 
-def encode_response(api_key: int, version: int, response: Any) -> bytes:
-    """Encode a response body (without header)."""
+@cache
+def has_throttle_time(api_key: int, version: int) -> bool:
+    """Does this version of the API's response have a throttle_time_ms field?"""
+    field = response_class(api_key).fields.get("throttle_time_ms")
+    return field is not None and bool(field.for_version_q(version))
+
+
+def encode_response(api_key: int, version: int, response: Any, throttle_time_ms: int = 0) -> bytes:
+    """Encode a response body (without header), with its throttle_time_ms when the version has one."""
+    if has_throttle_time(api_key, version):
+        response.throttle_time_ms = throttle_time_ms
     return bytes(response.encode(version=version))
 
 

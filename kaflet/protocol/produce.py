@@ -10,6 +10,7 @@ import struct
 from dataclasses import dataclass, field
 
 from kaflet.protocol.primitives import Reader, Writer
+from kaflet.protocol.response import OwnEncoding
 
 _PARTITION_RESULT = struct.Struct(">ihqq")
 
@@ -110,3 +111,14 @@ def encode_produce_response(
     w.int32(throttle_ms)
     w.tagged_fields(flexible)
     return bytes(w.buf)
+
+
+@dataclass(slots=True)
+class ProduceResponse(OwnEncoding):
+    """A Produce response waiting for its throttle time (see protocol/response.py)."""
+
+    results: list[tuple[str, list[PartitionProduceResult]]]
+    version: int
+
+    def encode(self, throttle_time_ms: int) -> bytes:
+        return encode_produce_response(self.results, throttle_time_ms, self.version)

@@ -77,6 +77,18 @@ class RecordError(KafkaError):
         self.error_code = error_code
 
 
+class RecordValidationError(RecordError):
+    """A batch rejected for some of its records (KIP-467).
+
+    ``record_errors`` holds (index of the record in its batch, message) of every offending
+    record, in batch order, for the Produce response (v8+), so a client fails exactly those.
+    """
+
+    def __init__(self, error_code: int, message: str, record_errors: list[tuple[int, str | None]]) -> None:
+        super().__init__(error_code, message)
+        self.record_errors = record_errors
+
+
 def _corrupt(msg: str) -> RecordError:
     return RecordError(ErrorCode.CORRUPT_MESSAGE, msg)
 
@@ -260,16 +272,39 @@ def recompute_crc(buf: bytearray | memoryview, pos: int) -> None:
     _U32.pack_into(mv, pos + CRC_OFFSET, crc32c.crc32c(mv[pos + ATTRIBUTES_OFFSET : pos + LOG_OVERHEAD + length]))
 
 
+def set_max_timestamp(buf: bytearray | memoryview, pos: int, timestamp_type: int, timestamp_ms: int) -> None:
+    """Write the timestamp type and MaxTimestamp of the batch at ``pos``, and fix the CRC.
+
+    The records (compressed or not) are left alone, as Kafka's ``setMaxTimestamp`` does.
+    """
+    (attrs,) = _I16.unpack_from(buf, pos + ATTRIBUTES_OFFSET)
+    if timestamp_type == TIMESTAMP_LOG_APPEND_TIME:
+        attrs |= TIMESTAMP_TYPE_MASK
+    else:
+        attrs &= ~TIMESTAMP_TYPE_MASK
+    _I16.pack_into(buf, pos + ATTRIBUTES_OFFSET, attrs)
+    _I64.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, timestamp_ms)
+    recompute_crc(buf, pos)
+
+
 def set_log_append_time(buf: bytearray | memoryview, pos: int, timestamp_ms: int) -> None:
     """Mark the batch LogAppendTime with ``timestamp_ms`` as max timestamp, and fix the CRC.
 
     Like Kafka, record timestamp deltas are left alone: readers of a LogAppendTime batch take
     every record's timestamp from the batch's max timestamp.
     """
-    (attrs,) = _I16.unpack_from(buf, pos + ATTRIBUTES_OFFSET)
-    _I16.pack_into(buf, pos + ATTRIBUTES_OFFSET, attrs | TIMESTAMP_TYPE_MASK)
-    _I64.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, timestamp_ms)
-    recompute_crc(buf, pos)
+    set_max_timestamp(buf, pos, TIMESTAMP_LOG_APPEND_TIME, timestamp_ms)
+
+
+def has_trusted_timestamps(h: BatchHeader) -> bool:
+    """True if a produced CreateTime batch's MaxTimestamp can be stored as it came.
+
+    A base timestamp >= 0 with MaxTimestamp >= it is what every client writes for records
+    that carry timestamps.  Anything else (base -1 for records without a timestamp, where
+    librdkafka sends MaxTimestamp 0; MaxTimestamp below the base; a producer-set LogAppendTime
+    bit) is only stored after the records are read, as Kafka's LogValidator always does.
+    """
+    return 0 <= h.base_timestamp <= h.max_timestamp and not h.attributes & TIMESTAMP_TYPE_MASK
 
 
 # ---- varints ----
@@ -434,10 +469,8 @@ def parse_records(data: Buffer, count: int) -> list[Record]:
     return out
 
 
-def decode_records(
-    batch: Buffer, max_decompressed: int = compression.DEFAULT_MAX_DECOMPRESSED
-) -> list[Record]:
-    """Decode (decompressing if needed) all records of one whole batch."""
+def _records_section(batch: Buffer, max_decompressed: int) -> tuple[BatchHeader, memoryview]:
+    # The header and the (decompressed) record section of one whole batch.
     mv = batch if isinstance(batch, memoryview) else memoryview(batch)
     if len(mv) < BATCH_HEADER_SIZE:
         raise _corrupt("batch shorter than its header")
@@ -455,7 +488,49 @@ def decode_records(
             body = memoryview(compression.decompress(codec, body, max_decompressed))
         except compression.CompressionError as exc:
             raise RecordError(exc.error_code, str(exc)) from exc
+    return h, body
+
+
+def decode_records(
+    batch: Buffer, max_decompressed: int = compression.DEFAULT_MAX_DECOMPRESSED
+) -> list[Record]:
+    """Decode (decompressing if needed) all records of one whole batch."""
+    h, body = _records_section(batch, max_decompressed)
     return parse_records(body, h.records_count)
+
+
+def scan_records(
+    batch: Buffer, max_decompressed: int = compression.DEFAULT_MAX_DECOMPRESSED
+) -> Iterator[tuple[int, int, int, int]]:
+    """(offset delta, timestamp delta, key length, value length) of each record of one whole
+    batch; a length of -1 is null.
+
+    Decompresses if needed but copies no key, value or header: the produce path's record
+    checks (compacted-topic keys, timestamps) need nothing more.  Raises RecordError
+    (CORRUPT_MESSAGE) when a record's fields overrun it, for a record count that does not match
+    the records, or for trailing bytes.
+    """
+    h, section = _records_section(batch, max_decompressed)
+    body = bytes(section)  # one copy: indexing bytes is faster than a memoryview, per record
+    n = len(body)
+    pos = 0
+    for _ in range(max(h.records_count, 0)):
+        rlen, pos = decode_varint(body, pos, n)
+        end = pos + rlen
+        if rlen < 1 or end > n:
+            raise _corrupt(f"bad record length {rlen}")
+        ts_delta, p = decode_varint(body, pos + 1, end, 10)  # after the attributes byte
+        off_delta, p = decode_varint(body, p, end)
+        key_len, p = decode_varint(body, p, end)
+        if key_len < -1 or p + key_len > end:
+            raise _corrupt(f"bad key length {key_len}")
+        value_len, p = decode_varint(body, p + max(key_len, 0), end)
+        if value_len < -1 or p + value_len > end:
+            raise _corrupt(f"bad value length {value_len}")
+        yield off_delta, ts_delta, key_len, value_len
+        pos = end
+    if pos != n:
+        raise _corrupt("the record count does not match the records")
 
 
 def build_batch(

@@ -39,6 +39,7 @@ from kaflet.server.dispatcher import Dispatcher
 from kaflet.server.inter_broker_security import inter_broker_settings
 from kaflet.server.metadata_cache import MetadataCache, PartitionInfo
 from kaflet.server.topic_admin import TopicAdmin, wait_until
+from kaflet.server.topic_config import report_not_enforced
 
 log = logging.getLogger("kaflet.broker")
 
@@ -304,6 +305,7 @@ class Broker:
         try:
             data, _ = await self.tree.get(zkdata.topic_config_path(name))
             self.topic_overrides[name] = zkdata.parse_entity_config(data)
+            report_not_enforced(self.topic_overrides[name])
         except NoNodeError:
             self.topic_overrides[name] = {}
         log_config = self.log_manager.config_for(name)

@@ -1,7 +1,9 @@
 """Broker configuration: Kafka's server.properties names, types and defaults.
 
-Keys kaflet does not implement are reported at start-up (as Kafka reports unknown keys), never
-silently accepted.
+BROKER_CONFIGS holds the keys kaflet acts on. Every other supplied key is sorted at start-up
+against Kafka's catalogue (kafka_configs.py): a Kafka key kaflet does not act on is validated
+with Kafka's rules and reported once as having no effect; a key Kafka does not know gets Kafka's
+"supplied but isn't a known config" warning. Nothing is silently accepted.
 """
 
 from __future__ import annotations
@@ -10,7 +12,17 @@ import logging
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
+
+from kaflet.server.kafka_configs import (
+    DYNAMIC_ONLY,
+    LISTENER_PREFIX,
+    InvalidConfigError,
+    broker_config_key,
+    check_value,
+    listener_base,
+)
 
 log = logging.getLogger("kaflet.config")
 
@@ -167,21 +179,21 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("throttle.max.time.ms", int, 10000, minimum=0),
 )
 
-# Security configs that hold secrets: accepted and used (kaflet/security reads them from the
-# originals), but deliberately kept out of BROKER_CONFIGS so DescribeConfigs reports them as
-# sensitive, without their value, as Kafka does for PASSWORD-type configs.
-SECRET_SECURITY_CONFIGS = frozenset({
-    "sasl.jaas.config", "ssl.key.password", "ssl.keystore.password", "ssl.truststore.password",
-    "ssl.keystore.key",
-})
+# Security configs that hold secrets: used (kaflet/security reads them from the originals), but
+# kept out of BROKER_CONFIGS because they need no parsing; Kafka types them PASSWORD, so
+# DescribeConfigs reports them as sensitive, without their value.
+SECRET_SECURITY_CONFIGS = frozenset({"sasl.jaas.config", "ssl.key.password", "ssl.keystore.key"})
 
-# Keys of Kafka's that a server.properties commonly carries and that are accepted because
-# they configure what kaflet does differently by design (a thread pool size, say), with why.
-_NOT_APPLICABLE = {
+# Kafka keys kaflet does not act on because it does that job differently by design, with why.
+# (Any other Kafka key kaflet does not act on is reported with the generic reason.)
+NOT_APPLICABLE = {
     "num.network.threads": "kaflet serves the network from one event loop",
     "num.io.threads": "kaflet handles requests on one event loop",
     "num.recovery.threads.per.data.dir": "kaflet recovers logs one at a time at start-up",
     "queued.max.requests": "requests are read one at a time per connection",
+    "background.threads": "background work runs on the broker's event loop and its executors",
+    "ssl.keystore.password": "kaflet reads PEM key stores, which have no store password",
+    "ssl.truststore.password": "kaflet reads PEM trust stores, which have no store password",
 }
 
 
@@ -212,14 +224,24 @@ class BrokerConfig:
     def __init__(self, props: dict[str, str] | None = None) -> None:
         self.originals: dict[str, str] = dict(props or {})
         self.values: dict[str, Any] = {}
-        self.unknown: list[str] = []
+        self.unknown: list[str] = []  # not Kafka configs at all
+        self.not_acted_on: list[str] = []  # Kafka configs kaflet accepts but does not act on
         for name, d in BROKER_CONFIGS.items():
             raw = self.originals.get(name)
             self.values[name] = d.default if raw is None else self._parse(d, raw)
-        for key in self.originals:
-            if (key not in BROKER_CONFIGS and not key.startswith("listener.name.")
-                    and key not in SECRET_SECURITY_CONFIGS):
+        for key, raw in self.originals.items():
+            kind = classify_static_key(key)
+            if kind == UNKNOWN:
                 self.unknown.append(key)
+            elif kind == NOT_ACTED_ON:
+                self.not_acted_on.append(key)
+            kafka = broker_config_key(key) if kind != UNKNOWN else None
+            if kafka is not None and key not in BROKER_CONFIGS and not key.startswith(LISTENER_PREFIX):
+                # Parsed by nobody else: Kafka would refuse to start with a bad value, so does kaflet.
+                try:
+                    check_value(kafka, raw)
+                except InvalidConfigError as exc:
+                    raise ConfigError(str(exc)) from None
         if self.values["log.dirs"] is None:
             self.values["log.dirs"] = [self.values["log.dir"]]
         if not self.values["log.dirs"]:
@@ -268,13 +290,12 @@ class BrokerConfig:
         return self.values[name]
 
     def report_unknown(self) -> None:
-        """Log one line per supplied key that kaflet does not act on."""
+        """Log one line per supplied key that kaflet does not act on: Kafka's keys that kaflet
+        ignores, and (as Kafka words it) keys that are not Kafka configs at all."""
+        for key in self.not_acted_on:
+            log_not_acted_on(key)
         for key in self.unknown:
-            why = _NOT_APPLICABLE.get(key)
-            if why:
-                log.info("config %s has no effect: %s", key, why)
-            else:
-                log.warning("config %s was supplied but is not a known or implemented kaflet config; it has no effect", key)
+            log.warning("The configuration '%s' was supplied but isn't a known config.", key)
 
     @property
     def roll_ms(self) -> int:
@@ -294,7 +315,20 @@ class BrokerConfig:
         return -1 if ms < 0 else ms
 
     def topic_defaults(self) -> dict[str, str]:
-        """Broker-level defaults of topic configs, under the topic config names."""
+        """Broker-level defaults of topic configs, under the topic config names.
+
+        The typed keys below, then any other broker-level synonym supplied in server.properties
+        (log.preallocate, log.message.timestamp.difference.max.ms, ...), already validated.
+        """
+        from kaflet.server.topic_config import TOPIC_CONFIGS
+
+        supplied = {}
+        for tname, d in TOPIC_CONFIGS.items():
+            for bname in topic_synonyms(tname):
+                raw = self.originals.get(bname)
+                if raw is not None and d.broker_key is not None and d.broker_key not in BROKER_CONFIGS:
+                    supplied[tname] = str(_to_topic_unit(bname, raw.strip()))
+                    break
         v = self.values
         out = {
             "segment.bytes": v["log.segment.bytes"],
@@ -317,7 +351,103 @@ class BrokerConfig:
         }
         if v["log.flush.interval.ms"] is not None:
             out["flush.ms"] = v["log.flush.interval.ms"]
-        return {k: str(x) for k, x in out.items()}
+        return {**supplied, **{k: str(x) for k, x in out.items()}}
+
+
+# Kafka's synonyms of a topic config's broker-level name, most specific first, with the factor
+# that turns each into the topic config's unit (ServerTopicConfigSynonyms.ALL_TOPIC_CONFIG_SYNONYMS).
+UNIT_SYNONYMS = {
+    "segment.ms": (("log.roll.ms", 1), ("log.roll.hours", 3600000)),
+    "segment.jitter.ms": (("log.roll.jitter.ms", 1), ("log.roll.jitter.hours", 3600000)),
+    "retention.ms": (("log.retention.ms", 1), ("log.retention.minutes", 60000), ("log.retention.hours", 3600000)),
+    "flush.ms": (("log.flush.interval.ms", 1), ("log.flush.scheduler.interval.ms", 1)),
+}
+_UNIT_FACTOR = {b: f for syns in UNIT_SYNONYMS.values() for b, f in syns}
+
+
+def topic_synonyms(topic_config: str) -> list[str]:
+    """The broker configs that supply a topic config's default, most specific first."""
+    from kaflet.server.topic_config import TOPIC_CONFIGS
+
+    if topic_config in UNIT_SYNONYMS:
+        return [b for b, _ in UNIT_SYNONYMS[topic_config]]
+    d = TOPIC_CONFIGS.get(topic_config)
+    return [d.broker_key] if d is not None and d.broker_key else []
+
+
+def _to_topic_unit(broker_name: str, raw: str) -> str:
+    factor = _UNIT_FACTOR.get(broker_name, 1)
+    return raw if factor == 1 else str(int(raw) * factor)
+
+
+# How kaflet treats a supplied server.properties key.
+ACTED_ON, NOT_ACTED_ON, UNKNOWN = "acted-on", "not-acted-on", "unknown"
+
+
+@cache
+def _acted_topic_synonyms() -> frozenset[str]:
+    """Broker configs that reach the logs as the default of a topic config kaflet enforces."""
+    from kaflet.server.topic_config import TOPIC_CONFIGS
+
+    return frozenset(b for t, d in TOPIC_CONFIGS.items() if d.enforced for b in topic_synonyms(t))
+
+
+def classify_static_key(key: str) -> str:
+    """ACTED_ON, NOT_ACTED_ON (a Kafka config kaflet ignores) or UNKNOWN (not a Kafka config)."""
+    base = listener_base(key)
+    name = base[1] if base is not None else key
+    if name in BROKER_CONFIGS or name in SECRET_SECURITY_CONFIGS or name in _acted_topic_synonyms():
+        return ACTED_ON
+    kafka = broker_config_key(key)
+    # DynamicConfig.Broker's keys (replication throttle rates) are not server.properties keys.
+    if kafka is None or kafka.mode == DYNAMIC_ONLY:
+        return UNKNOWN
+    return NOT_ACTED_ON
+
+
+_reported: set[str] = set()
+
+
+def _topic_reason(broker_name: str) -> str | None:
+    """Why kaflet ignores the topic config this broker config is the default of, if it does."""
+    from kaflet.server.topic_config import NOT_ENFORCED, TOPIC_CONFIGS
+
+    for tname in TOPIC_CONFIGS:
+        if tname in NOT_ENFORCED and broker_name in topic_synonyms(tname):
+            return f"the default of topic config {tname}, which kaflet does not act on ({NOT_ENFORCED[tname]})"
+    return None
+
+
+def log_unknown_dynamic(key: str) -> None:
+    """Log once that a dynamic broker config is not a Kafka config (Kafka keeps such custom
+    configs for its plugins; kaflet has none that reads them)."""
+    if key not in _reported:
+        _reported.add(key)
+        log.warning("The configuration '%s' was supplied but isn't a known config; stored as a dynamic "
+                    "broker config, it has no effect", key)
+
+
+def log_not_acted_on(key: str, dynamic: bool = False) -> None:
+    """Log, once per key and process, that kaflet accepts a Kafka config but does not act on it."""
+    if key in _reported:
+        return
+    _reported.add(key)
+    kafka = broker_config_key(key)
+    base = listener_base(key)
+    name = base[1] if base else key
+    why = NOT_APPLICABLE.get(name) or _topic_reason(name)
+    if kafka is not None and kafka.removed_in:
+        what = f"a Kafka config removed in Kafka {kafka.removed_in}"
+    else:
+        what = "a Kafka broker config"
+    where = "stored as a dynamic broker config" if dynamic else "accepted"
+    if dynamic and classify_static_key(key) == ACTED_ON:
+        log.warning("config %s is read by kaflet from server.properties only; the dynamic value is stored and "
+                    "described, but it has no effect", key)
+    elif why:
+        log.info("config %s is %s that kaflet does not act on: %s; %s, it has no effect", key, what, why, where)
+    else:
+        log.warning("config %s is %s that kaflet does not act on; %s, it has no effect", key, what, where)
 
 
 @dataclass(frozen=True, slots=True)

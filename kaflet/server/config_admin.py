@@ -33,9 +33,10 @@ from kaflet.server.dynamic_config import (
     describe_broker_default,
     describe_topic,
     effective_topic_defaults,
+    report_dynamic_key,
     validate_broker_update,
 )
-from kaflet.server.topic_config import InvalidConfigError, validate_topic_configs
+from kaflet.server.topic_config import InvalidConfigError, report_not_enforced, validate_topic_configs
 
 if TYPE_CHECKING:
     from kaflet.server.broker import Broker
@@ -71,6 +72,12 @@ class ConfigAdmin:
         if self.dynamic.default or self.dynamic.per_broker:
             log.info("dynamic broker configs: cluster default %s, broker %d %s",
                      self.dynamic.default, self.broker.broker_id, self.dynamic.per_broker)
+        self._report_dynamic()
+
+    def _report_dynamic(self) -> None:
+        """Log, once per key, the dynamic broker configs kaflet stores but does not apply."""
+        for key in sorted({*self.dynamic.default, *self.dynamic.per_broker}):
+            report_dynamic_key(key)
 
     def topic_defaults(self) -> dict[str, str]:
         """Topic-config defaults: server.properties, then the dynamic broker configs."""
@@ -169,7 +176,7 @@ class ConfigAdmin:
             self._check_topic(name, message=True)
             new = change(await self._read(_TOPICS, name))
             try:
-                new = validate_topic_configs(new)
+                new = validate_topic_configs(new, self.topic_defaults())
             except InvalidConfigError as exc:
                 raise ConfigRequestError(ErrorCode.INVALID_CONFIG, str(exc)) from None
             if validate_only:
@@ -180,7 +187,8 @@ class ConfigAdmin:
         elif resource_type == RESOURCE_BROKER:
             entity = self._broker_entity(name)
             per_broker = entity != zkdata.DEFAULT_ENTITY
-            new = validate_broker_update(change(await self._read(_BROKERS, entity)), name, per_broker)
+            new = validate_broker_update(change(await self._read(_BROKERS, entity)), name, per_broker,
+                                         password_encoder="password.encoder.secret" in self.broker.config.originals)
             if validate_only:
                 return
             log.info("updating %s with new configuration: %s",
@@ -199,6 +207,7 @@ class ConfigAdmin:
             if name not in self.broker.metadata_cache.topics:
                 return
             self.broker.topic_overrides[name] = await self._read(_TOPICS, name)
+            report_not_enforced(self.broker.topic_overrides[name])
             self._refresh_logs([name])
         elif entity_type == _BROKERS:
             if name == zkdata.DEFAULT_ENTITY:
@@ -207,6 +216,7 @@ class ConfigAdmin:
                 self.dynamic.update(per_broker=await self._read(_BROKERS, name))
             else:
                 return  # another broker's own configs
+            self._report_dynamic()
             self._refresh_defaults()
         elif entity_type in _QUOTA_ENTITIES:
             quotas = getattr(self.broker, "quota_configs", None)

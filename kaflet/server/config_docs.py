@@ -10,6 +10,9 @@ from __future__ import annotations
 TOPIC_DOCS: dict[str, str] = {
     "cleanup.policy": "How old log segments are disposed of: 'delete' removes them by age or size, "
     "'compact' keeps the latest record of each key; both may be given.",
+    "compression.gzip.level": "Compression level used when the broker recompresses batches with gzip.",
+    "compression.lz4.level": "Compression level used when the broker recompresses batches with lz4.",
+    "compression.zstd.level": "Compression level used when the broker recompresses batches with zstd.",
     "compression.type": "Codec the broker stores batches with; 'producer' keeps whatever codec the producer used, "
     "'uncompressed' stores them uncompressed.",
     "delete.retention.ms": "How long tombstones (null values) of a compacted topic stay readable after cleaning.",
@@ -21,10 +24,17 @@ TOPIC_DOCS: dict[str, str] = {
     "index.interval.bytes": "How many bytes of records are appended between two entries of the offset index.",
     "leader.replication.throttled.replicas": "Replicas (partition:broker pairs, or '*') whose leader-side "
     "replication is throttled.",
+    "local.retention.bytes": "With tiered storage, how large the local part of a partition may grow; -2 follows "
+    "retention.bytes.",
+    "local.retention.ms": "With tiered storage, how long segments stay on local disk; -2 follows retention.ms.",
     "max.compaction.lag.ms": "Longest time a record may stay uncompacted in a compacted log.",
     "max.message.bytes": "Largest record batch (after compression) the topic accepts.",
     "message.downconversion.enable": "Whether the broker converts batches to an older format for old consumers.",
     "message.format.version": "Record format version used on disk; ignored by brokers at 3.0 or later.",
+    "message.timestamp.after.max.ms": "Largest allowed distance by which a record's CreateTime timestamp may be "
+    "ahead of the broker's clock.",
+    "message.timestamp.before.max.ms": "Largest allowed distance by which a record's CreateTime timestamp may be "
+    "behind the broker's clock.",
     "message.timestamp.difference.max.ms": "Largest allowed distance between a record's CreateTime timestamp "
     "and the broker's clock.",
     "message.timestamp.type": "Whether record timestamps are the producer's (CreateTime) or the broker's append "
@@ -33,6 +43,10 @@ TOPIC_DOCS: dict[str, str] = {
     "min.compaction.lag.ms": "Shortest time a record stays uncompacted in a compacted log.",
     "min.insync.replicas": "Fewest in-sync replicas that must have a write for an acks=all produce to succeed.",
     "preallocate": "Whether new segment files are preallocated on disk.",
+    "remote.log.copy.disable": "With tiered storage, stop copying segments to remote storage (remote data stays "
+    "readable).",
+    "remote.log.delete.on.disable": "With tiered storage, delete the remote data when remote storage is turned off.",
+    "remote.storage.enable": "Whether the topic's segments are copied to tiered (remote) storage.",
     "retention.bytes": "Largest size a partition may grow to before its oldest segments are deleted; -1 for no limit.",
     "retention.ms": "How long records are kept before their segment is deleted; -1 for no time limit.",
     "segment.bytes": "Size at which the active log segment is closed and a new one started.",

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
+from kaflet.protocol.response import Response
 from kaflet.replication.replica_manager import (
     leader_and_isr_error_response,
     stop_replica_error_response,
@@ -52,11 +53,9 @@ def process(broker: Broker, api_key: int, request: Any) -> Any:
     return _APIS[api_key][0](broker, request)
 
 
-async def handle(ctx: RequestContext, api_key: int, body: memoryview) -> bytes:
-    """A handler's whole job: decode, check ClusterAction, process, encode."""
+async def handle(ctx: RequestContext, api_key: int, body: memoryview) -> Response:
+    """A handler's whole job: decode, check ClusterAction, process (the dispatcher encodes)."""
     request = codec.decode_request(api_key, ctx.version, body)
     if ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
-        response = process(ctx.broker, api_key, request)
-    else:
-        response = _APIS[api_key][1](request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    return codec.encode_response(api_key, ctx.version, response)
+        return process(ctx.broker, api_key, request)
+    return _APIS[api_key][1](request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)

@@ -1,4 +1,4 @@
-"""The request pipeline: frame -> header -> authentication gate -> handler -> response header + body.
+"""The request pipeline: frame -> header -> authentication gate -> quotas + handler -> response header + body.
 
 Kafka closes the connection when it cannot parse a request or does not support its API version
 (ApiVersions excepted: that one answers with UNSUPPORTED_VERSION so the client can pick another
@@ -15,13 +15,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from kaflet.network.connection import Chunk, Connection, FrameError
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
 from kaflet.protocol.header import parse_request_header, response_header
 from kaflet.protocol.primitives import DecodeError
+from kaflet.protocol.response import encode_body
 from kaflet.quota.enforcement import QuotaEnforcer
 from kaflet.security.sasl import SaslAuthenticationError
 from kaflet.security.session import SaslState
@@ -73,8 +74,12 @@ class Dispatcher:
         ctx = RequestContext(self.broker, conn, header)
         body_view = frame[header.body_offset :]
         try:
-            # Quotas: record what the request used, set throttle_time_ms, mute if over quota.
-            result = await self.quotas.handle(ctx, module, body_view, len(frame))
+            # Quotas: record what the request used, get the throttle time, mute if over quota.
+            response, throttle_ms = await self.quotas.handle(ctx, module, body_view, len(frame))
+            if response is None:
+                return None
+            # Encoded once, now that the throttle time is known.
+            result = encode_body(header.api_key, header.api_version, response, throttle_ms)
         except (DecodeError, UnicodeDecodeError) as exc:
             raise FrameError(f"malformed {ApiKey(header.api_key).name} v{header.api_version} request: {exc}") from None
         except FrameError:
@@ -85,12 +90,11 @@ class Dispatcher:
                 ApiKey(header.api_key).name, header.api_version, conn.conn_id,
             )
             raise FrameError(f"internal error ({ErrorCode.UNKNOWN_SERVER_ERROR.name})") from None
-        if result is None:
-            return None
         head = response_header(header.correlation_id, header.api_key, header.flexible)
         if isinstance(result, bytes | bytearray):
             return [head, result]
-        return [head, *result]
+        # Fetch's regions are the log's file regions, which the connection sends with sendfile.
+        return [head, *cast("list[Chunk]", result)]
 
     async def _raw_token(self, conn: Connection, frame: memoryview) -> Sequence[Chunk] | None:
         """One token of the legacy exchange (after SaslHandshake v0): no headers, size-prefixed answers."""

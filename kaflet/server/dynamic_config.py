@@ -14,13 +14,34 @@ The I/O side (the metadata tree, notifications, applying changes to logs) is in 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from kaflet.server.config import BROKER_CONFIGS, LONG_MAX, parse_bool, parse_list
+from kaflet.server.config import (
+    BROKER_CONFIGS,
+    UNIT_SYNONYMS,
+    log_not_acted_on,
+    log_unknown_dynamic,
+    parse_bool,
+    parse_list,
+)
 from kaflet.server.config_docs import broker_doc, topic_doc
+from kaflet.server.kafka_configs import (
+    CLUSTER_LEVEL_LISTENER_CONFIGS,
+    CLUSTER_WIDE,
+    DYNAMIC_ONLY,
+    LISTENER_ONLY_SECURITY_CONFIGS,
+    PER_BROKER,
+    READ_ONLY,
+    broker_catalogue,
+    broker_config_key,
+    check_value,
+    listener_base,
+    lookup_config,
+)
 from kaflet.server.topic_config import TOPIC_CONFIGS, InvalidConfigError, validate_topic_config
 
 # DescribeConfigs config sources (the wire ids).
@@ -62,61 +83,14 @@ class BrokerKey:
     name: str
     kind: str
     default: str | None
-    dynamic: bool
+    dynamic: bool  # Kafka lists it as dynamic (DescribeConfigs' read_only is its negation)
     topic_synonym: str | None = None  # the topic config this key supplies the default of
+    mode: str = READ_ONLY  # Kafka's update mode (kafka_configs)
+    internal: bool = False  # listed by DescribeConfigs only when set, as Kafka does
+    kafka: bool = True  # False: a kaflet-only key (the gateway's throttle bound)
 
 
-# Broker configs outside BrokerConfig's table: the broker-level names of topic configs, their
-# hour/minute variants, the cleaner and thread-pool settings. (name, kind, default, dynamic)
-_EXTRA_KEYS: tuple[tuple[str, str, str | None, bool], ...] = (
-    ("log.retention.ms", "long", None, True),
-    ("log.retention.minutes", "int", None, False),
-    ("log.retention.hours", "int", "168", False),
-    ("log.retention.bytes", "long", "-1", True),
-    ("log.retention.check.interval.ms", "long", "300000", False),
-    ("log.roll.jitter.ms", "long", None, True),
-    ("log.roll.jitter.hours", "int", "0", False),
-    ("log.cleanup.policy", "list", "delete", True),
-    ("log.cleaner.enable", "boolean", "true", False),
-    ("log.cleaner.delete.retention.ms", "long", "86400000", True),
-    ("log.cleaner.min.compaction.lag.ms", "long", "0", True),
-    ("log.cleaner.max.compaction.lag.ms", "long", str(LONG_MAX), True),
-    ("log.cleaner.min.cleanable.ratio", "double", "0.5", True),
-    ("log.cleaner.threads", "int", "1", True),
-    ("log.cleaner.dedupe.buffer.size", "long", "134217728", True),
-    ("log.cleaner.io.buffer.size", "int", "524288", True),
-    ("log.cleaner.io.buffer.load.factor", "double", "0.9", True),
-    ("log.cleaner.io.max.bytes.per.second", "double", "1.7976931348623157E308", True),
-    ("log.cleaner.backoff.ms", "long", "15000", True),
-    ("log.preallocate", "boolean", "false", True),
-    ("log.message.downconversion.enable", "boolean", "true", True),
-    ("log.message.format.version", "string", "3.0-IV1", False),
-    ("log.message.timestamp.difference.max.ms", "long", str(LONG_MAX), True),
-    ("unclean.leader.election.enable", "boolean", "false", True),
-    ("num.network.threads", "int", "3", True),
-    ("num.io.threads", "int", "8", True),
-    ("num.recovery.threads.per.data.dir", "int", "1", True),
-    ("num.replica.fetchers", "int", "1", True),
-    ("background.threads", "int", "10", True),
-    ("queued.max.requests", "int", "500", False),
-)
-
-# Kafka's types of the keys in BrokerConfig's table where parsing alone cannot tell (int vs long,
-# and the address lists Kafka types as plain strings).
-_KINDS = {
-    "log.roll.ms": "long", "log.flush.interval.messages": "long", "log.flush.interval.ms": "long",
-    "log.flush.scheduler.interval.ms": "long", "log.segment.delete.delay.ms": "long",
-    "connections.max.idle.ms": "long", "listeners": "string", "advertised.listeners": "string",
-    "log.dirs": "string",
-}
-
-# Topic-config defaults Kafka keeps at the broker but which it refuses to change at run time.
-_NOT_DYNAMIC_TOPIC_DEFAULTS = {"log.message.format.version"}
-
-
-def _kind_of(name: str, parse: Any) -> str:
-    if name in _KINDS:
-        return _KINDS[name]
+def _kind_of(parse: Any) -> str:
     return {int: "int", parse_bool: "boolean", parse_list: "list", float: "double"}.get(parse, "string")
 
 
@@ -131,25 +105,42 @@ def format_value(value: Any) -> str | None:
     return str(value)
 
 
+def _same_value(d: Any, kafka_default: str | None) -> bool:
+    if kafka_default is None or d.default is None:
+        return kafka_default is None and d.default is None
+    try:
+        return bool(d.parse(kafka_default) == d.default)
+    except ValueError:
+        return False
+
+
 @cache
 def broker_keys() -> dict[str, BrokerKey]:
-    """Every broker config kaflet knows, by name."""
+    """Every broker config: Kafka's whole catalogue, with kaflet's own defaults for the keys it
+    acts on, and kaflet's own keys."""
     topic_of = {d.broker_key: name for name, d in TOPIC_CONFIGS.items() if d.broker_key}
-    dynamic = {k for k in topic_of if k not in _NOT_DYNAMIC_TOPIC_DEFAULTS}
     out: dict[str, BrokerKey] = {}
+    for name, kk in broker_catalogue().items():
+        # Like Kafka, DescribeConfigs lists internal keys, dynamic-only ones (not KafkaConfig's) and
+        # the keys 3.x dropped only when they are set.
+        unlisted = kk.internal or kk.mode == DYNAMIC_ONLY or kk.removed_in is not None
+        out[name] = BrokerKey(name, kk.kind, kk.default, kk.mode in (PER_BROKER, CLUSTER_WIDE), topic_of.get(name),
+                              kk.mode, unlisted)
     for name, d in BROKER_CONFIGS.items():
-        out[name] = BrokerKey(name, _kind_of(name, d.parse), format_value(d.default), name in dynamic, topic_of.get(name))
-    for name, kind, default, is_dynamic in _EXTRA_KEYS:
-        out[name] = BrokerKey(name, kind, default, is_dynamic or name in dynamic, topic_of.get(name))
-    # A topic config whose broker-level name is in neither table still gets one.
-    for bname, tname in topic_of.items():
-        if bname not in out:
-            tdef = TOPIC_CONFIGS[tname]
-            out[bname] = BrokerKey(bname, tdef.kind, tdef.default, bname in dynamic, tname)
-    # log.dirs defaults to log.dir in kaflet's table; Kafka reports it unset (null).
-    if "log.dirs" in out:
-        out["log.dirs"] = BrokerKey("log.dirs", "string", None, False)
+        k = out.get(name)
+        if k is None:
+            out[name] = BrokerKey(name, _kind_of(d.parse), format_value(d.default), False, kafka=False)
+        elif name != "log.dirs" and not _same_value(d, k.default):
+            # kaflet's own default (listeners, log.dir, ...). log.dirs defaults to log.dir in
+            # kaflet's table; Kafka reports it unset (null), and so does DescribeConfigs.
+            out[name] = dataclasses.replace(k, default=format_value(d.default))
     return out
+
+
+@cache
+def _default_layer() -> Mapping[str, str]:
+    """The built-in defaults, as a config layer (DescribeConfigs walks it once per entry)."""
+    return {k: b.default for k, b in broker_keys().items() if b.default is not None}
 
 
 def list_kind(name: str, broker: bool) -> bool:
@@ -162,14 +153,18 @@ def list_kind(name: str, broker: bool) -> bool:
 
 
 def broker_synonyms(name: str) -> list[str]:
-    """Kafka's synonym names of a broker config, most specific first."""
-    for group in (("log.roll.ms", "log.roll.hours"), ("log.roll.jitter.ms", "log.roll.jitter.hours"),
-                  ("log.retention.ms", "log.retention.minutes", "log.retention.hours")):
-        if name in group:
-            return list(group)
-    if name == "log.flush.interval.ms":
-        # The scheduler interval is what applies while log.flush.interval.ms is unset.
-        return [name, "log.flush.scheduler.interval.ms"]
+    """Kafka's synonym names of a broker config, most specific first (brokerConfigSynonyms).
+
+    log.flush.scheduler.interval.ms is what applies while log.flush.interval.ms is unset; a
+    listener override has its base config as synonym.
+    """
+    for group in UNIT_SYNONYMS.values():
+        names = [b for b, _ in group]
+        if name in names and (name != "log.flush.scheduler.interval.ms"):
+            return names
+    base = listener_base(name)
+    if base is not None:
+        return [name, base[1]]
     return [name]
 
 
@@ -211,9 +206,8 @@ class DynamicBrokerConfig:
             self.per_broker = dict(per_broker)
 
     def _layers(self) -> list[tuple[Mapping[str, str | None], int]]:
-        defaults = {k: b.default for k, b in broker_keys().items() if b.default is not None}
         return [(self.per_broker, SOURCE_DYNAMIC_BROKER), (self.default, SOURCE_DYNAMIC_DEFAULT_BROKER),
-                (self.static, SOURCE_STATIC_BROKER), (defaults, SOURCE_DEFAULT)]
+                (self.static, SOURCE_STATIC_BROKER), (_default_layer(), SOURCE_DEFAULT)]
 
     def value(self, name: str) -> str | None:
         """The broker's current value of ``name`` (None when unset everywhere)."""
@@ -282,26 +276,33 @@ def describe_topic(dynamic: DynamicBrokerConfig, topic_defaults: Mapping[str, st
     return out
 
 
+def _type_key(name: str) -> BrokerKey | None:
+    """The key whose type a broker config has: its own, else its listener base config's."""
+    return lookup_config(broker_keys(), name)
+
+
 def _broker_entry(dynamic: DynamicBrokerConfig, name: str, value: str | None, per_broker: bool) -> ConfigEntry:
     key = broker_keys().get(name)
-    # Kafka treats a config of unknown type as possibly secret: no value, no synonym values.
-    sensitive = key is None
+    typed = _type_key(name)
+    # Kafka treats a PASSWORD config, and a config of unknown type (it might be a secret), as
+    # sensitive: no value, no synonym values.
+    sensitive = typed is None or typed.kind == "password"
     syns = dynamic.synonyms(name, sensitive)
     if not per_broker:
         syns = [s for s in syns if s.source == SOURCE_DYNAMIC_DEFAULT_BROKER]
     return ConfigEntry(
         name, None if sensitive else value, syns[0].source if syns else SOURCE_DEFAULT,
         read_only=not (key is not None and key.dynamic), sensitive=sensitive,
-        kind=TYPE_IDS.get(key.kind, TYPE_UNKNOWN) if key else TYPE_UNKNOWN,
+        kind=TYPE_IDS.get(typed.kind, TYPE_UNKNOWN) if typed else TYPE_UNKNOWN,
         documentation=broker_doc(name, key.topic_synonym) if key else None, synonyms=syns,
     )
 
 
 def describe_broker(dynamic: DynamicBrokerConfig, keys: Sequence[str] | None = None) -> list[ConfigEntry]:
-    """This broker's configs: every known key plus whatever server.properties set."""
-    names = set(broker_keys()) | set(dynamic.static) | set(dynamic.per_broker) | set(dynamic.default)
-    names = {n for n in names if not n.startswith("listener.name.")} | {
-        n for n in dynamic.static if n.startswith("listener.name.")}
+    """This broker's configs, as Kafka lists them: every non-internal config plus whatever is set
+    (server.properties, the dynamic configs, listener overrides and custom keys included)."""
+    names = {n for n, k in broker_keys().items() if not k.internal}
+    names |= set(dynamic.static) | set(dynamic.per_broker) | set(dynamic.default)
     return [_broker_entry(dynamic, n, dynamic.value(n), True) for n in _wanted(names, keys)]
 
 
@@ -363,8 +364,8 @@ def apply_incremental(current: Mapping[str, str], ops: Sequence[tuple[str, int, 
     return out
 
 
-def _check_broker_value(name: str, value: str) -> str:
-    key = broker_keys()[name]
+def _check_broker_value(key: BrokerKey, name: str, value: str) -> str:
+    """Kafka's type and range check of a dynamic broker config (``name`` may be its listener override)."""
     if key.topic_synonym is not None:
         # Same type and bounds as the topic config it is the default of; Kafka's wording, with
         # the broker-level name in it.
@@ -372,52 +373,94 @@ def _check_broker_value(name: str, value: str) -> str:
             return validate_topic_config(key.topic_synonym, value)
         except InvalidConfigError as exc:
             raise InvalidConfigError(str(exc).replace(f"configuration {key.topic_synonym}:", f"configuration {name}:")) from None
-    v = value.strip()
-    if key.kind in ("int", "long"):
-        try:
-            n = int(v)
-        except ValueError:
-            raise InvalidConfigError(
-                f"Invalid value {value} for configuration {name}: Not a number of type {key.kind.upper()}") from None
-        if (name.startswith("num.") or name.endswith(".threads")) and n < 1:
-            raise InvalidConfigError(f"Invalid value {value} for configuration {name}: Value must be at least 1")
-    elif key.kind == "double":
-        try:
-            float(v)
-        except ValueError:
-            raise InvalidConfigError(
-                f"Invalid value {value} for configuration {name}: Not a number of type DOUBLE") from None
-    elif key.kind == "boolean" and v.lower() not in ("true", "false"):
-        raise InvalidConfigError(
-            f"Invalid value {value} for configuration {name}: Expected value to be either true or false")
-    return v
+    kafka = broker_config_key(key.name)
+    if kafka is None:
+        return value.strip()
+    try:
+        return check_value(kafka, value)
+    except InvalidConfigError as exc:
+        raise InvalidConfigError(str(exc).replace(f"configuration {key.name}:", f"configuration {name}:")) from None
 
 
-def validate_broker_update(props: Mapping[str, str | None], resource_name: str, per_broker: bool) -> dict[str, str]:
-    """Validate a whole new dynamic config map of one broker (or of the cluster default).
+@cache
+def _dynamic_password_configs() -> tuple[str, ...]:
+    return tuple(n for n, k in broker_catalogue().items() if k.kind == "password" and k.mode != READ_ONLY)
 
-    Unknown names and bad values: INVALID_CONFIG naming the key. Configs Kafka cannot change
-    at run time: INVALID_REQUEST with Kafka's "Cannot update these configs dynamically".
+
+def is_password_config(name: str) -> bool:
+    """Kafka's DynamicBrokerConfig.isPasswordConfig: a dynamic PASSWORD config, or an override of one."""
+    return any(name.endswith(p) for p in _dynamic_password_configs())
+
+
+def validate_broker_update(props: Mapping[str, str | None], resource_name: str, per_broker: bool, *,
+                           password_encoder: bool = False) -> dict[str, str]:
+    """Validate a whole new dynamic config map of one broker (or of the cluster default), with
+    Kafka's DynamicBrokerConfig rules, in its order:
+
+    * read-only configs (Kafka's and kaflet's own): "Cannot update these configs dynamically";
+    * keystores and truststores without a listener prefix: "... only per-listener";
+    * values: Kafka's type and range checks (INVALID_CONFIG naming the key);
+    * per-broker configs at the cluster default: "broker id must be specified";
+    * dynamic PASSWORD configs: Kafka stores them encrypted with password.encoder.secret, which
+      kaflet does not implement, so they are refused with Kafka's message for a broker without it.
+
+    Keys that are not Kafka configs at all are accepted and stored, as Kafka does (they are the
+    custom configs of its plugins). Returns the normalised map.
     """
     from kaflet.protocol.errors import ErrorCode
 
-    known = broker_keys()
-    unknown = sorted(n for n in props if n not in known)
-    if unknown:
-        raise ConfigRequestError(ErrorCode.INVALID_CONFIG, f"Unknown broker config name: {', '.join(unknown)}")
-    static_only = [n for n in props if not known[n].dynamic]
-    if static_only:
-        raise ConfigRequestError(
-            ErrorCode.INVALID_REQUEST,
-            f"Invalid config value for resource ConfigResource(type=BROKER, name='{resource_name}'): "
-            f"Cannot update these configs dynamically: Set({', '.join(static_only)})",
-        )
-    out = {}
+    prefix = f"Invalid config value for resource ConfigResource(type=BROKER, name='{resource_name}'): "
+
+    def refuse(names: Iterable[str], message: str, code: int = ErrorCode.INVALID_REQUEST) -> None:
+        found = sorted(names)
+        if found:
+            raise ConfigRequestError(code, f"{prefix}{message}: Set({', '.join(found)})")
+
+    nulls = sorted(n for n, v in props.items() if v is None)
+    if nulls:
+        raise ConfigRequestError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {','.join(nulls)}")
+    keys = broker_keys()
+    refuse((n for n in props if n in keys and keys[n].mode == READ_ONLY), "Cannot update these configs dynamically")
+    refuse((n for n in props if n in LISTENER_ONLY_SECURITY_CONFIGS),
+           "These security configs can be dynamically updated only per-listener using the listener prefix")
+    out: dict[str, str] = {}
     for name, value in props.items():
-        if value is None:
-            raise ConfigRequestError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {name}")
+        assert value is not None
+        key = _type_key(name)
+        if key is None or (key.mode == READ_ONLY and name not in keys):
+            out[name] = value  # a custom config (or an override DynamicConfig does not type)
+            continue
         try:
-            out[name] = _check_broker_value(name, value)
+            out[name] = _check_broker_value(key, name, value)
         except InvalidConfigError as exc:
             raise ConfigRequestError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+    if not per_broker:
+        refuse((n for n in props if (n in keys and keys[n].mode == PER_BROKER) or (
+            (base := listener_base(n)) is not None and base[1] not in CLUSTER_LEVEL_LISTENER_CONFIGS)),
+            "Cannot update these configs at default cluster level, broker id must be specified")
+    passwords = sorted(n for n in props if is_password_config(n))
+    if passwords:
+        why = ("kaflet does not encrypt dynamic password configs; password.encoder.secret has no effect"
+               if password_encoder else "Password encoder secret not configured")
+        raise ConfigRequestError(ErrorCode.INVALID_CONFIG, prefix + why)
     return out
+
+
+def applied_at_run_time(name: str) -> bool:
+    """Whether kaflet applies a dynamic change of this broker config: the broker-level default
+    of a topic config it enforces reaches every log without an override (ConfigAdmin)."""
+    key = broker_keys().get(name)
+    if key is None or key.topic_synonym is None:
+        return False
+    d = TOPIC_CONFIGS[key.topic_synonym]
+    return d.enforced
+
+
+def report_dynamic_key(name: str) -> None:
+    """Log once that a stored dynamic broker config has no effect in kaflet (unless it has one)."""
+    if applied_at_run_time(name):
+        return
+    if broker_config_key(name) is None:
+        log_unknown_dynamic(name)
+    else:
+        log_not_acted_on(name, dynamic=True)

@@ -66,7 +66,7 @@ class TopicAdmin:
             if rf <= 0:
                 return CreateOutcome(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
         try:
-            overrides = validate_topic_configs(dict(req.configs))
+            overrides = validate_topic_configs(dict(req.configs), self.broker.config_admin.topic_defaults())
         except InvalidConfigError as exc:
             return CreateOutcome(ErrorCode.INVALID_CONFIG, str(exc))
         try:

@@ -1,73 +1,81 @@
-"""Topic-level configs: Kafka's names, types, defaults and validation messages."""
+"""Topic-level configs: Kafka's whole LogConfig catalogue, its validation, and what kaflet enforces.
+
+Every topic config Kafka knows is accepted, validated with Kafka's rules and messages, stored
+in ``/config/topics/<t>`` and described. The ones kaflet stores but does not act on are listed in
+NOT_ENFORCED with the reason, and the broker logs each of them once when it is first set.
+"""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kaflet.server.config import LONG_MAX
+from kaflet.server.kafka_configs import InvalidConfigError, KafkaConfigKey, check_value, topic_catalogue
 
 log = logging.getLogger("kaflet.config")
 
+__all__ = ["InvalidConfigError", "NOT_ENFORCED", "TOPIC_CONFIGS", "TopicConfigDef", "effective_topic_config",
+           "validate_topic_config", "validate_topic_configs"]
 
-class InvalidConfigError(ValueError):
-    """A topic config name or value that Kafka would refuse with INVALID_CONFIG."""
+# Topic configs kaflet stores and describes but does not act on, and why.
+NOT_ENFORCED: dict[str, str] = {
+    "compression.gzip.level": "recompression uses the codec's default level",
+    "compression.lz4.level": "recompression uses the codec's default level",
+    "compression.zstd.level": "recompression uses the codec's default level",
+    "follower.replication.throttled.replicas": "replication throttling is not implemented",
+    "leader.replication.throttled.replicas": "replication throttling is not implemented",
+    "local.retention.bytes": "tiered storage is not implemented",
+    "local.retention.ms": "tiered storage is not implemented",
+    "message.downconversion.enable": "kaflet does not down-convert record batches",
+    "message.format.version": "kaflet always writes record format v2, as Kafka 3.0 and later do",
+    "message.timestamp.after.max.ms": "only message.timestamp.difference.max.ms is checked",
+    "message.timestamp.before.max.ms": "only message.timestamp.difference.max.ms is checked",
+    "preallocate": "segment files are not preallocated",
+    "remote.log.copy.disable": "tiered storage is not implemented",
+    "remote.log.delete.on.disable": "tiered storage is not implemented",
+    "remote.storage.enable": "tiered storage is not implemented",
+    "segment.jitter.ms": "segments roll without jitter",
+    "unclean.leader.election.enable": "leaders are elected from the ISR only",
+}
+
+# Kafka's LogConfig.validateNoInvalidRemoteStorageConfigsInZK, and remote.storage.enable on a
+# broker without tiered storage (remote.log.storage.system.enable, which kaflet does not implement).
+_ZK_REFUSED = ("It is invalid to set `remote.log.delete.on.disable` or `remote.log.copy.disable` "
+               "under Zookeeper's mode.")
+_NO_TIERED_STORAGE = "Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log storage."
 
 
 @dataclass(frozen=True, slots=True)
 class TopicConfigDef:
-    """One topic config: type, bounds, the broker config that supplies its default."""
+    """One topic config: Kafka's key and whether kaflet acts on it."""
 
-    name: str
-    kind: str  # long, int, double, boolean, string, list
-    broker_key: str | None
-    default: str
-    minimum: float | None = None
-    maximum: float | None = None
-    choices: tuple[str, ...] | None = None
-    enforced: bool = True  # False: stored and described, but kaflet does not act on it yet
+    key: KafkaConfigKey
+    enforced: bool
+
+    @property
+    def name(self) -> str:
+        return self.key.name
+
+    @property
+    def kind(self) -> str:
+        return self.key.kind
+
+    @property
+    def broker_key(self) -> str | None:
+        """The broker config that supplies this config's default (Kafka's TOPIC_CONFIG_SYNONYMS)."""
+        return self.key.synonym
+
+    @property
+    def default(self) -> str:
+        return self.key.default or ""
 
 
-def _d(*items: TopicConfigDef) -> dict[str, TopicConfigDef]:
-    return {i.name: i for i in items}
+TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
+    name: TopicConfigDef(key, name not in NOT_ENFORCED) for name, key in topic_catalogue().items()
+}
 
-
-_L = str(LONG_MAX)
-TOPIC_CONFIGS: dict[str, TopicConfigDef] = _d(
-    TopicConfigDef("cleanup.policy", "list", "log.cleanup.policy", "delete", choices=("compact", "delete")),
-    TopicConfigDef("compression.type", "string", "compression.type", "producer",
-                   choices=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
-    TopicConfigDef("delete.retention.ms", "long", "log.cleaner.delete.retention.ms", "86400000", minimum=0),
-    TopicConfigDef("file.delete.delay.ms", "long", "log.segment.delete.delay.ms", "60000", minimum=0),
-    TopicConfigDef("flush.messages", "long", "log.flush.interval.messages", _L, minimum=1),
-    TopicConfigDef("flush.ms", "long", "log.flush.interval.ms", _L, minimum=0),
-    TopicConfigDef("follower.replication.throttled.replicas", "list", None, "", enforced=False),
-    TopicConfigDef("index.interval.bytes", "int", "log.index.interval.bytes", "4096", minimum=0),
-    TopicConfigDef("leader.replication.throttled.replicas", "list", None, "", enforced=False),
-    TopicConfigDef("max.compaction.lag.ms", "long", "log.cleaner.max.compaction.lag.ms", _L, minimum=1),
-    TopicConfigDef("max.message.bytes", "int", "message.max.bytes", "1048588", minimum=0),
-    TopicConfigDef("message.downconversion.enable", "boolean", "log.message.downconversion.enable", "true", enforced=False),
-    TopicConfigDef("message.format.version", "string", "log.message.format.version", "3.0-IV1", enforced=False),
-    TopicConfigDef("message.timestamp.difference.max.ms", "long", "log.message.timestamp.difference.max.ms", _L,
-                   minimum=0),
-    TopicConfigDef("message.timestamp.type", "string", "log.message.timestamp.type", "CreateTime",
-                   choices=("CreateTime", "LogAppendTime")),
-    TopicConfigDef("min.cleanable.dirty.ratio", "double", "log.cleaner.min.cleanable.ratio", "0.5",
-                   minimum=0, maximum=1),
-    TopicConfigDef("min.compaction.lag.ms", "long", "log.cleaner.min.compaction.lag.ms", "0", minimum=0),
-    TopicConfigDef("min.insync.replicas", "int", "min.insync.replicas", "1", minimum=1),
-    TopicConfigDef("preallocate", "boolean", "log.preallocate", "false", enforced=False),
-    TopicConfigDef("retention.bytes", "long", "log.retention.bytes", "-1"),
-    TopicConfigDef("retention.ms", "long", "log.retention.ms", "604800000", minimum=-1),
-    TopicConfigDef("segment.bytes", "int", "log.segment.bytes", "1073741824", minimum=14),
-    TopicConfigDef("segment.index.bytes", "int", "log.index.size.max.bytes", "10485760", minimum=4),
-    TopicConfigDef("segment.jitter.ms", "long", "log.roll.jitter.ms", "0", minimum=0, enforced=False),
-    TopicConfigDef("segment.ms", "long", "log.roll.ms", "604800000", minimum=1),
-    TopicConfigDef("unclean.leader.election.enable", "boolean", "unclean.leader.election.enable", "false", enforced=False),
-)
-
-_PARSERS: dict[str, Callable[[str], object]] = {"long": int, "int": int, "double": float}
+_reported: set[str] = set()
 
 
 def validate_topic_config(name: str, value: str | None) -> str:
@@ -77,58 +85,37 @@ def validate_topic_config(name: str, value: str | None) -> str:
         raise InvalidConfigError(f"Unknown topic config name: {name}")
     if value is None:
         raise InvalidConfigError(f"Invalid value null for configuration {name}: entry must be non null")
-    v = value.strip()
-    if d.kind in _PARSERS:
-        try:
-            num = _PARSERS[d.kind](v)
-        except ValueError:
-            raise InvalidConfigError(
-                f"Invalid value {value} for configuration {name}: Not a number of type {d.kind.upper()}"
-            ) from None
-        if d.kind == "int" and not -(2**31) <= int(num) < 2**31:  # type: ignore[call-overload]
-            raise InvalidConfigError(f"Invalid value {value} for configuration {name}: Not a number of type INT")
-        if d.kind == "long" and not -(2**63) <= int(num) < 2**63:  # type: ignore[call-overload]
-            raise InvalidConfigError(f"Invalid value {value} for configuration {name}: Not a number of type LONG")
-        if d.minimum is not None and num < d.minimum:  # type: ignore[operator]
-            raise InvalidConfigError(
-                f"Invalid value {value} for configuration {name}: Value must be at least {_num(d.minimum)}"
-            )
-        if d.maximum is not None and num > d.maximum:  # type: ignore[operator]
-            raise InvalidConfigError(
-                f"Invalid value {value} for configuration {name}: Value must be no more than {_num(d.maximum)}"
-            )
-        return v
-    if d.kind == "boolean":
-        if v.lower() not in ("true", "false"):
-            raise InvalidConfigError(f"Invalid value {value} for configuration {name}: Expected value to be either true or false")
-        return v.lower()
-    if d.kind == "list":
-        items = [x.strip() for x in v.split(",") if x.strip()]
-        if d.choices is not None:
-            for item in items:
-                if item not in d.choices:
-                    raise InvalidConfigError(
-                        f"Invalid value {item} for configuration {name}: String must be one of: {', '.join(d.choices)}"
-                    )
-        return ",".join(items)
-    if d.choices is not None and v not in d.choices:
-        raise InvalidConfigError(
-            f"Invalid value {value} for configuration {name}: String must be one of: {', '.join(d.choices)}"
-        )
-    return v
+    return check_value(d.key, value)
 
 
-def _num(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() else str(x)
+def validate_topic_configs(configs: Mapping[str, str | None],
+                           defaults: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Validate a whole override map as Kafka's LogConfig.validate does; returns normalised values.
 
-
-def validate_topic_configs(configs: dict[str, str | None]) -> dict[str, str]:
-    """Validate a whole override map; returns normalised values."""
+    ``defaults`` are the broker's topic-config defaults, for the checks across configs.
+    """
     out = {k: validate_topic_config(k, v) for k, v in configs.items()}
-    pending = [k for k in out if not TOPIC_CONFIGS[k].enforced]
-    if pending:
-        log.warning("topic configs %s are stored but not yet enforced by kaflet", ", ".join(sorted(pending)))
+    merged = {**(defaults or {}), **out}
+    lag_min = int(merged.get("min.compaction.lag.ms", TOPIC_CONFIGS["min.compaction.lag.ms"].default))
+    lag_max = int(merged.get("max.compaction.lag.ms", TOPIC_CONFIGS["max.compaction.lag.ms"].default))
+    if lag_min > lag_max:
+        raise InvalidConfigError(f"conflict topic config setting min.compaction.lag.ms ({lag_min}) > "
+                                 f"max.compaction.lag.ms ({lag_max})")
+    if "true" in (out.get("remote.log.delete.on.disable"), out.get("remote.log.copy.disable")):
+        raise InvalidConfigError(_ZK_REFUSED)
+    if out.get("remote.storage.enable") == "true":
+        raise InvalidConfigError(_NO_TIERED_STORAGE)
+    report_not_enforced(out)
     return out
+
+
+def report_not_enforced(overrides: Mapping[str, str]) -> None:
+    """Log, once per config and process, that a stored topic config is not acted on."""
+    for name in sorted(set(overrides) - _reported):
+        why = NOT_ENFORCED.get(name)
+        if why is not None:
+            _reported.add(name)
+            log.warning("topic config %s is stored but kaflet does not act on it: %s", name, why)
 
 
 def effective_topic_config(broker_defaults: dict[str, str], overrides: dict[str, str]) -> dict[str, str]:

@@ -73,8 +73,9 @@ def test_unknown_server_properties_keys_are_reported(tmp_path):
     broker = BrokerProcess(tmp_path / "data", {"some.unknown.key": "1", "num.network.threads": "3"}).start()
     try:
         log = broker.new_log()
-        assert "some.unknown.key was supplied but is not a known" in log
-        assert "num.network.threads has no effect" in log
+        assert "The configuration 'some.unknown.key' was supplied but isn't a known config." in log
+        assert "config num.network.threads is a Kafka broker config that kaflet does not act on: kaflet serves " \
+               "the network from one event loop" in log
     finally:
         broker.kill()
 
@@ -161,8 +162,10 @@ def test_idle_connections_are_closed(tmp_path):
     try:
         c = RawClient(broker.bootstrap)
         start = time.monotonic()
-        assert c.is_closed_by_peer(timeout=5)
-        assert 0.4 < time.monotonic() - start < 3
+        assert c.is_closed_by_peer(timeout=10)
+        # Not before the idle time; the upper bound (10x it) only tells "closed by the reaper"
+        # from "closed by something else much later".
+        assert 0.4 < time.monotonic() - start < 5
         c.close()
     finally:
         broker.kill()

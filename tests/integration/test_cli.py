@@ -1,8 +1,7 @@
 """End-to-end tests of `kaflet topics|produce|consume`, run as subprocesses.
 
 They need only a `bootstrap` fixture ("127.0.0.1:PORT" of a running broker). The
-assertions describe Kafka behaviour; features the stand-in broker lacks are listed
-by an optional `broker_known_gaps` fixture and skipped there.
+assertions describe Kafka behaviour.
 """
 
 from __future__ import annotations
@@ -46,16 +45,6 @@ def assert_usage_error(proc: subprocess.CompletedProcess[str]) -> None:
     assert proc.returncode == 2, proc
     assert "Usage:" in proc.stderr
     assert "Traceback" not in proc.stderr
-
-
-def skip_if_gap(request: pytest.FixtureRequest, gap: str) -> None:
-    """Skip when the broker under test is known to lack `gap` (see conftest.broker_known_gaps)."""
-    try:
-        gaps = request.getfixturevalue("broker_known_gaps")
-    except pytest.FixtureLookupError:
-        return
-    if gap in gaps:
-        pytest.skip(f"broker under test lacks: {gap}")
 
 
 def new_topic_name() -> str:
@@ -207,12 +196,11 @@ def test_create_existing_topic(bootstrap: str) -> None:
     assert quiet.returncode == 0, quiet
 
 
-def test_create_with_config_shows_in_describe(bootstrap: str, request: pytest.FixtureRequest) -> None:
+def test_create_with_config_shows_in_describe(bootstrap: str) -> None:
     name = new_topic_name()
     proc = topics(bootstrap, "--create", "--topic", name, "--partitions", "1",
                   "--config", "retention.ms=3600000", "--config", "cleanup.policy=compact")
     assert proc.returncode == 0, proc
-    skip_if_gap(request, "config_source")
     header = topics(bootstrap, "--describe", "--topic", name).stdout.splitlines()[0]
     configs = header.split("Configs: ", 1)[1].split(",")
     assert "retention.ms=3600000" in configs
@@ -231,8 +219,7 @@ def test_alter_unknown_topic(bootstrap: str) -> None:
     assert_one_line_error(topics(bootstrap, "--alter", "--topic", name, "--partitions", "4"), name, "does not exist")
 
 
-def test_alter_adds_partitions(bootstrap: str, request: pytest.FixtureRequest) -> None:
-    skip_if_gap(request, "create_partitions")
+def test_alter_adds_partitions(bootstrap: str) -> None:
     name = create_topic(bootstrap, 3)
     proc = topics(bootstrap, "--alter", "--topic", name, "--partitions", "6")
     assert proc.returncode == 0, proc
@@ -307,8 +294,7 @@ def test_partition_and_offset(bootstrap: str) -> None:
     assert earliest.stdout.splitlines() == ["a", "b", "c", "d", "e"]
 
 
-def test_offset_latest_sees_nothing_old(bootstrap: str, request: pytest.FixtureRequest) -> None:
-    skip_if_gap(request, "latest_offset")
+def test_offset_latest_sees_nothing_old(bootstrap: str) -> None:
     name = create_topic(bootstrap, 1)
     assert produce(bootstrap, name, "a\nb\nc\n").returncode == 0
     start = time.monotonic()
@@ -318,8 +304,7 @@ def test_offset_latest_sees_nothing_old(bootstrap: str, request: pytest.FixtureR
     assert time.monotonic() - start < 20
 
 
-def test_default_start_is_latest(bootstrap: str, request: pytest.FixtureRequest) -> None:
-    skip_if_gap(request, "latest_offset")
+def test_default_start_is_latest(bootstrap: str) -> None:
     name = create_topic(bootstrap, 1)
     assert produce(bootstrap, name, "old\n").returncode == 0
     consumer = subprocess.Popen(
@@ -410,8 +395,7 @@ def test_timeout_ms_exits_when_idle(bootstrap: str) -> None:
     assert time.monotonic() - start < 15
 
 
-def test_consume_with_group(bootstrap: str, request: pytest.FixtureRequest) -> None:
-    skip_if_gap(request, "consumer_groups")
+def test_consume_with_group(bootstrap: str) -> None:
     name = create_topic(bootstrap, 2)
     assert produce(bootstrap, name, "g1\ng2\ng3\n").returncode == 0
     out = consume(bootstrap, name, "--group", f"grp-{name}", "--from-beginning", "--max-messages", "3",

@@ -157,25 +157,32 @@ def test_aiokafka_roundtrip(kaflet_broker, codec):
     _check(asyncio.run(run()), msgs)
 
 
-@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat (Debian package) is not installed")
-def test_kcat_lists_topics(kaflet_broker):
+@pytest.fixture(scope="session")
+def kcat() -> str:
+    """The kcat binary (Debian's package, which CI installs): its absence fails the tests."""
+    path = shutil.which("kcat")
+    if path is None:
+        pytest.fail("kcat is not installed (apt-get install kcat)")
+    return path
+
+
+def test_kcat_lists_topics(kaflet_broker, kcat):
     topic = f"kcat-{uuid.uuid4().hex[:6]}"
     _create(kaflet_broker.bootstrap, topic, partitions=4)
-    out = subprocess.run(["kcat", "-b", kaflet_broker.bootstrap, "-L"], capture_output=True, text=True, timeout=30)
+    out = subprocess.run([kcat, "-b", kaflet_broker.bootstrap, "-L"], capture_output=True, text=True, timeout=30)
     assert out.returncode == 0, out.stderr
     assert f'topic "{topic}" with 4 partitions' in out.stdout
     assert "1 brokers:" in out.stdout
 
 
-@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat (Debian package) is not installed")
-def test_kcat_produce_consume(kaflet_broker):
+def test_kcat_produce_consume(kaflet_broker, kcat):
     topic = f"kcatpc-{uuid.uuid4().hex[:6]}"
     _create(kaflet_broker.bootstrap, topic, partitions=1)
     lines = "".join(f"key{i}:value{i}\n" for i in range(100))
-    prod = subprocess.run(["kcat", "-b", kaflet_broker.bootstrap, "-P", "-t", topic, "-K:"], input=lines,
+    prod = subprocess.run([kcat, "-b", kaflet_broker.bootstrap, "-P", "-t", topic, "-K:"], input=lines,
                           capture_output=True, text=True, timeout=30)
     assert prod.returncode == 0, prod.stderr
-    cons = subprocess.run(["kcat", "-b", kaflet_broker.bootstrap, "-C", "-t", topic, "-o", "beginning", "-e",
+    cons = subprocess.run([kcat, "-b", kaflet_broker.bootstrap, "-C", "-t", topic, "-o", "beginning", "-e",
                            "-f", "%k=%s\n"], capture_output=True, text=True, timeout=30)
     assert cons.returncode == 0, cons.stderr
     assert cons.stdout.splitlines() == [f"key{i}=value{i}" for i in range(100)]

@@ -5,15 +5,15 @@
   passed, and the partition takes fewer bytes on disk;
 * SIGKILL while the cleaner is rewriting a large log, restart: no live key loses its latest
   record, no duplicate or temporary segment files, and the cleaner's worker process exits;
-* acks=1 produce latency (p50/p99) at a paced rate without and with the cleaner compacting a
-  large log (in its worker process); the figures are printed, p99 while compacting < 25 ms.
+* produce requests are answered while a cleaning pass runs: between the broker's "beginning
+  cleaning" and "cleaned" lines for a large log, acks=1 produce requests sent after the first
+  line are acknowledged before the second appears. The latency figures (idle vs cleaning) are
+  measured by benchmarks/cleaning_latency.py, not asserted here.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import statistics
 import time
 import uuid
 from collections.abc import Iterator
@@ -23,7 +23,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
-from tests.support.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess, running_broker
 from tests.support.topics import create_topic
 
 OVERRIDES = {"log.cleaner.backoff.ms": "100", "log.segment.delete.delay.ms": "200",
@@ -210,73 +210,50 @@ def test_sigkill_during_cleaning_loses_no_live_key(tmp_path: Path) -> None:
             b.kill()
 
 
-def _latencies(bootstrap: str, topic: str, rate: int, seconds: float) -> list[float]:
-    """acks=1 delivery latencies (ms) of a stream paced at ``rate`` messages per second."""
-    p = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 0})
-    out: list[float] = []
-
-    def done(err: object, msg: object, sent: float) -> None:
-        if err is None:
-            out.append((time.perf_counter() - sent) * 1000)
-
-    n = int(rate * seconds)
-    start = time.perf_counter()
-    for i in range(n):
-        target = start + i / rate
-        while (now := time.perf_counter()) < target:
-            p.poll(min(0.001, target - now))
-        p.produce(topic, key=b"k%d" % (i % 100), value=b"z" * 100,
-                  on_delivery=lambda err, msg, sent=time.perf_counter(): done(err, msg, sent))
-        p.poll(0)
-    assert p.flush(30) == 0
-    return out
+def _send_acked(p: Producer, topic: str, value: bytes) -> int:
+    """Produce one record and wait for the broker's acknowledgement; its offset."""
+    got: list[tuple[object, int]] = []
+    p.produce(topic, value=value, on_delivery=lambda err, msg: got.append((err, msg.offset())))
+    assert p.flush(30) == 0 and got and got[0][0] is None, got
+    return got[0][1]
 
 
-def _pct(xs: list[float], q: float) -> float:
-    s = sorted(xs)
-    return s[min(len(s) - 1, int(q * len(s)))]
+def test_produce_is_answered_while_a_pass_runs(tmp_path: Path) -> None:
+    # The cleaner's I/O is throttled, so the pass over the big log takes at least the bytes it
+    # reads and writes over this rate however fast the machine is (about 2 s here): the window
+    # this test looks into does not depend on the machine's speed.
+    overrides = {**OVERRIDES, "log.cleaner.io.max.bytes.per.second": str(8 * 1024 * 1024)}
+    with running_broker(tmp_path / "data", overrides) as b:
+        big = _topic("big")
+        # Written with cleanup.policy=delete, so nothing cleans it until the policy changes.
+        create_topic(b.bootstrap, big, config={"segment.bytes": "1048576", "min.cleanable.dirty.ratio": "0.01"})
+        _produce(b.bootstrap, big, [(b"key-%04d" % (i % 2000), b"w" * 80) for i in range(80_000)])
+        other = _topic("during")
+        create_topic(b.bootstrap, other)
+        p = Producer({"bootstrap.servers": b.bootstrap, "acks": 1, "linger.ms": 0})
+        assert _send_acked(p, other, b"warm-up") == 0  # connection and metadata before the pass
 
-
-def test_produce_latency_while_cleaning(broker: BrokerProcess) -> None:
-    big = _topic("big")
-    # Written with cleanup.policy=delete, so nothing cleans it until the policy changes.
-    create_topic(broker.bootstrap, big, config={"segment.bytes": "4194304", "min.cleanable.dirty.ratio": "0.01"})
-    _produce(broker.bootstrap, big, [(b"key-%05d" % (i % 5000), b"w" * 80) for i in range(400_000)])
-    lat_topic = _topic("latency")
-    create_topic(broker.bootstrap, lat_topic)
-    # Write back the set-up's dirty pages now, so the kernel's writeback of this test's own
-    # 40 MB does not land in the measurement and get blamed on the cleaner.
-    os.sync()
-    _latencies(broker.bootstrap, lat_topic, 200, 0.5)  # warm-up: connections, metadata
-    idle = _latencies(broker.bootstrap, lat_topic, 300, 4)
-
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    res = ConfigResource(ConfigResource.Type.TOPIC, big, incremental_configs=[
-        ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET)])
-    admin.incremental_alter_configs([res])[res].result(10)
-    mark = len(broker.new_log())
-    busy_start = time.monotonic()
-    busy = _latencies(broker.bootstrap, lat_topic, 300, 4)
-    busy_end = time.monotonic()
-    passes: list[str] = []
-    deadline = time.monotonic() + 120
-    while not passes and time.monotonic() < deadline:  # the pass may finish after the measurement
-        passes = re.findall(rf"cleaned {re.escape(big)}-0 .* in ([0-9.]+)s", broker.new_log()[mark:])
-        time.sleep(0.05)
-    # Proof the cleaner was at work during the measurement: the pass's span overlaps it.
-    pass_end = time.monotonic()
-    pass_start = pass_end - float(passes[0]) if passes else pass_end
-    overlap = max(0.0, min(busy_end, pass_end) - max(busy_start, pass_start))
-    print(f"\nacks=1 produce latency at 300 msg/s: idle p50 {statistics.median(idle):.2f} ms p99 "
-          f"{_pct(idle, 0.99):.2f} ms; while cleaning p50 {statistics.median(busy):.2f} ms p99 "
-          f"{_pct(busy, 0.99):.2f} ms; the pass over the big log took {passes}s and overlapped "
-          f"{overlap:.1f}s of the {busy_end - busy_start:.1f}s run")
-    assert len(idle) > 1000 and len(busy) > 1000
-    assert passes, "the cleaner never finished the big log"
-    assert overlap > 2.5, "the cleaner was not compacting the big log during the measurement"
-    # The pass runs in a worker process, off the broker's GIL: measured p50 ~0.7 ms and p99
-    # ~1.5-5 ms while compacting (p50 2-4.6 ms, p99 ~60 ms when it ran on a broker thread). On a
-    # busy 2-core CI box a single ~100 ms disk stall (renames during a swap, writeback) can reach
-    # p99, so the tail bound is loose and p95 carries the "no stall" claim.
-    assert _pct(busy, 0.95) < 15
-    assert _pct(busy, 0.99) < 150
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        res = ConfigResource(ConfigResource.Type.TOPIC, big, incremental_configs=[
+            ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET)])
+        admin.incremental_alter_configs([res])[res].result(10)
+        began = re.compile(rf"beginning cleaning of log {re.escape(big)}-0 ")
+        ended = re.compile(rf"cleaned {re.escape(big)}-0 up to offset (\d+) in [0-9.]+s: .* (\d+) of (\d+) records kept")
+        deadline = time.monotonic() + 60
+        while not began.search(b.new_log()):
+            assert time.monotonic() < deadline, "the cleaner never started on the big log"
+            time.sleep(0.01)
+        # Each request below is sent after the pass began (its first line is in the log); one
+        # acknowledged while the "cleaned" line is still absent was answered during the pass.
+        during: list[int] = []
+        deadline = time.monotonic() + 120
+        while (m := ended.search(b.new_log())) is None:
+            assert time.monotonic() < deadline, "the pass over the big log never finished"
+            offset = _send_acked(p, other, b"during-%d" % len(during))
+            if ended.search(b.new_log()) is None:
+                during.append(offset)
+        print(f"\n{len(during)} produce requests acknowledged during the pass over {big}-0")
+        assert len(during) >= 20, f"only {len(during)} produce requests were answered while the cleaner ran"
+        assert during == list(range(1, len(during) + 1))
+        # ... and the pass did the work: 2,000 live keys kept out of the 80,000 records it read.
+        assert m is not None and int(m.group(1)) > 0 and int(m.group(2)) <= 2000 < int(m.group(3))

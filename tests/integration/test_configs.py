@@ -381,3 +381,199 @@ def test_configs_cli(broker: BrokerProcess, broker_id: str) -> None:
            "DEFAULT_CONFIG:log.retention.hours=168}" in out.stdout
     usage = cli(*t, "--describe", "--alter")
     assert usage.returncode == 2 and "Usage:" in usage.stderr
+
+
+# ---------------------------------------------------------------- Kafka's whole catalogue
+
+
+def alter_default(bootstrap: str, ops: dict[str, str | None]) -> tuple[int, str | None]:
+    """IncrementalAlterConfigs on the cluster-wide broker default (confluent-kafka cannot name it):
+    SET each key to its value, DELETE it for None. Returns (error code, message)."""
+    Inc = codec.request_class(44)
+    R = Inc.AlterConfigsResource
+    configs = [R.AlterableConfig(name=k, config_operation=0 if v is not None else 1, value=v) for k, v in ops.items()]
+    resp = raw_default_broker(bootstrap, 44, 1, Inc(resources=[R(resource_type=4, resource_name="", configs=configs)],
+                                                    validate_only=False))
+    res = resp.responses[0]  # type: ignore[attr-defined]
+    return res.error_code, res.error_message
+
+
+def describe_default(bootstrap: str) -> dict[str, tuple[str | None, int]]:
+    """The cluster-wide broker default's configs: name -> (value, source)."""
+    D = codec.request_class(32)
+    req = D(resources=[D.DescribeConfigsResource(resource_type=4, resource_name="", configuration_keys=None)],
+            include_synonyms=False, include_documentation=False)
+    resp = raw_default_broker(bootstrap, 32, 4, req)
+    return {c.name: (c.value, c.config_source) for c in resp.results[0].configs}  # type: ignore[attr-defined]
+
+
+
+
+def test_kafka_broker_config_kaflet_ignores_is_stored_per_broker(broker: BrokerProcess, admin: AdminClient,
+                                                                 broker_id: str) -> None:
+    key = "sasl.kerberos.min.time.before.relogin"
+    before = describe(admin, BROKER, broker_id)[key]
+    assert before.value == "60000" and before.source == ConfigSource.DEFAULT_CONFIG.value and not before.is_read_only
+    try:
+        incremental(admin, BROKER, broker_id, sasl_kerberos_min_time_before_relogin=(AlterConfigOpType.SET, "120000"))
+        entry = describe(admin, BROKER, broker_id)[key]
+        assert entry.value == "120000" and entry.source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
+        # Type and default over DescribeConfigs v4.
+        D = codec.request_class(32)
+        req = D(resources=[D.DescribeConfigsResource(resource_type=4, resource_name=broker_id, configuration_keys=[key])],
+                include_synonyms=True, include_documentation=False)
+        (raw,) = raw_default_broker(broker.bootstrap, 32, 4, req).results[0].configs  # type: ignore[attr-defined]
+        assert (raw.value, raw.config_type, raw.config_source, raw.read_only) == ("120000", 5, 2, False)  # LONG
+        assert [(s.name, s.value, s.source) for s in raw.synonyms] == [
+            (key, "120000", ConfigSource.DYNAMIC_BROKER_CONFIG.value), (key, "60000", ConfigSource.DEFAULT_CONFIG.value)]
+        # Setting it again is not logged again: one line per key.
+        incremental(admin, BROKER, broker_id, sasl_kerberos_min_time_before_relogin=(AlterConfigOpType.SET, "90000"))
+        assert wait(lambda: f"config {key} is a Kafka broker config that kaflet does not act on" in broker.new_log())
+        assert broker.new_log().count(f"config {key} is a Kafka broker config") == 1
+        # Kafka's DynamicListenerConfig makes it a per-broker config: not at the cluster default.
+        code, message = alter_default(broker.bootstrap, {key: "120000"})
+        assert code == KafkaError.INVALID_REQUEST
+        assert f"Cannot update these configs at default cluster level, broker id must be specified: Set({key})" in message
+        assert key not in describe_default(broker.bootstrap)
+    finally:
+        incremental(admin, BROKER, broker_id, sasl_kerberos_min_time_before_relogin=(AlterConfigOpType.DELETE, None))
+    assert describe(admin, BROKER, broker_id)[key].source == ConfigSource.DEFAULT_CONFIG.value
+
+
+def test_kafka_cluster_wide_config_kaflet_ignores_at_the_default(broker: BrokerProcess, admin: AdminClient,
+                                                                 broker_id: str) -> None:
+    try:
+        assert alter_default(broker.bootstrap, {"max.connections": "1000", "unclean.leader.election.enable": "true"}) == \
+            (0, None)
+        assert describe_default(broker.bootstrap) == {
+            "max.connections": ("1000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value),
+            "unclean.leader.election.enable": ("true", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)}
+        assert describe(admin, BROKER, broker_id)["max.connections"].value == "1000"
+        # The topic config it is the default of follows, as in Kafka.
+        topic = new_topic(broker.bootstrap)
+        unclean = describe(admin, TOPIC, topic)["unclean.leader.election.enable"]
+        assert unclean.value == "true" and unclean.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
+    finally:
+        assert alter_default(broker.bootstrap, {"max.connections": None, "unclean.leader.election.enable": None})[0] == 0
+
+
+@pytest.mark.parametrize("key", ["log.dirs", "broker.id", "log.retention.hours"])
+def test_read_only_broker_config_gets_kafkas_error(broker: BrokerProcess, admin: AdminClient, broker_id: str,
+                                                   key: str) -> None:
+    with pytest.raises(KafkaException) as exc:
+        incremental(admin, BROKER, broker_id, **{key.replace(".", "_"): (AlterConfigOpType.SET, "5")})
+    err = exc.value.args[0]
+    assert err.code() == KafkaError.INVALID_REQUEST
+    assert f"Cannot update these configs dynamically: Set({key})" in err.str()
+    code, message = alter_default(broker.bootstrap, {key: "5"})
+    assert code == KafkaError.INVALID_REQUEST and f"Cannot update these configs dynamically: Set({key})" in message
+
+
+def test_keystore_needs_listener_prefix(admin: AdminClient, broker_id: str) -> None:
+    with pytest.raises(KafkaException) as exc:
+        incremental(admin, BROKER, broker_id, ssl_keystore_location=(AlterConfigOpType.SET, "/tmp/k.pem"))
+    assert exc.value.args[0].code() == KafkaError.INVALID_REQUEST
+    assert "only per-listener using the listener prefix: Set(ssl.keystore.location)" in exc.value.args[0].str()
+
+
+def test_made_up_keys(broker: BrokerProcess, admin: AdminClient, broker_id: str) -> None:
+    # A topic: Kafka's LogConfig refuses names it does not know.
+    topic = new_topic(broker.bootstrap)
+    with pytest.raises(KafkaException) as exc:
+        incremental(admin, TOPIC, topic, made_up_key=(AlterConfigOpType.SET, "1"))
+    assert exc.value.args[0].code() == KafkaError.INVALID_CONFIG
+    assert "Unknown topic config name: made.up.key" in exc.value.args[0].str()
+    # A broker: Kafka keeps unknown keys as custom configs (its plugins read them), untyped and so
+    # described as sensitive; kaflet has no plugin and says so in its log.
+    try:
+        incremental(admin, BROKER, broker_id, made_up_key=(AlterConfigOpType.SET, "1"))
+        entry = describe(admin, BROKER, broker_id)["made.up.key"]
+        assert entry.is_sensitive and entry.value is None and entry.source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
+        assert wait(lambda: "The configuration 'made.up.key' was supplied but isn't a known config" in broker.new_log())
+        # A wrong value of a Kafka key is refused with Kafka's message.
+        with pytest.raises(KafkaException) as exc:
+            incremental(admin, BROKER, broker_id, sasl_kerberos_min_time_before_relogin=(AlterConfigOpType.SET, "soon"))
+        assert exc.value.args[0].code() == KafkaError.INVALID_CONFIG
+        assert ("Invalid value soon for configuration sasl.kerberos.min.time.before.relogin: Not a number of type LONG"
+                in exc.value.args[0].str())
+    finally:
+        incremental(admin, BROKER, broker_id, made_up_key=(AlterConfigOpType.DELETE, None))
+
+
+def test_topic_configs_kaflet_does_not_enforce(broker: BrokerProcess, admin: AdminClient) -> None:
+    topic = new_topic(broker.bootstrap, {"preallocate": "true", "message.downconversion.enable": "false"})
+    entries = describe(admin, TOPIC, topic)
+    assert entries["preallocate"].value == "true"
+    assert entries["preallocate"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    assert [(s.name, s.source) for s in entries["preallocate"].synonyms.values()] == [
+        ("preallocate", ConfigSource.DYNAMIC_TOPIC_CONFIG.value), ("log.preallocate", ConfigSource.DEFAULT_CONFIG.value)]
+    assert entries["message.downconversion.enable"].value == "false"
+    assert {"local.retention.ms", "remote.storage.enable", "compression.zstd.level",
+            "message.timestamp.before.max.ms"} <= set(entries)
+    assert entries["local.retention.ms"].value == "-2"
+    assert wait(lambda: "topic config preallocate is stored but kaflet does not act on it" in broker.new_log())
+    # Kafka's validation, and its refusal of tiered storage on a broker without it.
+    incremental(admin, TOPIC, topic, follower_replication_throttled_replicas=(AlterConfigOpType.SET, "0:1"),
+                segment_jitter_ms=(AlterConfigOpType.SET, "1000"))
+    assert describe(admin, TOPIC, topic)["follower.replication.throttled.replicas"].value == "0:1"
+    for key, value, message in [
+        ("preallocate", "maybe", "Expected value to be either true or false"),
+        ("leader_replication_throttled_replicas", "all", "must be the literal '*'"),
+        ("remote_storage_enable", "true", "Tiered Storage functionality is disabled in the broker"),
+    ]:
+        with pytest.raises(KafkaException) as exc:
+            incremental(admin, TOPIC, topic, **{key: (AlterConfigOpType.SET, value)})
+        assert exc.value.args[0].code() == KafkaError.INVALID_CONFIG and message in exc.value.args[0].str()
+
+
+def test_configs_cli_with_kafka_config_kaflet_ignores(broker: BrokerProcess, broker_id: str) -> None:
+    b = ["--bootstrap-server", broker.bootstrap, "--timeout", "5", "--entity-type", "brokers", "--entity-name", broker_id]
+    key = "sasl.kerberos.min.time.before.relogin"
+    try:
+        out = cli(*b, "--alter", "--add-config", f"{key}=300000")
+        assert out.returncode == 0 and out.stdout.strip() == f"Completed updating config for broker {broker_id}.", out
+        out = cli(*b, "--describe")
+        assert f"  {key}=300000 sensitive=false synonyms={{DYNAMIC_BROKER_CONFIG:{key}=300000, " \
+               f"DEFAULT_CONFIG:{key}=60000}}" in out.stdout.splitlines(), out.stdout
+        assert_one_line_error(cli(*b, "--alter", "--add-config", "log.dirs=/elsewhere"),
+                              "Cannot update these configs dynamically: Set(log.dirs)")
+    finally:
+        assert cli(*b, "--alter", "--delete-config", key).returncode == 0
+
+
+def test_server_properties_kafka_keys_kaflet_ignores(tmp_path: Path) -> None:
+    b = BrokerProcess(tmp_path / "data", {"sasl.kerberos.service.name": "kafka", "made.up.key": "1",
+                                          "log.preallocate": "true"})
+    b.start()
+    try:
+        log = b.new_log()
+        assert "config sasl.kerberos.service.name is a Kafka broker config that kaflet does not act on" in log
+        assert "The configuration 'made.up.key' was supplied but isn't a known config." in log
+        assert "config log.preallocate is a Kafka broker config that kaflet does not act on: the default of topic " \
+               "config preallocate" in log
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        bid = str(next(iter(admin.list_topics(timeout=10).brokers)))
+        entries = describe(admin, BROKER, bid)
+        kerberos = entries["sasl.kerberos.service.name"]
+        assert kerberos.value == "kafka" and kerberos.source == ConfigSource.STATIC_BROKER_CONFIG.value
+        assert entries["made.up.key"].is_sensitive and entries["made.up.key"].value is None
+        # A broker-level topic default reaches the topics' described configs.
+        pre = describe(admin, TOPIC, new_topic(b.bootstrap))["preallocate"]
+        assert pre.value == "true" and pre.source == ConfigSource.STATIC_BROKER_CONFIG.value
+    finally:
+        try:
+            b.stop(timeout=20)
+        finally:
+            b.kill()
+
+
+def test_server_properties_bad_value_of_kafka_key_is_one_line_error(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "kaflet.cli", "broker", "--override", f"log.dirs={tmp_path}",
+         "--override", "listeners=PLAINTEXT://127.0.0.1:0", "--override", "sasl.kerberos.min.time.before.relogin=soon"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr
+    assert "Invalid value soon for configuration sasl.kerberos.min.time.before.relogin: Not a number of type LONG" \
+        in proc.stderr

@@ -3,7 +3,6 @@ group (or the broker) for well-behaved members."""
 
 from __future__ import annotations
 
-import struct
 import threading
 import time
 import uuid
@@ -15,10 +14,11 @@ import pytest
 from kaflet.protocol import codec
 from kaflet.protocol.errors import ErrorCode as E
 from tests.support.broker_process import BrokerProcess, running_broker
+from tests.support.groups import join, subscription, sync
 from tests.support.raw_client import RawClient
 from tests.support.topics import create_topic
 
-JOIN, SYNC, HEARTBEAT, LEAVE, COMMIT, FETCH, FIND = 11, 14, 12, 13, 8, 9, 10
+HEARTBEAT, LEAVE, COMMIT, FETCH, FIND = 12, 13, 8, 9, 10
 
 
 @pytest.fixture(scope="module")
@@ -35,31 +35,6 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
 
 def _gid() -> str:
     return f"h-{uuid.uuid4().hex[:8]}"
-
-
-def _subscription(topics: list[str], pad: int = 0) -> bytes:
-    body = struct.pack(">hi", 0, len(topics))
-    for t in topics:
-        body += struct.pack(">h", len(t)) + t.encode()
-    return body + struct.pack(">i", pad) + b"x" * pad
-
-
-def join(c: RawClient, group: str, member: str = "", version: int = 3, session: int = 5000,
-         protocol_type: str = "consumer", protocols: list[tuple[str, bytes]] | None = None,
-         instance: str | None = None, rebalance: int = 3000) -> Any:
-    R = codec.request_class(JOIN)
-    protos = [R.JoinGroupRequestProtocol(name=n, metadata=m) for n, m in (protocols or [("range", _subscription(["t"]))])]
-    return c.request(JOIN, version, R(group_id=group, session_timeout_ms=session, rebalance_timeout_ms=rebalance,
-                                      member_id=member, group_instance_id=instance, protocol_type=protocol_type,
-                                      protocols=protos))
-
-
-def sync(c: RawClient, group: str, gen: int, member: str, assignments: dict[str, bytes] | None = None,
-         version: int = 3) -> Any:
-    R = codec.request_class(SYNC)
-    return c.request(SYNC, version, R(group_id=group, generation_id=gen, member_id=member, group_instance_id=None,
-                                      assignments=[R.SyncGroupRequestAssignment(member_id=m, assignment=a)
-                                                   for m, a in (assignments or {}).items()]))
 
 
 def heartbeat(c: RawClient, group: str, gen: int, member: str, instance: str | None = None) -> int:
@@ -170,7 +145,7 @@ def test_waiting_join_blocks_nobody_else(broker: BrokerProcess) -> None:
 def test_huge_member_metadata_does_not_wedge_others(broker: BrokerProcess) -> None:
     g = _gid()
     c = RawClient(broker.bootstrap, timeout=30)
-    big = join(c, g, protocols=[("range", _subscription(["t"], pad=2_000_000))])
+    big = join(c, g, protocols=[("range", subscription(["t"], pad=2_000_000))])
     assert big.error_code == 0
     # Its generation cannot be stored (larger than max.message.bytes): Kafka's UNKNOWN_SERVER_ERROR.
     s = sync(c, g, big.generation_id, big.member_id, {big.member_id: b"a"})

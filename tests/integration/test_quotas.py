@@ -17,11 +17,12 @@ from confluent_kafka import Consumer, Producer
 
 from kaflet.protocol import codec
 from tests.support.broker_process import BrokerProcess, running_broker
+from tests.support.quotas import alter, as_dict, describe
 from tests.support.raw_client import RawClient
 from tests.support.topics import create_topic
 
 MB = 1024 * 1024
-ALTER, DESCRIBE, METADATA = 49, 48, 3
+METADATA = 3
 
 
 # Kafka's defaults are 11 windows of 1 s. Kafka's rate assumes at least windows-1 of them have
@@ -35,37 +36,6 @@ QUOTA_WINDOWS = {"quota.window.num": "3", "quota.window.size.seconds": "1"}
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     with running_broker(tmp_path_factory.mktemp("quotas") / "data", QUOTA_WINDOWS) as b:
         yield b
-
-
-def alter(bootstrap: str, entity: list[tuple[str, str | None]], ops: dict[str, float | None],
-          validate_only: bool = False, version: int = 1) -> Any:
-    """AlterClientQuotas for one entity; a None value removes the key."""
-    A = codec.request_class(ALTER)
-    req = A(entries=[A.EntryData(
-        entity=[A.EntryData.EntityData(entity_type=t, entity_name=n) for t, n in entity],
-        ops=[A.EntryData.OpData(key=k, value=v or 0.0, remove=v is None) for k, v in ops.items()])],
-        validate_only=validate_only)
-    rc = RawClient(bootstrap)
-    try:
-        return rc.request(ALTER, version, req).entries[0]
-    finally:
-        rc.close()
-
-
-def describe(bootstrap: str, components: list[tuple[str, int, str | None]], strict: bool = False,
-             version: int = 1) -> Any:
-    D = codec.request_class(DESCRIBE)
-    req = D(components=[D.ComponentData(entity_type=t, match_type=m, match=n) for t, m, n in components], strict=strict)
-    rc = RawClient(bootstrap)
-    try:
-        return rc.request(DESCRIBE, version, req)
-    finally:
-        rc.close()
-
-
-def as_dict(resp: Any) -> dict[tuple[tuple[str, str | None], ...], dict[str, float]]:
-    return {tuple((e.entity_type, e.entity_name) for e in entry.entity): {v.key: v.value for v in entry.values}
-            for entry in resp.entries or []}
 
 
 # -- the ClientQuotas APIs ------------------------------------------------------------------------
@@ -178,9 +148,11 @@ def test_producer_byte_rate(broker: BrokerProcess) -> None:
         assert 0.8 <= slow_rate <= 1.2
         assert slow.throttles and max(slow.throttles) > 0
         assert not fast.throttles
-        # Two cores serve both producers, the broker and the throttled client's retries, so
-        # "not slowed" is judged with room for a noisy machine (measured 1.09x when idle).
-        assert alongside >= 0.4 * baseline
+        # The throttled client's mute must not hold anyone else up. Two cores serve both
+        # producers, the broker and the throttled client's retries, so the bound is a tenth of
+        # the baseline (measured 1.09x when idle); a mute that blocked the broker would leave
+        # the other producer near the throttled one's 1 MB/s.
+        assert alongside >= 0.1 * baseline
 
         # Removing the quota applies at once, too.
         assert alter(b, [("client-id", "throttled")], {"producer_byte_rate": None}).error_code == 0

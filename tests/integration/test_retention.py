@@ -13,12 +13,20 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    TIMESTAMP_CREATE_TIME,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient
 
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
+from kaflet.protocol.records import iter_batches
 from tests.support.broker_process import BrokerProcess, running_broker
 from tests.support.raw_client import RawClient
 from tests.support.topics import create_topic
@@ -113,6 +121,43 @@ def test_retention_ms_frees_disk_and_moves_start(broker: BrokerProcess) -> None:
     _, error = _fetch_from(broker.bootstrap, topic, 0, "error")
     assert error is not None and error.code() == KafkaError._AUTO_OFFSET_RESET, error
     assert "out of range" in error.str().lower()
+
+
+def test_records_without_timestamps_survive_retention(broker: BrokerProcess) -> None:
+    """librdkafka sends records given timestamp -1 as BaseTimestamp -1 with MaxTimestamp 0: a
+    segment dated 1970, which retention must not take for 56 years old."""
+    topic, control = _topic("no-ts"), _topic("ret-control")
+    create_topic(broker.bootstrap, topic, 1)  # the default retention.ms: 7 days
+    create_topic(broker.bootstrap, control, 1, {"retention.ms": "500"})
+    for codec_name in ("none", "gzip"):
+        p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 20, "compression.type": codec_name})
+        for i in range(10):
+            p.produce(topic, key=b"k%d" % i, value=b"%s-%d" % (codec_name.encode(), i), timestamp=-1)
+        assert p.flush(10) == 0
+    _produce(broker.bootstrap, control, 10)
+    # Checks run every 300 ms: once the control topic's records have gone, several ran.
+    assert _wait(lambda: _watermarks(broker.bootstrap, control) == (10, 10))
+    assert _watermarks(broker.bootstrap, topic) == (0, 20)
+    stored = [h for f in sorted((broker.data_dir / f"{topic}-0").glob("*.log"))
+              for _, h in iter_batches(f.read_bytes())]
+    assert stored and all((h.base_timestamp, h.max_timestamp) == (-1, -1) for h in stored)
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "no-ts", "enable.auto.commit": False})
+    try:
+        c.assign([TopicPartition(topic, 0, 0)])
+        got = []
+        deadline = time.monotonic() + 15
+        while len(got) < 20 and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None:
+                assert m.error() is None, m.error()
+                got.append((m.offset(), m.value(), m.timestamp()))
+        assert got == [(i, b"%s-%d" % (name, i % 10), (TIMESTAMP_CREATE_TIME, -1))
+                       for i, name in enumerate([b"none"] * 10 + [b"gzip"] * 10)]
+        # ListOffsets by time: no record has a timestamp, so none is at or after 0.
+        (found,) = c.offsets_for_times([TopicPartition(topic, 0, 0)], timeout=10)
+        assert found.error is None and found.offset == -1
+    finally:
+        c.close()
 
 
 def test_retention_bytes_keeps_the_newest_segments(broker: BrokerProcess) -> None:

@@ -130,9 +130,8 @@ def test_validate_broker_update_errors() -> None:
         validate_broker_update({"num.partitions": "3", "log.retention.ms": "5"}, "1", True)
     assert exc.value.code == ErrorCode.INVALID_REQUEST
     assert "Cannot update these configs dynamically: Set(num.partitions)" in exc.value.message
-    with pytest.raises(ConfigRequestError) as exc:
-        validate_broker_update({"no.such.config": "1"}, "", False)
-    assert exc.value.code == ErrorCode.INVALID_CONFIG and "no.such.config" in exc.value.message
+    # Kafka keeps keys it does not know as custom configs (DynamicConfig.Broker allows them).
+    assert validate_broker_update({"no.such.config": "1"}, "", False) == {"no.such.config": "1"}
     with pytest.raises(ConfigRequestError) as exc:
         validate_broker_update({"log.retention.ms": "soon"}, "1", True)
     assert exc.value.code == ErrorCode.INVALID_CONFIG
@@ -149,9 +148,14 @@ def test_dynamic_keys_follow_kafka() -> None:
     for name in ("log.retention.ms", "log.segment.bytes", "message.max.bytes", "compression.type",
                  "log.flush.interval.ms", "log.flush.interval.messages", "log.cleanup.policy", "min.insync.replicas"):
         assert keys[name].dynamic, name
-    for name in ("log.retention.hours", "log.roll.hours", "broker.id", "listeners", "log.dirs",
-                 "num.partitions", "log.message.format.version", "auto.create.topics.enable"):
+    for name in ("log.retention.hours", "log.roll.hours", "broker.id", "log.dirs", "num.partitions",
+                 "log.message.format.version", "auto.create.topics.enable", "port", "max.throttle.time.ms"):
         assert not keys[name].dynamic, name
+    # Kafka's DynamicListenerConfig: listeners and SASL/SSL settings change per broker only.
+    for name in ("listeners", "advertised.listeners", "sasl.kerberos.min.time.before.relogin", "ssl.keystore.location"):
+        assert keys[name].dynamic and keys[name].mode == "per-broker", name
+    for name in ("max.connections", "num.network.threads", "log.cleaner.threads", "metric.reporters"):
+        assert keys[name].mode == "cluster-wide", name
 
 
 def test_incremental_operations() -> None:
@@ -177,3 +181,65 @@ def test_incremental_errors(ops, code, fragment) -> None:
         apply_incremental({}, ops, broker=False)
     assert exc.value.code == code
     assert fragment in exc.value.message
+
+
+@pytest.mark.parametrize(("props", "per_broker", "code", "fragment"), [
+    ({"log.dirs": "/x"}, True, ErrorCode.INVALID_REQUEST, "Cannot update these configs dynamically: Set(log.dirs)"),
+    ({"broker.id": "3", "port": "1"}, True, ErrorCode.INVALID_REQUEST,
+     "Cannot update these configs dynamically: Set(broker.id, port)"),
+    ({"ssl.keystore.location": "/k.pem"}, True, ErrorCode.INVALID_REQUEST,
+     "only per-listener using the listener prefix: Set(ssl.keystore.location)"),
+    ({"sasl.kerberos.min.time.before.relogin": "5000"}, False, ErrorCode.INVALID_REQUEST,
+     "Cannot update these configs at default cluster level, broker id must be specified: "
+     "Set(sasl.kerberos.min.time.before.relogin)"),
+    ({"listener.name.plain.ssl.keystore.location": "/k.pem"}, False, ErrorCode.INVALID_REQUEST,
+     "broker id must be specified: Set(listener.name.plain.ssl.keystore.location)"),
+    ({"sasl.kerberos.min.time.before.relogin": "soon"}, True, ErrorCode.INVALID_CONFIG,
+     "Invalid value soon for configuration sasl.kerberos.min.time.before.relogin: Not a number of type LONG"),
+    ({"listener.name.plain.max.connections": "-1"}, True, ErrorCode.INVALID_CONFIG,
+     "Invalid value -1 for configuration listener.name.plain.max.connections: Value must be at least 0"),
+    ({"sasl.jaas.config": "x required;"}, True, ErrorCode.INVALID_CONFIG, "Password encoder secret not configured"),
+])
+def test_dynamic_broker_rules_follow_kafka(props, per_broker, code, fragment) -> None:
+    with pytest.raises(ConfigRequestError) as exc:
+        validate_broker_update(props, "1" if per_broker else "", per_broker)
+    assert exc.value.code == code
+    assert fragment in exc.value.message
+
+
+def test_dynamic_broker_configs_kafka_accepts() -> None:
+    per_broker = {"sasl.kerberos.min.time.before.relogin": "120000", "listeners": "PLAINTEXT://:9092",
+                  "listener.name.plain.max.connections": "10", "leader.replication.throttled.rate": "1000000",
+                  "log.cleaner.io.buffer.load.factor": " 0.8 ", "metric.reporters": "a.B, c.D"}
+    assert validate_broker_update(per_broker, "1", True) == {**per_broker, "log.cleaner.io.buffer.load.factor": "0.8",
+                                                             "metric.reporters": "a.B,c.D"}
+    cluster = {"max.connections": "100", "num.network.threads": "4", "unclean.leader.election.enable": "TRUE",
+               "follower.replication.throttled.rate": "5"}
+    assert validate_broker_update(cluster, "", False)["unclean.leader.election.enable"] == "true"
+
+
+def test_describe_broker_types_and_sensitivity() -> None:
+    dyn = DynamicBrokerConfig(1, {"listener.name.plain.sasl.jaas.config": "secret", "ssl.key.password": "pw",
+                                  "listener.name.plain.ssl.client.auth": "required"})
+    dyn.update(per_broker={"sasl.kerberos.min.time.before.relogin": "120000", "my.plugin.setting": "x",
+                           "leader.replication.throttled.rate": "1000"})
+    entries = by_name(describe_broker(dyn))
+    relogin = entries["sasl.kerberos.min.time.before.relogin"]
+    assert relogin.value == "120000" and relogin.source == SOURCE_DYNAMIC_BROKER and relogin.kind == 5  # LONG
+    assert syn(relogin) == [("sasl.kerberos.min.time.before.relogin", "120000", SOURCE_DYNAMIC_BROKER),
+                            ("sasl.kerberos.min.time.before.relogin", "60000", SOURCE_DEFAULT)]
+    assert not relogin.read_only and not relogin.sensitive
+    assert entries["ssl.key.password"].sensitive and entries["ssl.key.password"].value is None
+    jaas = entries["listener.name.plain.sasl.jaas.config"]
+    assert jaas.sensitive and jaas.value is None and jaas.kind == 9  # PASSWORD, from its base config
+    auth = entries["listener.name.plain.ssl.client.auth"]
+    assert auth.value == "required" and not auth.sensitive and auth.kind == 2
+    assert entries["my.plugin.setting"].sensitive  # a custom config: Kafka cannot type it
+    # Kafka's whole catalogue is listed, internal keys only when set.
+    assert {"zookeeper.session.timeout.ms", "sasl.kerberos.service.name", "replica.lag.time.max.ms"} <= set(entries)
+    for unlisted in ("unstable.api.versions.enable", "port", "follower.replication.throttled.rate"):
+        assert unlisted not in entries, unlisted
+    # A dynamic-only key is listed once set; Kafka reports it read-only (it is not in AllDynamicConfigs).
+    rate = entries["leader.replication.throttled.rate"]
+    assert (rate.value, rate.kind, rate.read_only) == ("1000", 5, True)
+    assert entries["replica.lag.time.max.ms"].value == "30000" and entries["replica.lag.time.max.ms"].read_only

@@ -17,6 +17,7 @@ from kaflet.log.producer_state import ProducerStateManager
 from kaflet.protocol.records import (
     Record,
     RecordError,
+    RecordValidationError,
     build_batch,
     decode_records,
     iter_batches,
@@ -319,3 +320,39 @@ def test_timestamp_difference_limit(tmp_path) -> None:  # type: ignore[no-untype
     assert lg.log_end_offset == 0
     r = lg.append_as_leader(_batch(ts=now - 30_000), leader_epoch=0, now_ms=now)
     assert r.base_offset == 0 and lg.log_end_offset == 3
+
+
+def test_record_errors_name_every_keyless_record_of_a_compacted_topic(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    lg = Log(str(tmp_path / "c-3"), _cfg(**{"cleanup.policy": "compact"}))
+    keys = [b"a", None, b"b", None, None, b"c", None]
+    for codec in (0, 4):  # the records of a compressed batch are checked the same way
+        with pytest.raises(RecordValidationError) as ei:
+            lg.append_as_leader(build_batch([Record(i, 0, k, b"v") for i, k in enumerate(keys)], compression=codec), 0)
+        e = ei.value
+        msg = "Compacted topic cannot accept message without key in topic partition c-3"
+        assert e.error_code == 87  # INVALID_RECORD
+        assert e.record_errors == [(1, msg), (3, msg), (4, msg), (6, msg)]
+        assert e.message == (
+            "One or more records have been rejected due to 4 record errors in total, and only showing the first "
+            f"three errors at most: [RecordError(batchIndex=1, message='{msg}'), RecordError(batchIndex=3, "
+            f"message='{msg}'), RecordError(batchIndex=4, message='{msg}')]"
+        )
+    assert lg.log_end_offset == 0 and lg.active_segment.size == 0
+    lg.append_as_leader(build_batch([Record(0, 0, b"a", b"v")]), 0)
+    assert lg.log_end_offset == 1
+
+
+def test_record_errors_for_timestamps_out_of_range(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    lg = Log(str(tmp_path / "t-0"), _cfg(**{"message.timestamp.difference.max.ms": 60_000, "cleanup.policy": "compact"}))
+    now = 10_000_000
+    deltas = [0, 120_000, 30_000, -70_000]
+    recs = [Record(i, d, b"k", b"v") for i, d in enumerate(deltas)]
+    recs.append(Record(4, 0, None, b"v"))  # a key error as well: the partition error is INVALID_TIMESTAMP
+    with pytest.raises(RecordValidationError) as ei:
+        lg.append_as_leader(build_batch(recs, base_timestamp=now), 0, now_ms=now)
+    e = ei.value
+    assert e.error_code == 32 and e.message == "One or more records have been rejected due to invalid timestamp"
+    assert [i for i, _ in e.record_errors] == [1, 3, 4]
+    assert e.record_errors[0][1] == (f"Timestamp {now + 120_000} of message with offset 1 is out of range. "
+                                     f"The timestamp should be within [{now - 60_000}, {now + 60_000}]")
+    assert lg.log_end_offset == 0

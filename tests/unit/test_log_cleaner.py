@@ -178,9 +178,10 @@ def test_codec_producer_fields_and_timestamp_type_preserved(tmp_path: Path) -> N
     recs = [Record(i, i, b"k%d" % (i % 3), b"v%d" % i) for i in range(9)]
     lg.append_as_leader(build_batch(recs, base_timestamp=T0, compression=COMPRESSION_GZIP, producer_id=77,
                                     producer_epoch=3, base_sequence=0), leader_epoch=4, now_ms=T0)
+    # A LogAppendTime batch comes from the topic's config (a producer may not set that type).
+    lg.update_config(_cfg(**{"segment.bytes": 100000, "message.timestamp.type": "LogAppendTime"}))
     lg.append_as_leader(build_batch([Record(0, 0, b"z", b"1"), Record(1, 0, b"z", b"2")], base_timestamp=T0,
-                                    compression=COMPRESSION_LZ4, timestamp_type=TIMESTAMP_LOG_APPEND_TIME,
-                                    max_timestamp=T0 + 50), leader_epoch=4, now_ms=T0)
+                                    compression=COMPRESSION_LZ4), leader_epoch=4, now_ms=T0 + 50)
     lg.update_high_watermark(lg.log_end_offset)
     lg.roll()
     _clean(lg)

@@ -61,6 +61,28 @@ def test_produce_response_decodes_with_generated_codec(version, base, err):
 
 
 @settings(max_examples=40, deadline=None)
+@given(
+    version=st.integers(3, 10),
+    errors=st.lists(st.tuples(st.integers(0, 2**31 - 1), st.none() | st.text(max_size=40)), max_size=4),
+    message=st.none() | st.text(max_size=60),
+)
+def test_produce_response_record_errors_decode_with_generated_codec(version, errors, message):
+    body = encode_produce_response(
+        [("t", [PartitionProduceResult(0, 87, -1, -1, 0, message, errors), PartitionProduceResult(1, 0, 5, -1, 0)])],
+        0, version,
+    )
+    resp = codec.response_class(0).decode(body, version=version)
+    bad, good = resp.responses[0].partition_responses
+    assert (good.index, good.error_code, good.base_offset) == (1, 0, 5)
+    if version >= 8:  # KIP-467: record_errors and error_message (flexible from v9)
+        assert [(r.batch_index, r.batch_index_error_message) for r in bad.record_errors] == errors
+        assert bad.error_message == message and good.record_errors == [] and good.error_message is None
+    # Byte for byte what the generated codec writes for the same content.
+    again = codec.build_response(0, responses=resp.responses, throttle_time_ms=resp.throttle_time_ms)
+    assert codec.encode_response(0, version, again) == body
+
+
+@settings(max_examples=40, deadline=None)
 @given(version=st.integers(4, 12), data=st.binary(min_size=0, max_size=300))
 def test_fetch_response_chunks_decode_with_generated_codec(version, data):
     parts = [PartitionFetchData(0, 0, 10, 10, 2, [data] if data else []), PartitionFetchData(1, 1)]

@@ -1,15 +1,21 @@
-"""Quota resolution, the windowed rate, throttle times and response patching, with a fake clock."""
+"""Quota resolution, the windowed rate, throttle times and their encoding in responses, with a fake clock."""
 
 from __future__ import annotations
 
 import asyncio
+import time
+from types import SimpleNamespace
 
 import pytest
 
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
-from kaflet.protocol.produce import PartitionProduceResult, encode_produce_response
-from kaflet.quota.enforcement import _Timed, generic_throttle_offset, set_throttle_time
+from kaflet.protocol.api_versions import ApiVersionsResponse
+from kaflet.protocol.fetch import FetchResponse, PartitionFetchData
+from kaflet.protocol.produce import PartitionProduceResult, ProduceResponse
+from kaflet.protocol.response import encode_body
+from kaflet.quota import enforcement
+from kaflet.quota.enforcement import _Timed
 from kaflet.quota.entity import CLIENT_ID, USER, QuotaEntity, QuotaType, entity_from_path, resolve
 from kaflet.quota.manager import KafkaQuotaManager, QuotaSettings
 from kaflet.quota.rate import WindowedRate, throttle_time_ms
@@ -131,44 +137,80 @@ def test_unrecord_takes_back_a_throttled_fetch() -> None:
     assert m.measured_rate(QuotaType.FETCH, "u", "c", 0) == 0
 
 
-# -- throttle_time_ms in encoded responses -------------------------------------------------------
+# -- throttle_time_ms, encoded with the response --------------------------------------------------
+# kafka-python's decoders (from Kafka's message JSON) are the reference for where the field sits.
 
 @pytest.mark.parametrize("version", range(3, 11))
-def test_produce_throttle_patch_matches_the_encoder(version: int) -> None:
+def test_produce_response_carries_the_throttle(version: int) -> None:
     results = [("t", [PartitionProduceResult(0, base_offset=5, log_start_offset=0)])]
-    patched = set_throttle_time(ApiKey.PRODUCE, version, encode_produce_response(results, 0, version), 1234)
-    assert bytes(patched) == encode_produce_response(results, 1234, version)
+    body = encode_body(ApiKey.PRODUCE, version, ProduceResponse(results, version), 1234)
+    decoded = codec.response_class(ApiKey.PRODUCE).decode(bytes(body), version=version)
+    assert decoded.throttle_time_ms == 1234
+    assert decoded.responses[0].partition_responses[0].base_offset == 5
 
 
-def test_generic_throttle_offsets_come_from_the_schema() -> None:
-    assert generic_throttle_offset(ApiKey.METADATA, 0) is None  # no such field before v3
-    assert generic_throttle_offset(ApiKey.METADATA, 3) == 0
-    assert generic_throttle_offset(ApiKey.OFFSET_DELETE, 0) == 2  # after the int16 error code
-    assert generic_throttle_offset(ApiKey.API_VERSIONS, 3) is None  # after a variable-size array
-    R = codec.response_class(ApiKey.LIST_GROUPS)
-    body = codec.encode_response(ApiKey.LIST_GROUPS, 4, R(throttle_time_ms=0, error_code=0, groups=[]))
-    patched = set_throttle_time(ApiKey.LIST_GROUPS, 4, body, 777)
-    assert R.decode(bytes(patched), version=4).throttle_time_ms == 777
+@pytest.mark.parametrize("version", range(4, 13))
+def test_fetch_response_carries_the_throttle(version: int) -> None:
+    part = PartitionFetchData(0, high_watermark=9, records=[b"x" * 70])
+    response = FetchResponse([("t", [part])], version)
+    size = response.size()
+    body = b"".join(encode_body(ApiKey.FETCH, version, response, 0))
+    assert len(body) == size  # what the fetch quota is charged is what is sent
+    R = codec.response_class(ApiKey.FETCH)
+    assert R.decode(body, version=version).responses[0].partitions[0].high_watermark == 9
+    throttled = b"".join(encode_body(ApiKey.FETCH, version, response.without_data(), 4321))
+    decoded = R.decode(throttled, version=version)
+    assert decoded.throttle_time_ms == 4321 and decoded.responses == []
+
+
+@pytest.mark.parametrize("version", range(0, 4))
+def test_api_versions_response_carries_the_throttle_from_v1(version: int) -> None:
+    body = encode_body(ApiKey.API_VERSIONS, version, ApiVersionsResponse(0, [(0, 3, 10), (18, 0, 3)], version), 55)
+    decoded = codec.response_class(ApiKey.API_VERSIONS).decode(bytes(body), version=version)
+    assert decoded.throttle_time_ms == (55 if version >= 1 else 0)
+    assert [k.api_key for k in decoded.api_keys] == [0, 18]
+
+
+def test_generic_responses_carry_the_throttle_where_the_version_has_the_field() -> None:
+    R = codec.response_class(ApiKey.METADATA)
+    assert encode_body(ApiKey.METADATA, 0, R(brokers=[], topics=[]), 777) == b"\0\0\0\0" * 2  # no field before v3
+    assert R.decode(encode_body(ApiKey.METADATA, 3, R(brokers=[], topics=[]), 777), version=3).throttle_time_ms == 777
+    L = codec.response_class(ApiKey.LIST_GROUPS)
+    assert L.decode(encode_body(ApiKey.LIST_GROUPS, 4, L(error_code=0, groups=[]), 777),
+                    version=4).throttle_time_ms == 777
+    S = codec.response_class(ApiKey.SASL_HANDSHAKE)  # no such field in any version
+    assert S.decode(encode_body(ApiKey.SASL_HANDSHAKE, 1, S(error_code=0, mechanisms=["PLAIN"]), 777),
+                    version=1).mechanisms == ["PLAIN"]
 
 
 # -- handler time -----------------------------------------------------------------------------------
 
-def test_handler_time_leaves_out_awaits() -> None:
-    import time
+def test_handler_time_leaves_out_awaits(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A clock moved by hand, so the figures are exact on any machine: each of the handler's two
+    # steps takes 0.05 s, and 0.3 s pass elsewhere while it waits.
+    now = [0.0]
+    monkeypatch.setattr(enforcement, "time", SimpleNamespace(perf_counter=lambda: now[0], monotonic=time.monotonic))
 
     async def handler() -> str:
-        time.sleep(0.05)  # work on the loop
-        await asyncio.sleep(0.3)  # waiting (a long-polling fetch, say)
-        time.sleep(0.05)
+        now[0] += 0.05  # work on the loop
+        await asyncio.sleep(0)  # waiting (a long-polling fetch, say)
+        now[0] += 0.05
         return "done"
 
+    async def elsewhere() -> None:
+        now[0] += 0.3  # another task runs while the handler waits
+
     async def main() -> tuple[str, float]:
+        other = asyncio.ensure_future(elsewhere())
         timed = _Timed(handler())
-        return await timed, timed.busy_s
+        result = await timed
+        await other
+        return result, timed.busy_s
 
     result, busy = asyncio.run(main())
     assert result == "done"
-    assert 0.09 <= busy < 0.25
+    assert now[0] == pytest.approx(0.4)  # the wait did happen during the handler
+    assert busy == pytest.approx(0.1)
 
 
 def test_handler_time_passes_exceptions_and_cancellation() -> None:

@@ -65,6 +65,10 @@ def test_build_decode_round_trip(codec, recs) -> None:  # type: ignore[no-untype
     assert len(infos) == 1 and infos[0].header.records_count == len(records)
     assert infos[0].header.max_timestamp == 10_000 + max(r.timestamp_delta for r in records)
     assert decode_records(batch) == records
+    assert list(R.scan_records(batch)) == [
+        (r.offset_delta, r.timestamp_delta, -1 if r.key is None else len(r.key), -1 if r.value is None else len(r.value))
+        for r in records
+    ]
 
 
 def test_header_fields_and_mutation() -> None:
@@ -161,6 +165,10 @@ def test_validate_never_raises_other_exceptions(data) -> None:  # type: ignore[n
         decode_records(bytes(blob))
     except RecordError:
         pass
+    try:
+        list(R.scan_records(bytes(blob)))
+    except RecordError:
+        pass
 
 
 def test_decode_records_rejects_lying_count() -> None:
@@ -168,6 +176,11 @@ def test_decode_records_rejects_lying_count() -> None:
     struct.pack_into(">i", b, 57, 1000)
     with pytest.raises(RecordError):
         decode_records(b)
+    with pytest.raises(RecordError):
+        list(R.scan_records(b))
+    struct.pack_into(">i", b, 57, 2)
+    with pytest.raises(RecordError):
+        list(R.scan_records(b))  # a record left over
 
 
 # ---- cross-check against kafka-python ----

@@ -1,8 +1,11 @@
 """One module per Kafka API. Each exposes API_KEY, MIN_VERSION, MAX_VERSION and `handle`.
 
-`handle(ctx, body)` returns the response body (bytes or a list of chunks), or None when the
-request gets no response (Produce with acks=0). ApiVersions is built from this registry, so
-what is advertised is exactly what has a handler.
+`handle(ctx, body)` returns the response unencoded, or None when the request gets no response
+(Produce with acks=0): a message of the generic codec (`codec.response_class(API_KEY)(...)`),
+or on the hot paths an object of our own encoders with `encode(throttle_time_ms)` (Produce,
+Fetch, ApiVersions). Handlers leave throttle_time_ms alone: the dispatcher encodes the response
+once, with the throttle time the quotas gave the request (protocol/response.py). ApiVersions is
+built from this registry, so what is advertised is exactly what has a handler.
 """
 
 from __future__ import annotations

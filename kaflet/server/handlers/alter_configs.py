@@ -7,6 +7,7 @@ from typing import Any
 
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
+from kaflet.protocol.response import Response
 from kaflet.security.acl import AclOperation
 from kaflet.server.dynamic_config import ConfigRequestError
 from kaflet.server.handlers.describe_configs import config_access_error
@@ -20,7 +21,7 @@ MAX_VERSION = 2
 async def alter_each_resource(
     ctx: RequestContext, body: memoryview, api_key: int,
     apply: Callable[[RequestContext, Any, bool], Awaitable[None]],
-) -> bytes:
+) -> Response:
     """The loop AlterConfigs and IncrementalAlterConfigs share: authorize, apply, answer per resource."""
     req = codec.decode_request(api_key, ctx.version, body)
     R = codec.response_class(api_key)
@@ -40,7 +41,7 @@ async def alter_each_resource(
             code, message = exc.code, exc.message
         out.append(Resp(error_code=code, error_message=message, resource_type=res.resource_type,
                         resource_name=res.resource_name))
-    return codec.encode_response(api_key, ctx.version, R(throttle_time_ms=0, responses=out))
+    return R(responses=out)
 
 
 async def _replace(ctx: RequestContext, res: Any, validate_only: bool) -> None:
@@ -48,5 +49,5 @@ async def _replace(ctx: RequestContext, res: Any, validate_only: bool) -> None:
     await ctx.broker.config_admin.alter(res.resource_type, res.resource_name, configs, validate_only)
 
 
-async def handle(ctx: RequestContext, body: memoryview) -> bytes:
+async def handle(ctx: RequestContext, body: memoryview) -> Response:
     return await alter_each_resource(ctx, body, API_KEY, _replace)

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 from kaflet.protocol.api_keys import ApiKey
-from kaflet.protocol.api_versions import decode_api_versions_request, encode_api_versions_response
+from kaflet.protocol.api_versions import (
+    ApiVersionsResponse,
+    decode_api_versions_request,
+    encode_api_versions_response,
+)
 from kaflet.protocol.errors import ErrorCode
 from kaflet.server.request_context import RequestContext
 
@@ -23,10 +27,10 @@ def unsupported_version_response() -> bytes:
     return encode_api_versions_response(ErrorCode.UNSUPPORTED_VERSION, _ranges(), 0, 0)
 
 
-async def handle(ctx: RequestContext, body: memoryview) -> bytes:
+async def handle(ctx: RequestContext, body: memoryview) -> ApiVersionsResponse:
     try:
         ctx.conn.client_software = decode_api_versions_request(body, ctx.version)
     except (ValueError, UnicodeDecodeError):
         # Kafka answers an unparsable ApiVersions with INVALID_REQUEST rather than closing.
-        return encode_api_versions_response(ErrorCode.INVALID_REQUEST, _ranges(), 0, ctx.version)
-    return encode_api_versions_response(ErrorCode.NONE, _ranges(), 0, ctx.version)
+        return ApiVersionsResponse(ErrorCode.INVALID_REQUEST, _ranges(), ctx.version)
+    return ApiVersionsResponse(ErrorCode.NONE, _ranges(), ctx.version)

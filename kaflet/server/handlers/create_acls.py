@@ -5,6 +5,7 @@ from __future__ import annotations
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
+from kaflet.protocol.response import Response
 from kaflet.security.acl import AclBinding, AclError, AclOperation, PatternType, binding_from_wire
 from kaflet.server.request_context import RequestContext
 
@@ -15,7 +16,7 @@ MAX_VERSION = 3
 NO_AUTHORIZER = "No Authorizer is configured on the broker"
 
 
-async def handle(ctx: RequestContext, body: memoryview) -> bytes:
+async def handle(ctx: RequestContext, body: memoryview) -> Response:
     req = codec.decode_request(API_KEY, ctx.version, body)
     R = codec.response_class(API_KEY)
     Result = R.AclCreationResult
@@ -42,4 +43,4 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes:
             for (i, _), err in zip(valid, errors, strict=True):
                 if err is not None:
                     results[i] = Result(error_code=ErrorCode.UNKNOWN_SERVER_ERROR, error_message=err)
-    return codec.encode_response(API_KEY, ctx.version, R(throttle_time_ms=0, results=results))
+    return R(results=results)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
+from kaflet.protocol.response import Response
 from kaflet.security.acl import AclOperation, ResourceType
 from kaflet.server.request_context import RequestContext
 
@@ -13,7 +14,7 @@ MIN_VERSION = 0
 MAX_VERSION = 3
 
 
-async def handle(ctx: RequestContext, body: memoryview) -> bytes:
+async def handle(ctx: RequestContext, body: memoryview) -> Response:
     req = codec.decode_request(API_KEY, ctx.version, body)
     R = codec.response_class(API_KEY)
     counts: dict[str, int] = {}
@@ -35,4 +36,4 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes:
             t.name, t.count, assignments, bool(req.validate_only), req.timeout_ms
         )
         results.append(R.CreatePartitionsTopicResult(name=t.name, error_code=code, error_message=message))
-    return codec.encode_response(API_KEY, ctx.version, R(throttle_time_ms=0, results=results))
+    return R(results=results)

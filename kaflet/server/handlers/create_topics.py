@@ -7,6 +7,7 @@ import uuid
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
+from kaflet.protocol.response import Response
 from kaflet.security.acl import AclOperation, ResourceType
 from kaflet.server.request_context import RequestContext
 from kaflet.server.topic_admin import TopicRequest
@@ -16,7 +17,7 @@ MIN_VERSION = 0
 MAX_VERSION = 7
 
 
-async def handle(ctx: RequestContext, body: memoryview) -> bytes:
+async def handle(ctx: RequestContext, body: memoryview) -> Response:
     req = codec.decode_request(API_KEY, ctx.version, body)
     R = codec.response_class(API_KEY)
     C = R.CreatableTopicResult.CreatableTopicConfigs
@@ -70,4 +71,4 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes:
             configs=configs,
             topic_config_error_code=config_error,
         ))
-    return codec.encode_response(API_KEY, ctx.version, R(throttle_time_ms=0, topics=results))
+    return R(topics=results)

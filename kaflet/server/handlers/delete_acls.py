@@ -7,6 +7,7 @@ from typing import Any
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
+from kaflet.protocol.response import Response
 from kaflet.security.acl import AclBindingFilter, AclError, AclOperation, PatternType, filter_from_wire
 from kaflet.server.handlers.create_acls import NO_AUTHORIZER
 from kaflet.server.request_context import RequestContext
@@ -16,7 +17,7 @@ MIN_VERSION = 0
 MAX_VERSION = 3
 
 
-async def handle(ctx: RequestContext, body: memoryview) -> bytes:
+async def handle(ctx: RequestContext, body: memoryview) -> Response:
     req = codec.decode_request(API_KEY, ctx.version, body)
     R: Any = codec.response_class(API_KEY)
     FR = R.DeleteAclsFilterResult
@@ -47,4 +48,4 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes:
                       resource_name=b.pattern.name, pattern_type=b.pattern.pattern_type, principal=b.entry.principal,
                       host=b.entry.host, operation=b.entry.operation, permission_type=b.entry.permission)
                     for b in res.deleted])
-    return codec.encode_response(API_KEY, ctx.version, R(throttle_time_ms=0, filter_results=out))
+    return R(filter_results=out)

@@ -7,6 +7,7 @@ from typing import Any
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
+from kaflet.protocol.response import Response
 from kaflet.security.acl import AclOperation, ResourceType
 from kaflet.server.request_context import RequestContext
 
@@ -15,7 +16,7 @@ MIN_VERSION = 0
 MAX_VERSION = 2
 
 
-async def handle(ctx: RequestContext, body: memoryview) -> bytes:
+async def handle(ctx: RequestContext, body: memoryview) -> Response:
     req = codec.decode_request(API_KEY, ctx.version, body)
     R: Any = codec.response_class(API_KEY)
     names = list(dict.fromkeys(req.groups_names))  # a group named twice is deleted (and answered) once
@@ -26,4 +27,4 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes:
         if g not in deletable:
             results[g] = ErrorCode.GROUP_AUTHORIZATION_FAILED
     out = [R.DeletableGroupResult(group_id=g, error_code=int(results[g])) for g in names]
-    return codec.encode_response(API_KEY, ctx.version, R(throttle_time_ms=0, results=out))
+    return R(results=out)

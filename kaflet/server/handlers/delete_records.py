@@ -17,6 +17,7 @@ from kaflet.metadata.topic_names import is_internal
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode, KafkaError
+from kaflet.protocol.response import Response
 from kaflet.security.acl import AclOperation, ResourceType
 from kaflet.server.request_context import RequestContext
 
@@ -27,7 +28,7 @@ MAX_VERSION = 2
 log = logging.getLogger("kaflet.delete_records")
 
 
-async def handle(ctx: RequestContext, body: memoryview) -> bytes:
+async def handle(ctx: RequestContext, body: memoryview) -> Response:
     req = codec.decode_request(API_KEY, ctx.version, body)
     R = codec.response_class(API_KEY)
     TR = R.DeleteRecordsTopicResult
@@ -43,7 +44,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes:
             parts.append(TR.DeleteRecordsPartitionResult(partition_index=p.partition_index, low_watermark=low,
                                                          error_code=code))
         topics.append(TR(name=t.name, partitions=parts))
-    return codec.encode_response(API_KEY, ctx.version, R(throttle_time_ms=0, topics=topics))
+    return R(topics=topics)
 
 
 async def _delete(ctx: RequestContext, topic: str, index: int, offset: int) -> tuple[int, int]:

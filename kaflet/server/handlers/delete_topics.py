@@ -7,6 +7,7 @@ import uuid
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
+from kaflet.protocol.response import Response
 from kaflet.security.acl import AclOperation, ResourceType
 from kaflet.server.request_context import RequestContext
 
@@ -15,7 +16,7 @@ MIN_VERSION = 0
 MAX_VERSION = 6
 
 
-async def handle(ctx: RequestContext, body: memoryview) -> bytes:
+async def handle(ctx: RequestContext, body: memoryview) -> Response:
     req = codec.decode_request(API_KEY, ctx.version, body)
     R = codec.response_class(API_KEY)
     cache = ctx.broker.metadata_cache
@@ -41,4 +42,4 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes:
             continue
         code, message = await ctx.broker.topic_admin.delete(name, req.timeout_ms)
         results.append(R.DeletableTopicResult(name=name, topic_id=tid, error_code=code, error_message=message))
-    return codec.encode_response(API_KEY, ctx.version, R(throttle_time_ms=0, responses=results))
+    return R(responses=results)

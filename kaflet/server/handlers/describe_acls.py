@@ -5,6 +5,7 @@ from __future__ import annotations
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
+from kaflet.protocol.response import Response
 from kaflet.security.acl import (
     AccessControlEntry,
     AclError,
@@ -21,15 +22,14 @@ MIN_VERSION = 0
 MAX_VERSION = 3
 
 
-async def handle(ctx: RequestContext, body: memoryview) -> bytes:
+async def handle(ctx: RequestContext, body: memoryview) -> Response:
     req = codec.decode_request(API_KEY, ctx.version, body)
     R = codec.response_class(API_KEY)
     Res = R.DescribeAclsResource
     authorizer = ctx.broker.authorizer
 
-    def error(code: ErrorCode, message: str) -> bytes:
-        return codec.encode_response(API_KEY, ctx.version, R(throttle_time_ms=0, error_code=code,
-                                                              error_message=message, resources=[]))
+    def error(code: ErrorCode, message: str) -> Response:
+        return R(error_code=code, error_message=message, resources=[])
 
     if not ctx.authorize_cluster(AclOperation.DESCRIBE):
         return error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
@@ -54,5 +54,4 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes:
         # v0 cannot express prefixed ACLs
         if ctx.version >= 1 or p.pattern_type is PatternType.LITERAL
     ]
-    return codec.encode_response(API_KEY, ctx.version, R(throttle_time_ms=0, error_code=0, error_message=None,
-                                                          resources=resources))
+    return R(error_code=0, error_message=None, resources=resources)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
+from kaflet.protocol.response import Response
 from kaflet.quota.store import FilterComponent, QuotaRequestError
 from kaflet.server.request_context import RequestContext
 
@@ -12,15 +13,14 @@ MIN_VERSION = 0
 MAX_VERSION = 1
 
 
-async def handle(ctx: RequestContext, body: memoryview) -> bytes:
+async def handle(ctx: RequestContext, body: memoryview) -> Response:
     req = codec.decode_request(API_KEY, ctx.version, body)
     R = codec.response_class(API_KEY)
     components = [FilterComponent(c.entity_type, c.match_type, c.match) for c in req.components]
     try:
         found = ctx.broker.quota_configs.describe(components, bool(req.strict))
     except QuotaRequestError as exc:
-        return codec.encode_response(API_KEY, ctx.version, R(
-            throttle_time_ms=0, error_code=int(exc.code), error_message=exc.message, entries=None))
+        return R(error_code=int(exc.code), error_message=exc.message, entries=None)
     entries = [
         R.EntryData(
             entity=[R.EntryData.EntityData(entity_type=t, entity_name=n) for t, n in entity.parts],
@@ -28,5 +28,4 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes:
         )
         for entity, values in found
     ]
-    return codec.encode_response(API_KEY, ctx.version, R(
-        throttle_time_ms=0, error_code=0, error_message=None, entries=entries))
+    return R(error_code=0, error_message=None, entries=entries)

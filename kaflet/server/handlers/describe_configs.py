@@ -5,6 +5,7 @@ from __future__ import annotations
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
+from kaflet.protocol.response import Response
 from kaflet.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from kaflet.server.dynamic_config import SOURCE_DEFAULT, ConfigRequestError
 from kaflet.server.request_context import RequestContext
@@ -40,7 +41,7 @@ _DENIED_MESSAGES = {ErrorCode.TOPIC_AUTHORIZATION_FAILED: "Topic authorization f
                     ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed."}
 
 
-async def handle(ctx: RequestContext, body: memoryview) -> bytes:
+async def handle(ctx: RequestContext, body: memoryview) -> Response:
     req = codec.decode_request(API_KEY, ctx.version, body)
     R = codec.response_class(API_KEY)
     Result = R.DescribeConfigsResult
@@ -74,4 +75,4 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes:
         ]
         results.append(Result(error_code=0, error_message=None, resource_type=res.resource_type,
                               resource_name=res.resource_name, configs=configs))
-    return codec.encode_response(API_KEY, ctx.version, R(throttle_time_ms=0, results=results))
+    return R(results=results)

@@ -7,6 +7,7 @@ from typing import Any
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
+from kaflet.protocol.response import Response
 from kaflet.security.acl import AclOperation, ResourceType
 from kaflet.server.request_context import RequestContext
 
@@ -16,7 +17,7 @@ MAX_VERSION = 5
 
 
 
-async def handle(ctx: RequestContext, body: memoryview) -> bytes:
+async def handle(ctx: RequestContext, body: memoryview) -> Response:
     req = codec.decode_request(API_KEY, ctx.version, body)
     R: Any = codec.response_class(API_KEY)
     G = R.DescribedGroup
@@ -40,4 +41,4 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes:
                         protocol_type=summary.protocol_type, protocol_data=summary.protocol, members=members,
                         authorized_operations=ctx.authorized_operations(ResourceType.GROUP, group_id)
                         if include_ops else None))
-    return codec.encode_response(API_KEY, ctx.version, R(throttle_time_ms=0, groups=groups))
+    return R(groups=groups)

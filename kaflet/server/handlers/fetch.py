@@ -13,7 +13,7 @@ from typing import Any
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode, KafkaError
-from kaflet.protocol.fetch import PartitionFetchData, encode_fetch_response
+from kaflet.protocol.fetch import FetchResponse, PartitionFetchData
 from kaflet.replication.follower_fetch import fetch_upper_bound, is_follower_fetch, record_follower_fetch
 from kaflet.replication.partition import Partition
 from kaflet.security.acl import AclOperation, ResourceType
@@ -64,7 +64,7 @@ def _read_partition(
     return out, sum(r.size for r in result.regions)
 
 
-async def handle(ctx: RequestContext, body: memoryview) -> list[Any]:
+async def handle(ctx: RequestContext, body: memoryview) -> FetchResponse:
     req = codec.decode_request(API_KEY, ctx.version, body)
     broker = ctx.broker
     session_error = ErrorCode.NONE
@@ -98,7 +98,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> list[Any]:
         if total >= req.min_bytes or errors or remaining <= 0 or not waitable or broker.stopping:
             break
         await _wait_for_data(waitable, remaining)
-    return encode_fetch_response(topics, 0, ctx.version, session_error, 0)
+    return FetchResponse(topics, ctx.version, session_error, 0)
 
 
 def _collect(

@@ -8,6 +8,7 @@ from kaflet.coordinator.group.store import GROUP_METADATA_TOPIC
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
+from kaflet.protocol.response import Response
 from kaflet.security.acl import AclOperation, ResourceType
 from kaflet.server.request_context import RequestContext
 
@@ -50,7 +51,7 @@ async def _find(ctx: RequestContext, key: str, key_type: int) -> _Found:
     return int(ErrorCode.NONE), node.id, ep.host or "", ep.port, None
 
 
-async def handle(ctx: RequestContext, body: memoryview) -> bytes:
+async def handle(ctx: RequestContext, body: memoryview) -> Response:
     req = codec.decode_request(API_KEY, ctx.version, body)
     R: Any = codec.response_class(API_KEY)
     v = ctx.version
@@ -61,8 +62,8 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes:
             err, node_id, host, port, msg = await _find(ctx, key, key_type)
             coordinators.append(R.Coordinator(key=key, node_id=node_id, host=host, port=port, error_code=err,
                                               error_message=msg))
-        resp = R(throttle_time_ms=0, coordinators=coordinators)
+        resp = R(coordinators=coordinators)
     else:
         err, node_id, host, port, msg = await _find(ctx, req.key, key_type)
-        resp = R(throttle_time_ms=0, error_code=err, error_message=msg, node_id=node_id, host=host, port=port)
-    return codec.encode_response(API_KEY, v, resp)
+        resp = R(error_code=err, error_message=msg, node_id=node_id, host=host, port=port)
+    return resp

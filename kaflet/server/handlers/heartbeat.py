@@ -7,6 +7,7 @@ from typing import Any
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
+from kaflet.protocol.response import Response
 from kaflet.security.acl import AclOperation, ResourceType
 from kaflet.server.request_context import RequestContext
 
@@ -15,7 +16,7 @@ MIN_VERSION = 0
 MAX_VERSION = 4
 
 
-async def handle(ctx: RequestContext, body: memoryview) -> bytes:
+async def handle(ctx: RequestContext, body: memoryview) -> Response:
     req = codec.decode_request(API_KEY, ctx.version, body)
     R: Any = codec.response_class(API_KEY)
     if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, req.group_id):
@@ -23,4 +24,4 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes:
     else:
         err = ctx.broker.group_coordinator.heartbeat(
             req.group_id, req.member_id, req.group_instance_id if ctx.version >= 3 else None, req.generation_id)
-    return codec.encode_response(API_KEY, ctx.version, R(throttle_time_ms=0, error_code=int(err)))
+    return R(error_code=int(err))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kaflet.protocol.api_keys import ApiKey
+from kaflet.protocol.response import Response
 from kaflet.server.handlers.alter_configs import alter_each_resource
 from kaflet.server.request_context import RequestContext
 
@@ -18,5 +19,5 @@ async def _apply_ops(ctx: RequestContext, res: Any, validate_only: bool) -> None
     await ctx.broker.config_admin.incremental_alter(res.resource_type, res.resource_name, ops, validate_only)
 
 
-async def handle(ctx: RequestContext, body: memoryview) -> bytes:
+async def handle(ctx: RequestContext, body: memoryview) -> Response:
     return await alter_each_resource(ctx, body, API_KEY, _apply_ops)

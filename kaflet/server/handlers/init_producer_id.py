@@ -9,6 +9,7 @@ from __future__ import annotations
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
+from kaflet.protocol.response import Response
 from kaflet.security.acl import AclOperation, ResourceType
 from kaflet.server.request_context import RequestContext
 
@@ -19,7 +20,7 @@ MAX_VERSION = 4
 _MAX_EPOCH = 32767
 
 
-async def handle(ctx: RequestContext, body: memoryview) -> bytes:
+async def handle(ctx: RequestContext, body: memoryview) -> Response:
     req = codec.decode_request(API_KEY, ctx.version, body)
     R = codec.response_class(API_KEY)
     # Kafka's checks: Write on the transactional id; for an idempotent producer IdempotentWrite on
@@ -32,11 +33,9 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes:
             not ctx.authorize_by_resource_type(AclOperation.WRITE, ResourceType.TOPIC):
         denied = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     if denied is not None:
-        return codec.encode_response(API_KEY, ctx.version, R(
-            throttle_time_ms=0, error_code=denied, producer_id=-1, producer_epoch=-1))
+        return R(error_code=denied, producer_id=-1, producer_epoch=-1)
     if req.transactional_id is not None:
-        return codec.encode_response(API_KEY, ctx.version, R(
-            throttle_time_ms=0, error_code=ErrorCode.NOT_COORDINATOR, producer_id=-1, producer_epoch=-1))
+        return R(error_code=ErrorCode.NOT_COORDINATOR, producer_id=-1, producer_epoch=-1)
     pid = getattr(req, "producer_id", -1)
     epoch = getattr(req, "producer_epoch", -1)
     if pid >= 0 and epoch >= 0 and epoch < _MAX_EPOCH - 1:
@@ -44,5 +43,4 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes:
         new_pid, new_epoch = pid, epoch + 1
     else:
         new_pid, new_epoch = await ctx.broker.producer_ids.next_id(), 0
-    return codec.encode_response(API_KEY, ctx.version, R(
-        throttle_time_ms=0, error_code=0, producer_id=new_pid, producer_epoch=new_epoch))
+    return R(error_code=0, producer_id=new_pid, producer_epoch=new_epoch)

@@ -7,6 +7,7 @@ from typing import Any
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
+from kaflet.protocol.response import Response
 from kaflet.security.acl import AclOperation, ResourceType
 from kaflet.server.request_context import RequestContext
 
@@ -20,14 +21,13 @@ def client_host(ctx: RequestContext) -> str:
     return "/" + ctx.conn.peer[0]
 
 
-async def handle(ctx: RequestContext, body: memoryview) -> bytes:
+async def handle(ctx: RequestContext, body: memoryview) -> Response:
     req = codec.decode_request(API_KEY, ctx.version, body)
     R: Any = codec.response_class(API_KEY)
     v = ctx.version
     if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, req.group_id):
-        return codec.encode_response(API_KEY, v, R(
-            throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, generation_id=-1,
-            protocol_type=None, protocol_name=None if v >= 7 else "", leader="", member_id="", members=[]))
+        return R(
+            error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, generation_id=-1, protocol_type=None, protocol_name=None if v >= 7 else "", leader="", member_id="", members=[])
     protocols = [(p.name, bytes(p.metadata)) for p in req.protocols]
     result = await ctx.broker.group_coordinator.join_group(
         group_id=req.group_id,
@@ -42,8 +42,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes:
         protocols=protocols,
     )
     M = R.JoinGroupResponseMember
-    resp = R(
-        throttle_time_ms=0,
+    return R(
         error_code=int(result.error),
         generation_id=result.generation_id,
         protocol_type=result.protocol_type,
@@ -53,4 +52,3 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes:
         member_id=result.member_id,
         members=[M(member_id=m, group_instance_id=i, metadata=md) for m, i, md in result.members],
     )
-    return codec.encode_response(API_KEY, v, resp)

@@ -6,6 +6,7 @@ from typing import Any
 
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
+from kaflet.protocol.response import Response
 from kaflet.security.acl import AclOperation, ResourceType
 from kaflet.server.request_context import RequestContext
 
@@ -14,7 +15,7 @@ MIN_VERSION = 0
 MAX_VERSION = 4
 
 
-async def handle(ctx: RequestContext, body: memoryview) -> bytes:
+async def handle(ctx: RequestContext, body: memoryview) -> Response:
     req = codec.decode_request(API_KEY, ctx.version, body)
     R: Any = codec.response_class(API_KEY)
     states = set(req.states_filter or []) if ctx.version >= 4 else set()
@@ -24,4 +25,4 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes:
         visible = ctx.authorized(AclOperation.DESCRIBE, ResourceType.GROUP, (g for g, _, _ in groups))
         groups = [g for g in groups if g[0] in visible]
     listed = [R.ListedGroup(group_id=g, protocol_type=pt, group_state=st) for g, pt, st in groups]
-    return codec.encode_response(API_KEY, ctx.version, R(throttle_time_ms=0, error_code=int(err), groups=listed))
+    return R(error_code=int(err), groups=listed)

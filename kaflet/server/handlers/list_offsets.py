@@ -7,6 +7,7 @@ from typing import Any
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode, KafkaError
+from kaflet.protocol.response import Response
 from kaflet.security.acl import AclOperation, ResourceType
 from kaflet.server.request_context import RequestContext
 
@@ -20,7 +21,7 @@ EARLIEST = -2
 MAX_TIMESTAMP = -3
 
 
-async def handle(ctx: RequestContext, body: memoryview) -> bytes:
+async def handle(ctx: RequestContext, body: memoryview) -> Response:
     req = codec.decode_request(API_KEY, ctx.version, body)
     R = codec.response_class(API_KEY)
     topics = []
@@ -35,7 +36,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes:
                 continue
             parts.append(_lookup(ctx, R, t.name, p, req.replica_id))
         topics.append(R.ListOffsetsTopicResponse(name=t.name, partitions=parts))
-    return codec.encode_response(API_KEY, ctx.version, R(throttle_time_ms=0, topics=topics))
+    return R(topics=topics)
 
 
 def _lookup(ctx: RequestContext, R: Any, topic: str, p: Any, replica_id: int) -> Any:

@@ -14,6 +14,7 @@ from kaflet.metadata.topic_names import invalid_reason
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
+from kaflet.protocol.response import Response
 from kaflet.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from kaflet.server.metadata_cache import TopicInfo
 from kaflet.server.request_context import RequestContext
@@ -27,7 +28,7 @@ MAX_VERSION = 12
 NO_OPERATIONS = None
 
 
-async def handle(ctx: RequestContext, body: memoryview) -> bytes:
+async def handle(ctx: RequestContext, body: memoryview) -> Response:
     req = codec.decode_request(API_KEY, ctx.version, body)
     broker = ctx.broker
     cache = broker.metadata_cache
@@ -92,7 +93,6 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes:
         if ep is not None:
             brokers.append(R.MetadataResponseBroker(node_id=b.id, host=ep.host or "", port=ep.port, rack=b.rack))
     resp = R(
-        throttle_time_ms=0,
         brokers=brokers,
         cluster_id=broker.cluster_id,
         controller_id=cache.controller_id,
@@ -101,7 +101,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes:
     if 8 <= v <= 10:
         include_cluster = bool(getattr(req, "include_cluster_authorized_operations", False))
         resp.authorized_operations = cluster_operations(ctx) if include_cluster else NO_OPERATIONS
-    return codec.encode_response(API_KEY, v, resp)
+    return resp
 
 
 def _names(names: list[tuple[str | None, Any]], cache: Any) -> list[str]:

@@ -9,6 +9,7 @@ from kaflet.coordinator.group.schemas import OffsetValue
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
+from kaflet.protocol.response import Response
 from kaflet.security.acl import AclOperation, ResourceType
 from kaflet.server.request_context import RequestContext
 
@@ -17,7 +18,7 @@ MIN_VERSION = 0
 MAX_VERSION = 8
 
 
-async def handle(ctx: RequestContext, body: memoryview) -> bytes:
+async def handle(ctx: RequestContext, body: memoryview) -> Response:
     req = codec.decode_request(API_KEY, ctx.version, body)
     R: Any = codec.response_class(API_KEY)
     v = ctx.version
@@ -65,4 +66,4 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes:
     out = [T(name=t.name, partitions=[P(partition_index=p.partition_index, error_code=int(errors[(t.name, p.partition_index)]))
                                       for p in t.partitions])
            for t in req.topics]
-    return codec.encode_response(API_KEY, v, R(throttle_time_ms=0, topics=out))
+    return R(topics=out)

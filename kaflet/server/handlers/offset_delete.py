@@ -7,6 +7,7 @@ from typing import Any
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
+from kaflet.protocol.response import Response
 from kaflet.security.acl import AclOperation, ResourceType
 from kaflet.server.request_context import RequestContext
 
@@ -15,7 +16,7 @@ MIN_VERSION = 0
 MAX_VERSION = 0
 
 
-async def handle(ctx: RequestContext, body: memoryview) -> bytes:
+async def handle(ctx: RequestContext, body: memoryview) -> Response:
     req = codec.decode_request(API_KEY, ctx.version, body)
     R: Any = codec.response_class(API_KEY)
     topics = ctx.broker.metadata_cache.topics
@@ -23,8 +24,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes:
     known: list[tuple[str, int]] = []
     # Kafka's checks: Delete on the group (else the whole request fails), Read on each topic.
     if not ctx.authorize(AclOperation.DELETE, ResourceType.GROUP, req.group_id):
-        return codec.encode_response(API_KEY, 0, R(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
-                                                   throttle_time_ms=0, topics=[]))
+        return R(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, topics=[])
     readable = ctx.authorized(AclOperation.READ, ResourceType.TOPIC, (t.name for t in req.topics))
     for t in req.topics:
         info = topics.get(t.name)
@@ -46,4 +46,4 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes:
                                             error_code=int(errors.get((t.name, p.partition_index), ErrorCode.NONE)))
                                           for p in t.partitions])
                for t in req.topics]
-    return codec.encode_response(API_KEY, 0, R(error_code=int(err), throttle_time_ms=0, topics=out))
+    return R(error_code=int(err), topics=out)

@@ -8,6 +8,7 @@ from kaflet.coordinator.group.schemas import OffsetValue
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
+from kaflet.protocol.response import Response
 from kaflet.security.acl import AclOperation, ResourceType
 from kaflet.server.request_context import RequestContext
 
@@ -62,7 +63,7 @@ def _fetch(ctx: RequestContext, group_id: str, wanted: TopicPartitions
     return err, offsets, denied
 
 
-async def handle(ctx: RequestContext, body: memoryview) -> bytes:
+async def handle(ctx: RequestContext, body: memoryview) -> Response:
     req = codec.decode_request(API_KEY, ctx.version, body)
     R: Any = codec.response_class(API_KEY)
     v = ctx.version
@@ -78,7 +79,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes:
                                            metadata=m, error_code=c) for i, o, e, m, c in rows])
                 for name, rows in _by_topic(offsets, denied=denied).items()]
             groups.append(G(group_id=g.group_id, topics=topics, error_code=int(err)))
-        return codec.encode_response(API_KEY, v, R(throttle_time_ms=0, groups=groups))
+        return R(groups=groups)
 
     T = R.OffsetFetchResponseTopic
     P = T.OffsetFetchResponsePartition
@@ -93,4 +94,4 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes:
     topics = [T(name=name, partitions=[P(partition_index=i, committed_offset=o, committed_leader_epoch=e,
                                          metadata=m, error_code=c) for i, o, e, m, c in rows])
               for name, rows in by_topic.items()]
-    return codec.encode_response(API_KEY, v, R(throttle_time_ms=0, topics=topics, error_code=int(err)))
+    return R(topics=topics, error_code=int(err))

@@ -16,6 +16,7 @@ from __future__ import annotations
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
+from kaflet.protocol.response import Response
 from kaflet.security.acl import AclOperation, ResourceType
 from kaflet.server.request_context import RequestContext
 
@@ -24,7 +25,7 @@ MIN_VERSION = 0
 MAX_VERSION = 4
 
 
-async def handle(ctx: RequestContext, body: memoryview) -> bytes:
+async def handle(ctx: RequestContext, body: memoryview) -> Response:
     req = codec.decode_request(API_KEY, ctx.version, body)
     R = codec.response_class(API_KEY)
     T = R.OffsetForLeaderTopicResult
@@ -47,4 +48,4 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes:
             parts.append(T.EpochEndOffset(error_code=error, partition=p.partition, leader_epoch=epoch,
                                           end_offset=offset))
         topics.append(T(topic=t.topic, partitions=parts))
-    return codec.encode_response(API_KEY, ctx.version, R(throttle_time_ms=0, topics=topics))
+    return R(topics=topics)

@@ -7,7 +7,8 @@ import time
 
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode, KafkaError
-from kaflet.protocol.produce import PartitionProduceResult, decode_produce_request, encode_produce_response
+from kaflet.protocol.produce import PartitionProduceResult, ProduceResponse, decode_produce_request
+from kaflet.protocol.records import RecordValidationError
 from kaflet.replication.delayed_produce import wait_for_acks
 from kaflet.replication.partition import Partition
 from kaflet.security.acl import AclOperation, ResourceType
@@ -20,7 +21,7 @@ MAX_VERSION = 10
 log = logging.getLogger("kaflet.produce")
 
 
-async def handle(ctx: RequestContext, body: memoryview) -> bytes | None:
+async def handle(ctx: RequestContext, body: memoryview) -> ProduceResponse | None:
     started = time.monotonic()
     req = decode_produce_request(body, ctx.version)
     broker = ctx.broker
@@ -74,6 +75,8 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes | None:
                 any_error = True
                 res.error_code = int(exc.code)
                 res.error_message = exc.message
+                if isinstance(exc, RecordValidationError):
+                    res.record_errors = exc.record_errors
                 if exc.code in (ErrorCode.DUPLICATE_SEQUENCE_NUMBER, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER):
                     log.debug("%s on %s-%d", exc.code.name, topic.name, p.index)
             if partition is not None and res.log_start_offset < 0:
@@ -101,4 +104,4 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes | None:
         for (res, _, _), error in zip(replicated, errors, strict=True):
             if error != ErrorCode.NONE:
                 res.error_code = error
-    return encode_produce_response(results, 0, ctx.version)
+    return ProduceResponse(results, ctx.version)

@@ -8,6 +8,7 @@ import logging
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
+from kaflet.protocol.response import Response
 from kaflet.security.sasl import SaslAuthenticationError
 from kaflet.security.session import SaslState
 from kaflet.server.request_context import RequestContext
@@ -19,13 +20,12 @@ MAX_VERSION = 2
 log = logging.getLogger("kaflet.security")
 
 
-def _response(ctx: RequestContext, code: int, message: str | None, auth_bytes: bytes = b"") -> bytes:
+def _response(ctx: RequestContext, code: int, message: str | None, auth_bytes: bytes = b"") -> Response:
     R = codec.response_class(API_KEY)
-    return codec.encode_response(API_KEY, ctx.version, R(
-        error_code=code, error_message=message, auth_bytes=auth_bytes, session_lifetime_ms=0))
+    return R(error_code=code, error_message=message, auth_bytes=auth_bytes, session_lifetime_ms=0)
 
 
-async def handle(ctx: RequestContext, body: memoryview) -> bytes:
+async def handle(ctx: RequestContext, body: memoryview) -> Response:
     req = codec.decode_request(API_KEY, ctx.version, body)
     conn = ctx.conn
     sasl = conn.sasl

@@ -7,6 +7,7 @@ kaflet/server/controller_requests.py, which also serves this broker's own contro
 from __future__ import annotations
 
 from kaflet.protocol.api_keys import ApiKey
+from kaflet.protocol.response import Response
 from kaflet.server import controller_requests
 from kaflet.server.request_context import RequestContext
 
@@ -15,5 +16,5 @@ MIN_VERSION = 3
 MAX_VERSION = 3
 
 
-async def handle(ctx: RequestContext, body: memoryview) -> bytes:
+async def handle(ctx: RequestContext, body: memoryview) -> Response:
     return await controller_requests.handle(ctx, API_KEY, body)

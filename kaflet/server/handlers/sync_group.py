@@ -7,6 +7,7 @@ from typing import Any
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
+from kaflet.protocol.response import Response
 from kaflet.security.acl import AclOperation, ResourceType
 from kaflet.server.request_context import RequestContext
 
@@ -15,13 +16,13 @@ MIN_VERSION = 0
 MAX_VERSION = 5
 
 
-async def handle(ctx: RequestContext, body: memoryview) -> bytes:
+async def handle(ctx: RequestContext, body: memoryview) -> Response:
     req = codec.decode_request(API_KEY, ctx.version, body)
     R: Any = codec.response_class(API_KEY)
     v = ctx.version
     if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, req.group_id):
-        return codec.encode_response(API_KEY, v, R(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
-                                                   protocol_type=None, protocol_name=None, assignment=b""))
+        return R(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, protocol_type=None, protocol_name=None,
+                 assignment=b"")
     result = await ctx.broker.group_coordinator.sync_group(
         group_id=req.group_id,
         generation_id=req.generation_id,
@@ -31,6 +32,5 @@ async def handle(ctx: RequestContext, body: memoryview) -> bytes:
         group_instance_id=req.group_instance_id if v >= 3 else None,
         assignments={a.member_id: bytes(a.assignment) for a in req.assignments},
     )
-    resp = R(throttle_time_ms=0, error_code=int(result.error), protocol_type=result.protocol_type,
+    return R(error_code=int(result.error), protocol_type=result.protocol_type,
              protocol_name=result.protocol_name, assignment=result.assignment)
-    return codec.encode_response(API_KEY, v, resp)
