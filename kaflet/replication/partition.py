@@ -350,8 +350,9 @@ class Partition:
         if new_version is None:
             # Kafka gives up on a version conflict: the change stays pending (and no other is
             # tried) until the controller's next LeaderAndIsr sets the partition's state.
-            log.info("%s-%d: failed to update the ISR to %s (state znode version %d moved on); waiting for the "
-                     "controller's next LeaderAndIsr", self.topic, self.index, list(change.isr), self.zk_version)
+            log.info("%s-%d: the ISR change to %s was not written (state znode version %d); it stays pending "
+                     "until the controller's next LeaderAndIsr", self.topic, self.index, list(change.isr),
+                     self.zk_version)
             return
         self.zk_version = new_version
         self._set_isr(list(change.isr))
