@@ -27,9 +27,12 @@ from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
 
 from kaflet.network.client import BrokerClient
+from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
+from kaflet.protocol.errors import ErrorCode as E
 from kaflet.protocol.records import iter_batches
 from tests.support.broker_process import BrokerProcess, running_broker
+from tests.support.raw_client import RawClient
 from tests.support.replication import leader_and_isr, update_metadata
 
 TOPIC = "replicated"
@@ -105,6 +108,33 @@ def _consume(bootstrap: str, count: int) -> list[bytes]:
         c.close()
 
 
+def _fetch_error(broker: BrokerProcess, replica_id: int) -> int:
+    F = codec.request_class(ApiKey.FETCH)
+    c = RawClient(broker.bootstrap)
+    try:
+        resp = c.request(ApiKey.FETCH, 12, F(
+            replica_id=replica_id, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0, session_id=0,
+            session_epoch=-1, topics=[F.FetchTopic(topic=TOPIC, partitions=[F.FetchTopic.FetchPartition(
+                partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1, log_start_offset=0,
+                partition_max_bytes=1 << 20)])], forgotten_topics_data=[], rack_id=""))
+        return int(resp.responses[0].partitions[0].error_code)
+    finally:
+        c.close()
+
+
+def _latest_offset(broker: BrokerProcess, replica_id: int) -> int:
+    L = codec.request_class(ApiKey.LIST_OFFSETS)
+    c = RawClient(broker.bootstrap)
+    try:
+        part = c.request(ApiKey.LIST_OFFSETS, 6, L(replica_id=replica_id, isolation_level=0, topics=[
+            L.ListOffsetsTopic(name=TOPIC, partitions=[L.ListOffsetsTopic.ListOffsetsPartition(
+                partition_index=0, current_leader_epoch=-1, timestamp=-1)])])).topics[0].partitions[0]
+        assert part.error_code == 0
+        return int(part.offset)
+    finally:
+        c.close()
+
+
 async def _eventually(check: Any, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while not check():
@@ -124,10 +154,18 @@ async def test_follower_copies_the_leader_and_a_new_leader_truncates_the_old(bro
     assert len(batches) > 1 and batches[-1][0] < 60
     assert _consume(b1.bootstrap, 60) == first
 
-    # Broker 2 goes away; broker 1 takes writes alone (acks=1): only it has them.
+    # Consumers are served by the leader only; a replica fetch needs a replica id of the partition.
+    assert _fetch_error(b2, replica_id=-1) == E.NOT_LEADER_OR_FOLLOWER
+    assert _fetch_error(b1, replica_id=7) == E.NOT_LEADER_OR_FOLLOWER
+    assert _fetch_error(b1, replica_id=-1) == E.NONE
+
+    # Broker 2 goes away; broker 1 takes writes alone (acks=1): only it has them. Broker 2 is
+    # still in the ISR, so they stay above the high watermark: consumers do not see them, a
+    # replica's ListOffsets does.
     b2.stop()
     _produce(b1.bootstrap, [b"only-on-1-%d" % i for i in range(5)], acks="1")
     assert len(_segment_batches(b1)) > len(batches)
+    assert (_latest_offset(b1, replica_id=-1), _latest_offset(b1, replica_id=2)) == (60, 65)
 
     # Broker 2 comes back and leads at epoch 1 (an unclean choice, as a controller would make
     # with unclean.leader.election.enable); it takes new writes from offset 60.
