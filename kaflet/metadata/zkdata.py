@@ -12,6 +12,7 @@ import base64
 import json
 import re
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote_plus
@@ -38,6 +39,12 @@ LOG_DIR_EVENT_NOTIFICATION_PATH = "/log_dir_event_notification"
 LATEST_PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
 CONSUMERS_PATH = "/consumers"
 FEATURE_PATH = "/feature"
+#: Logi-Kafka's preferred controllers: one child per broker id that should win elections.
+CONTROLLER_CANDIDATES_PATH = "/config/extension/candidates"
+ISR_CHANGE_PREFIX = "isr_change_"
+LOG_DIR_EVENT_PREFIX = "log_dir_event_"
+#: The only log-dir event Kafka writes (a log directory failed).
+LOG_DIR_FAILURE_EVENT = 1
 
 #: Block of producer ids handed out per allocation (first block is 0..999).
 PRODUCER_ID_BLOCK_SIZE = 1000
@@ -429,6 +436,41 @@ def parse_partition_state(data: bytes | None, zk_version: int = -1) -> LeaderAnd
         leader_recovery_state=int(obj.get("leader_recovery_state", LEADER_RECOVERY_RECOVERED)),
         zk_version=zk_version,
     )
+
+
+# --------------------------------------------------------------------------------------------
+# Partition lists: /isr_change_notification/isr_change_<seq>, /admin/preferred_replica_election
+
+
+def partition_list_json(partitions: Iterable[tuple[str, int]]) -> bytes:
+    """``{"version":1,"partitions":[{"topic":"t","partition":0},...]}`` (ISR change notification
+    and preferred replica election nodes share this shape)."""
+    return _dump(
+        {"version": 1, "partitions": [{"topic": t, "partition": int(p)} for t, p in partitions]}
+    )
+
+
+def parse_partition_list(data: bytes | None) -> set[tuple[str, int]]:
+    """The (topic, partition) pairs of an ISR change notification or preferred election node."""
+    if data is None or len(data) == 0:
+        return set()
+    obj = _load(data, "partition list")
+    return {(str(e["topic"]), int(e["partition"])) for e in obj.get("partitions") or []}
+
+
+def isr_change_prefix() -> str:
+    """Path prefix to create a sequential ISR change notification with."""
+    return f"{ISR_CHANGE_NOTIFICATION_PATH}/{ISR_CHANGE_PREFIX}"
+
+
+def log_dir_event_json(broker_id: int) -> bytes:
+    """A log-dir failure notification: ``{"version":1,"broker":<id>,"event":1}``."""
+    return _dump({"version": 1, "broker": broker_id, "event": LOG_DIR_FAILURE_EVENT})
+
+
+def parse_log_dir_event(data: bytes | None) -> int:
+    """The broker id of a log-dir event notification."""
+    return int(_load(data, "log dir event notification")["broker"])
 
 
 # --------------------------------------------------------------------------------------------
