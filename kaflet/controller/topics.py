@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kaflet.controller.zk_client import ZK_MULTI_BUDGET, multi_op_size
 from kaflet.metadata import topic_names
 from kaflet.metadata import zkdata as zk
 from kaflet.metadata.assignment import (
@@ -60,7 +61,6 @@ from kaflet.metadata.tree import (
     SetOp,
     WatchEvent,
 )
-from kaflet.controller.zk_client import ZK_MULTI_BUDGET, multi_op_size
 from kaflet.metadata.zkdata import LeaderAndIsr
 
 __all__ = [
