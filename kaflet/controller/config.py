@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ControllerConfig"]
+__all__ = ["ControllerConfig", "parse_config_bool"]
 
 
 @dataclass(slots=True)
@@ -52,21 +52,22 @@ class ControllerConfig:
             return default if value is None else value
 
         d.controller_socket_timeout_ms = int(get("controller.socket.timeout.ms", d.controller_socket_timeout_ms))
-        d.auto_leader_rebalance_enable = _bool(get("auto.leader.rebalance.enable", d.auto_leader_rebalance_enable))
+        d.auto_leader_rebalance_enable = parse_config_bool(get("auto.leader.rebalance.enable", d.auto_leader_rebalance_enable))
         d.leader_imbalance_check_interval_seconds = float(
             get("leader.imbalance.check.interval.seconds", d.leader_imbalance_check_interval_seconds))
         d.leader_imbalance_per_broker_percentage = int(
             get("leader.imbalance.per.broker.percentage", d.leader_imbalance_per_broker_percentage))
-        d.unclean_leader_election_enable = _bool(
+        d.unclean_leader_election_enable = parse_config_bool(
             get("unclean.leader.election.enable", d.unclean_leader_election_enable))
-        d.delete_topic_enable = _bool(get("delete.topic.enable", d.delete_topic_enable))
+        d.delete_topic_enable = parse_config_bool(get("delete.topic.enable", d.delete_topic_enable))
         return d
 
 
-def _bool(v: Any) -> bool:
-    if isinstance(v, bool):
-        return v
-    s = str(v).strip().lower()
+def parse_config_bool(value: Any) -> bool:
+    """Kafka's BOOLEAN config parsing: true/false in any case, surrounding spaces allowed."""
+    if isinstance(value, bool):
+        return value
+    s = str(value).strip().lower()
     if s in ("true", "false"):
         return s == "true"
-    raise ValueError(f"Expected value to be either true or false, got {v!r}")
+    raise ValueError(f"Expected value to be either true or false, got {value!r}")

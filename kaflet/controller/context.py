@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import enum
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from kaflet.metadata.zkdata import BrokerInfo, LeaderAndIsr
 
@@ -308,10 +308,14 @@ class ControllerContext:
         tid = self.topic_ids.pop(topic, None)
         if tid is not None:
             self.topic_names.pop(tid, None)
-        for p in self.partition_assignments.pop(topic, {}):
+        for p, a in self.partition_assignments.pop(topic, {}).items():
             tp = TopicPartition(topic, p)
             self._leadership.pop(tp, None)
             self.partition_states.pop(tp, None)
+            # Normally gone already (NonExistentReplica); not when the topic node was removed
+            # by hand, and a topic created again under the name must start from NonExistent.
+            for r in a.replicas:
+                self.replica_states.pop(PartitionAndReplica(tp, r), None)
 
     # ------------------------------------------------------------------ topic deletion
 
@@ -348,6 +352,18 @@ class ControllerContext:
         if topic is None:
             return {tp for tp, s in self.partition_states.items() if s in states}
         return {tp for tp in self.partitions_for_topic(topic) if self.partition_state(tp) in states}
+
+    def check_valid_partition_state_change(
+        self, partitions: Iterable[TopicPartition], target: PartitionState
+    ) -> tuple[list[TopicPartition], list[TopicPartition]]:
+        """(partitions that may move to ``target``, those that may not)."""
+        return _split(partitions, lambda tp: self.partition_state(tp) in target.valid_previous_states)
+
+    def check_valid_replica_state_change(
+        self, replicas: Iterable[PartitionAndReplica], target: ReplicaState
+    ) -> tuple[list[PartitionAndReplica], list[PartitionAndReplica]]:
+        """(replicas that may move to ``target``, those that may not)."""
+        return _split(replicas, lambda r: self.replica_state(r) in target.valid_previous_states)
 
     def replica_state(self, replica: PartitionAndReplica) -> ReplicaState:
         return self.replica_states.get(replica, ReplicaState.NON_EXISTENT)
@@ -420,3 +436,14 @@ class ControllerContext:
             else:
                 count += st.leader != preferred
         return count
+
+
+_T = TypeVar("_T")
+
+
+def _split(items: Iterable[_T], ok: Callable[[_T], bool]) -> tuple[list[_T], list[_T]]:
+    yes: list[_T] = []
+    no: list[_T] = []
+    for item in items:
+        (yes if ok(item) else no).append(item)
+    return yes, no

@@ -17,6 +17,7 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 
+from kaflet.controller.config import parse_config_bool
 from kaflet.controller.context import (
     NO_LEADER,
     ControllerContext,
@@ -41,7 +42,6 @@ __all__ = [
     "PartitionStateMachine",
     "ReplicaStateMachine",
     "StateChangeFailedError",
-    "parse_config_bool",
 ]
 
 log = logging.getLogger("kaflet.state.change")
@@ -61,16 +61,6 @@ class LeaderElectionStrategy(enum.Enum):
     REASSIGN = "ReassignPartitionLeaderElectionStrategy"
     PREFERRED = "PreferredReplicaPartitionLeaderElectionStrategy"
     CONTROLLED_SHUTDOWN = "ControlledShutdownPartitionLeaderElectionStrategy"
-
-
-def parse_config_bool(value: str) -> bool:
-    """Kafka's BOOLEAN config parsing (case-insensitive true/false, surrounding spaces allowed)."""
-    v = value.strip().lower()
-    if v == "true":
-        return True
-    if v == "false":
-        return False
-    raise ValueError(f"Expected value to be either true or false, got {value!r}")
 
 
 StateChangeResults = dict[TopicPartition, LeaderAndIsr | Exception]
@@ -151,15 +141,11 @@ class PartitionStateMachine:
         ctx = self.ctx
         for tp in partitions:
             ctx.partition_states.setdefault(tp, PartitionState.NON_EXISTENT)
-        valid = []
-        for tp in partitions:
-            if ctx.partition_state(tp) in target.valid_previous_states:
-                valid.append(tp)
-            else:
-                self._log_failed(tp, target, StateChangeFailedError(
-                    f"Partition {tp} should be in one of "
-                    f"{','.join(sorted(s.value for s in target.valid_previous_states))} states before moving to "
-                    f"{target.value} state. Instead it is in {ctx.partition_state(tp).value} state"))
+        valid, invalid = ctx.check_valid_partition_state_change(partitions, target)
+        for tp in invalid:
+            self._log_failed(tp, target, StateChangeFailedError(
+                f"Partition {tp} should be in one of {_names(target.valid_previous_states)} states before moving "
+                f"to {target.value} state. Instead it is in {ctx.partition_state(tp).value} state"))
         if target is PartitionState.NEW:
             for tp in valid:
                 log.info("Changed partition %s state from %s to %s with assigned replicas %s", tp,
@@ -390,15 +376,11 @@ class ReplicaStateMachine:
         ctx = self.ctx
         for r in replicas:
             ctx.replica_states.setdefault(r, ReplicaState.NON_EXISTENT)
-        valid = []
-        for r in replicas:
-            if ctx.replica_state(r) in target.valid_previous_states:
-                valid.append(r)
-            else:
-                self._log_failed(r, target, StateChangeFailedError(
-                    f"Replica {r} should be in the "
-                    f"{','.join(sorted(s.value for s in target.valid_previous_states))} states before moving to "
-                    f"{target.value} state. Instead it is in {ctx.replica_state(r).value} state"))
+        valid, invalid = ctx.check_valid_replica_state_change(replicas, target)
+        for r in invalid:
+            self._log_failed(r, target, StateChangeFailedError(
+                f"Replica {r} should be in the {_names(target.valid_previous_states)} states before moving to "
+                f"{target.value} state. Instead it is in {ctx.replica_state(r).value} state"))
         if target is ReplicaState.NEW:
             for r in valid:
                 st = ctx.partition_leadership_info(r.topic_partition)
@@ -520,3 +502,7 @@ class ReplicaStateMachine:
         log.error("Controller %d epoch %d initiated state change of replica %d for partition %s from %s to %s "
                   "failed: %s", self.controller_id, self.ctx.epoch, replica.replica, replica.topic_partition,
                   self.ctx.replica_state(replica).value, target.value, e)
+
+
+def _names(states: Iterable[PartitionState | ReplicaState]) -> str:
+    return ",".join(sorted(s.value for s in states))

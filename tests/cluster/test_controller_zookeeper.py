@@ -15,7 +15,13 @@ from kaflet.controller.controller import KafkaController
 from kaflet.metadata import zkdata as zk
 from kaflet.metadata.zookeeper import ZooKeeperTree
 from kaflet.protocol.api_keys import ApiKey
-from tests.support.controller import RecordingChannel, controller_config, partition_states, register_broker, until
+from tests.support.controller import (
+    RecordingChannel,
+    controller_config,
+    partition_states,
+    register_broker,
+    until,
+)
 
 
 class Member:

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from kaflet.controller import election as el
 from kaflet.controller import topics as ct
 from kaflet.controller.config import ControllerConfig
 from kaflet.controller.context import TopicPartition
@@ -856,3 +857,46 @@ async def test_partitions_not_added_while_deleting(cluster: tuple[EmbeddedTree, 
 
     await until(restored, what="assignment restored")
     assert await tree.exists(zk.partition_path("frozen", 1)) is None
+
+
+async def test_topic_removed_by_hand_and_created_again(cluster: tuple[EmbeddedTree, Harness]) -> None:
+    tree, h = cluster
+    await create(tree, h, "manual", {0: [2, 3]})
+    await tree.delete(zk.topic_path("manual"), recursive=True)
+    await until(lambda: "manual" not in h.controller.context.all_topics, what="topic forgotten")
+    h.channel.clear()
+    await create(tree, h, "manual", {0: [3, 2]})
+    lai = [p for s in h.channel.requests(LAI) for p in partition_states(s.request).values()]
+    assert lai and all(p.is_new and p.leader == 3 for p in lai)
+
+
+# ================================================================================ pieces
+
+
+def test_election_algorithms() -> None:
+    assert el.offline_partition_leader_election([1, 2, 3], [3, 2], {2, 3}, False) == (2, False)
+    assert el.offline_partition_leader_election([1, 2, 3], [1], {2, 3}, False) == (None, False)
+    assert el.offline_partition_leader_election([1, 2, 3], [1], {3, 2}, True) == (2, True)
+    assert el.preferred_replica_partition_leader_election([1, 2], [2, 1], {1, 2}) == 1
+    assert el.preferred_replica_partition_leader_election([1, 2], [2], {1, 2}) is None
+    assert el.preferred_replica_partition_leader_election([1, 2], [1, 2], {2}) is None
+    assert el.controlled_shutdown_partition_leader_election([1, 2, 3], [1, 2, 3], {1, 2, 3}, {1}) == 2
+    assert el.controlled_shutdown_partition_leader_election([1, 2], [1], {1, 2}, {1}) is None
+    assert el.reassign_partition_leader_election([4, 5], [5, 1], {4, 5}) == 5
+
+
+def test_config_from_broker_config() -> None:
+    cfg = ControllerConfig.from_broker_config({
+        "auto.leader.rebalance.enable": "false", "leader.imbalance.check.interval.seconds": 30,
+        "leader.imbalance.per.broker.percentage": 25, "unclean.leader.election.enable": True,
+        "delete.topic.enable": False, "controller.socket.timeout.ms": 1000,
+    }, "INTERNAL")
+    assert (cfg.inter_broker_listener_name, cfg.auto_leader_rebalance_enable, cfg.leader_imbalance_check_interval_seconds,
+            cfg.leader_imbalance_per_broker_percentage, cfg.unclean_leader_election_enable, cfg.delete_topic_enable,
+            cfg.controller_socket_timeout_ms) == ("INTERNAL", False, 30.0, 25, True, False, 1000)
+    d = ControllerConfig.from_broker_config({}, "PLAINTEXT")
+    assert (d.auto_leader_rebalance_enable, d.leader_imbalance_check_interval_seconds,
+            d.leader_imbalance_per_broker_percentage, d.unclean_leader_election_enable, d.delete_topic_enable,
+            d.controller_socket_timeout_ms, d.candidate_wait_seconds) == (True, 300.0, 10, False, True, 30000, 3.0)
+    with pytest.raises(ValueError):
+        ControllerConfig.from_broker_config({"delete.topic.enable": "yes"}, "PLAINTEXT")
