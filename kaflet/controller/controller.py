@@ -97,6 +97,12 @@ log = logging.getLogger("kaflet.controller")
 ChannelFactory = Callable[[ControllerConfig], ControllerChannel]
 
 _ELECTION_NOT_NEEDED_MESSAGE = "Leader election not needed for topic partition."
+_RETRY_AFTER_SESSION_LOSS_S = 1.0
+_REREAD_EVENTS = (
+    Startup, ControllerChange, Reelect, BrokerChange, BrokerModifications, TopicChange, PartitionModifications,
+    TopicDeletion, IsrChangeNotification, LogDirEventNotification, UncleanLeaderElectionEnable,
+    TopicUncleanLeaderElectionEnable,
+)
 
 
 class KafkaController:
@@ -300,6 +306,10 @@ class KafkaController:
             await self._trigger_controller_move()
         except SessionLostError as e:
             log.warning("Metadata session lost while processing %s: %s", type(event).__name__, e)
+            if isinstance(event, _REREAD_EVENTS):
+                # These handlers re-read what they need, so running them again after a lost
+                # connection is safe; an expired session resigns first and cancels the retry.
+                self._schedule(_RETRY_AFTER_SESSION_LOSS_S, lambda: event)
         finally:
             event.preempt()  # answers a caller that is still waiting (the handler failed)
 

@@ -22,7 +22,7 @@ from kaflet.controller.controller import ElectionType, KafkaController
 from kaflet.controller.zk_client import ControllerMovedError, ControllerZkClient
 from kaflet.metadata import zkdata as zk
 from kaflet.metadata.embedded import EmbeddedTree
-from kaflet.metadata.tree import CreateOp, DeleteOp, MetadataTree, SetOp
+from kaflet.metadata.tree import CreateOp, DeleteOp, MetadataTree, SessionLostError, SetOp
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
 from tests.support.controller import (
@@ -900,3 +900,22 @@ def test_config_from_broker_config() -> None:
             d.controller_socket_timeout_ms, d.candidate_wait_seconds) == (True, 300.0, 10, False, True, 30000, 3.0)
     with pytest.raises(ValueError):
         ControllerConfig.from_broker_config({"delete.topic.enable": "yes"}, "PLAINTEXT")
+
+
+async def test_event_retried_after_a_lost_connection(cluster: tuple[EmbeddedTree, Harness],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    tree, h = cluster
+    real_children = tree.children
+    failures = []
+
+    async def flaky_children(path: str, watch: Any = None) -> list[str]:
+        if path == zk.BROKER_IDS_PATH and not failures:
+            failures.append(path)
+            await real_children(path, watch)  # the watch is armed, the answer is lost
+            raise SessionLostError(path, "connection loss")
+        return await real_children(path, watch)
+
+    monkeypatch.setattr(tree, "children", flaky_children)
+    await register_broker(tree, 4)
+    await until(lambda: 4 in h.controller.context.live_broker_ids, what="broker 4 seen after the retry")
+    assert failures == [zk.BROKER_IDS_PATH] and h.controller.is_active
