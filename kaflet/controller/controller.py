@@ -224,6 +224,8 @@ class KafkaController:
     async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[int, list[tuple[str, int]]]:
         """Kafka's ControlledShutdown: move the broker's leaderships away and take it out of the
         ISRs; returns (error code, partitions it still leads)."""
+        if not self._started:
+            return ErrorCode.NOT_CONTROLLER, []
         fut: asyncio.Future[tuple[int, set[TopicPartition]]] = asyncio.get_running_loop().create_future()
         self.events.put(ControlledShutdown(broker_id, broker_epoch, fut))
         code, remaining = await fut
@@ -234,8 +236,10 @@ class KafkaController:
     ) -> dict[tuple[str, int], tuple[int, str | None]]:
         """Kafka's ElectLeaders: (error code, message) per partition; ``None`` means every
         partition."""
-        fut: asyncio.Future[ElectResults] = asyncio.get_running_loop().create_future()
         parts = None if partitions is None else {TopicPartition(t, p) for t, p in partitions}
+        if not self._started:
+            return {(tp.topic, tp.partition): (ErrorCode.NOT_CONTROLLER, None) for tp in parts or ()}
+        fut: asyncio.Future[ElectResults] = asyncio.get_running_loop().create_future()
         self.events.put(ReplicaLeaderElection(parts, ElectionType(election_type), ElectionTrigger.ADMIN_CLIENT, fut))
         results = await fut
         return {(tp[0], tp[1]): r for tp, r in results.items()}

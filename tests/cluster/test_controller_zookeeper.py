@@ -30,7 +30,7 @@ class Member:
     def __init__(self, tree: ZooKeeperTree, broker_id: int) -> None:
         self.tree = tree
         self.channels: list[RecordingChannel] = []
-        self.controller = KafkaController(broker_id, tree, self._channel, controller_config())
+        self.controller = KafkaController(broker_id, tree, self._channel, controller_config(candidate_wait_seconds=0.5))
 
     def _channel(self, _cfg: object) -> RecordingChannel:
         ch = RecordingChannel()
@@ -103,3 +103,20 @@ async def test_fenced_controller_resigns(members: list[Member]) -> None:
     lai = partition_states(winner.channels[-1].requests(ApiKey.LEADER_AND_ISR, broker=2)[0].request)
     assert lai[("fenced", 0)].controller_epoch == 21 and lai[("fenced", 0)].is_new
     assert TopicPartition("fenced", 0) in winner.controller.context.partitions_with_leaders
+
+
+async def test_preferred_candidate_wins_on_zookeeper(members: list[Member]) -> None:
+    m1, m2 = members
+    await m1.tree.create(f"{zk.CONTROLLER_CANDIDATES_PATH}/2", None, make_parents=True)
+    await m1.controller.startup()
+    await m1.controller.wait_idle()
+    assert await m1.tree.exists(zk.CONTROLLER_PATH) is None  # broker 1 lets the live candidate go first
+    await m2.controller.startup()
+    await until(lambda: m2.controller.is_active, what="candidate elected")
+    await until(lambda: m1.controller.active_controller_id == 2, timeout=5, what="broker 1 sees broker 2")
+    assert m1.channels == []
+    # The candidate's session ends: broker 1 takes over without waiting for a dead candidate.
+    await m2.tree.close()
+    await until(lambda: m1.controller.is_active, timeout=15, what="takeover by broker 1")
+    assert m1.controller.epoch == 2
+    await m2.controller.shutdown()

@@ -109,7 +109,7 @@ async def cluster(tree: EmbeddedTree) -> AsyncIterator[tuple[EmbeddedTree, Harne
 
 async def test_election_creates_epoch_and_sends_update_metadata(tree: EmbeddedTree) -> None:
     e1 = await register_broker(tree, 1)
-    e2 = await register_broker(tree, 2)
+    e2 = await register_broker(tree, 2, rack="r2")
     h = await start(tree, 1)
     try:
         c = h.controller
@@ -132,6 +132,7 @@ async def test_election_creates_epoch_and_sends_update_metadata(tree: EmbeddedTr
         assert sorted(brokers) == [1, 2]
         eps = {(e.listener, e.host, e.port, e.security_protocol) for e in brokers[2].endpoints}
         assert eps == {("PLAINTEXT", "127.0.0.1", 19092, 0), ("SECURE", "127.0.0.1", 19192, 3)}
+        assert (brokers[1].rack, brokers[2].rack) == (None, "r2")
         assert req.topic_states == []
     finally:
         await h.controller.shutdown()
@@ -584,6 +585,10 @@ async def test_controlled_shutdown_not_controller(tree: EmbeddedTree) -> None:
     finally:
         await h2.controller.shutdown()
         await h1.controller.shutdown()
+    # A stopped controller answers at once.
+    assert await h1.controller.controlled_shutdown(1, 0) == (ErrorCode.NOT_CONTROLLER, [])
+    assert await h1.controller.elect_leaders(ElectionType.UNCLEAN, [("x", 1)]) == {
+        ("x", 1): (ErrorCode.NOT_CONTROLLER, None)}
 
 
 # ================================================================================ preferred elections
@@ -747,8 +752,9 @@ async def test_topic_deletion(cluster: tuple[EmbeddedTree, Harness]) -> None:
     await h.idle()
     assert await tree.exists(zk.topic_path("doomed")) is not None
     h.channel.answer_all()
-    await until(lambda: _gone(tree, zk.topic_path("doomed")), what="topic removed")
-    for p in (zk.topic_config_path("doomed"), zk.delete_topic_path("doomed")):
+    # Removed in Kafka's order: the topic, its config, then the deletion marker.
+    await until(lambda: _gone(tree, zk.delete_topic_path("doomed")), what="deletion marker removed")
+    for p in (zk.topic_path("doomed"), zk.topic_config_path("doomed")):
         assert await tree.exists(p) is None
     await h.idle()
     assert "doomed" not in c.context.all_topics and not c.context.topics_to_be_deleted
