@@ -14,8 +14,8 @@ channel, forgets its state and ignores the watches it had left.
 
 Not implemented yet: partition reassignment (/admin/reassign_partitions and the
 AlterPartitionReassignments API); partitions found mid-reassignment keep their adding/removing
-replicas in requests but the reassignment does not progress. Feature versioning (/feature) and
-delegation token expiry are not the controller's business in kaflet.
+replicas in requests but the reassignment does not progress. Delegation token expiry is not the
+controller's business in kaflet.
 """
 
 from __future__ import annotations
@@ -80,10 +80,12 @@ from kaflet.controller.topic_deletion import TopicDeletionManager
 from kaflet.controller.zk_client import ControllerMovedError, ControllerZkClient
 from kaflet.metadata import zkdata as zk
 from kaflet.metadata.tree import (
+    CreateOp,
     EventType,
     MetadataTree,
     NoNodeError,
     SessionLostError,
+    SetOp,
     WatchCallback,
     WatchEvent,
 )
@@ -458,8 +460,29 @@ class KafkaController:
 
     # ================================================================== failover and resignation
 
+    async def _maybe_setup_feature_versioning(self) -> None:
+        """Kafka 2.8's enableFeatureVersioning (IBP >= 2.7): /feature exists and is enabled.
+        ZooKeeper-mode brokers support no features, so its feature map stays what it is (empty)."""
+        zkv = self.context.epoch_zk_version
+        got = await self.tree.get_or_none(zk.FEATURE_PATH)
+        if got is None:
+            log.info("Creating %s", zk.FEATURE_PATH)
+            await self.zk.fenced([CreateOp(zk.FEATURE_PATH, zk.feature_json(zk.FEATURE_STATUS_ENABLED))], zkv)
+            return
+        try:
+            status, features = zk.parse_feature(got[0])
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            log.error("Cannot parse %s (%s); leaving it as it is", zk.FEATURE_PATH, e)
+            return
+        if status != zk.FEATURE_STATUS_ENABLED:
+            if features:
+                log.warning("%s with disabled status contains non-empty features: %s", zk.FEATURE_PATH, features)
+            log.info("Enabling %s", zk.FEATURE_PATH)
+            await self.zk.fenced([SetOp(zk.FEATURE_PATH, zk.feature_json(zk.FEATURE_STATUS_ENABLED))], zkv)
+
     async def _on_controller_failover(self) -> None:
         zkv = self.context.epoch_zk_version
+        await self._maybe_setup_feature_versioning()
         log.info("Registering handlers")
         await self.zk.preferred_replica_election_exists(self._on_preferred_replica_election)
         if await self.tree.exists(zk.REASSIGN_PARTITIONS_PATH) is not None:

@@ -134,6 +134,7 @@ async def test_election_creates_epoch_and_sends_update_metadata(tree: EmbeddedTr
         assert eps == {("PLAINTEXT", "127.0.0.1", 19092, 0), ("SECURE", "127.0.0.1", 19192, 3)}
         assert (brokers[1].rack, brokers[2].rack) == (None, "r2")
         assert req.topic_states == []
+        assert (await tree.get(zk.FEATURE_PATH))[0] == b'{"features":{},"version":1,"status":1}'
     finally:
         await h.controller.shutdown()
     assert h.channel.closed
@@ -142,11 +143,14 @@ async def test_election_creates_epoch_and_sends_update_metadata(tree: EmbeddedTr
 
 async def test_epoch_bumps_from_existing_value(tree: EmbeddedTree) -> None:
     await tree.create(zk.CONTROLLER_EPOCH_PATH, b"41")
+    await tree.create(zk.FEATURE_PATH, b'{"features":{},"version":1,"status":0}')
     await register_broker(tree, 1)
     h = await start(tree, 1)
     try:
         assert h.controller.epoch == 42
         assert (await tree.get(zk.CONTROLLER_EPOCH_PATH))[0] == b"42"
+        # Kafka 2.8 enables feature versioning.
+        assert (await tree.get(zk.FEATURE_PATH))[0] == b'{"features":{},"version":1,"status":1}'
     finally:
         await h.controller.shutdown()
 
