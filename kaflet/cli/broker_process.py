@@ -154,3 +154,23 @@ class BrokerProcess:
     @property
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+
+def stop_brokers(brokers: list[BrokerProcess], timeout: float = 30.0) -> list[BrokerProcess]:
+    """SIGTERM every running broker at once, wait up to ``timeout`` for all, then SIGKILL the
+    ones still running. Returns the brokers that had to be killed."""
+    running = [(b, b.proc) for b in brokers if b.proc is not None and b.proc.poll() is None]
+    for _b, proc in running:
+        try:
+            os.kill(proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + timeout
+    killed = []
+    for b, proc in running:
+        try:
+            proc.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            b.kill()
+            killed.append(b)
+    return killed

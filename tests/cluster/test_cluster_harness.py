@@ -7,7 +7,6 @@ test_cli_cluster.py.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -15,25 +14,9 @@ from pathlib import Path
 import pytest
 
 from kaflet.metadata import zkdata
-from tests.support.cluster import Cluster
+from tests.support.cluster import Cluster, processes_mentioning
 
 pytestmark = pytest.mark.timeout(120)
-
-
-def processes_mentioning(text: str) -> list[int]:
-    """PIDs whose command line contains ``text`` (every process of a cluster names its dir)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if text in cmdline:
-            found.append(int(entry))
-    return found
 
 
 def write_kafka_layout(cluster: Cluster) -> None:

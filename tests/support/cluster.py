@@ -16,6 +16,7 @@ every process by PID, whatever state the test left it in::
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ from typing import TypeVar
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from kaflet.cli.broker_process import BrokerProcess
+from kaflet.cli.broker_process import BrokerProcess, stop_brokers
 from kaflet.metadata import zkdata
 from kaflet.metadata.zk_testing import ZooKeeperEnsemble, ZooKeeperServer
 
@@ -185,12 +186,12 @@ class Cluster:
         """Stop every broker (SIGTERM, SIGKILL if it hangs), the ZooKeeper client, then an owned
         ZooKeeper, each by PID; errors of one step do not skip the next."""
         errors: list[BaseException] = []
-        for broker in self.brokers.values():
-            try:
-                broker.stop(timeout=20)
-            except BaseException as exc:
-                errors.append(exc)
-            finally:
+        try:
+            stop_brokers(list(self.brokers.values()), timeout=20)
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            for broker in self.brokers.values():
                 broker.kill()
         if self._zk is not None:
             try:
@@ -365,3 +366,18 @@ class Cluster:
                         f"the ISR of {topic}-{partition} to be {want}", topics=[topic])
         return want
 
+
+def processes_mentioning(text: str) -> list[int]:
+    """PIDs whose command line contains ``text`` (every process of a cluster names its dir)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmdline:
+            found.append(int(entry))
+    return found

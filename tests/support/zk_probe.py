@@ -14,7 +14,6 @@ import threading
 
 from kazoo.client import KazooClient
 
-
 _out = threading.Lock()
 
 
