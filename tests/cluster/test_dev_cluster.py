@@ -16,33 +16,10 @@ from pathlib import Path
 import pytest
 
 from kaflet.metadata.zk_testing import ZooKeeperServer
-from tests.support.cli import CLI, assert_one_line_error, assert_usage_error, run
+from tests.support.cli import CLI, assert_one_line_error, assert_usage_error, free_port_range, run
 from tests.support.cluster import processes_mentioning
 
 pytestmark = pytest.mark.timeout(120)
-
-
-def free_port_range(n: int) -> int:
-    """A base port with ``n`` consecutive free ports on 127.0.0.1."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        if base + n > 65535:
-            continue
-        try:
-            socks = []
-            for p in range(base, base + n):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", p))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError("no free port range")
 
 
 def dev_cluster(*args: str, timeout: float = 90, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 
@@ -30,3 +31,26 @@ def assert_usage_error(proc: subprocess.CompletedProcess[str]) -> None:
     assert proc.returncode == 2, proc
     assert "Usage:" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def free_port_range(n: int) -> int:
+    """A base port with ``n`` consecutive free ports on 127.0.0.1."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        if base + n > 65535:
+            continue
+        try:
+            socks = []
+            for p in range(base, base + n):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", p))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError("no free port range")
