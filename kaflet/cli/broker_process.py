@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 _LISTENING = re.compile(r"listening on (.*?), data in")
@@ -25,15 +26,23 @@ class BrokerProcess:
 
     ``log_path`` defaults to ``<data_dir>-broker.log`` beside the data directory; with
     ``own_session`` the broker gets its own session, so a Ctrl-C at the terminal reaches only
-    the parent, which then stops the brokers in order.
+    the parent, which then stops the brokers in order. ``host`` is where the broker listens
+    (127.0.0.1 unless its listeners say otherwise); ``command_prefix`` runs it under another
+    command (``ip netns exec <ns>``, which execs: the PID stays the broker's) and
+    ``socket_factory`` opens the readiness connection to a broker the parent cannot reach directly.
     """
 
     def __init__(self, data_dir: Path, overrides: dict[str, str] | None = None, *,
-                 log_path: Path | None = None, own_session: bool = False) -> None:
+                 log_path: Path | None = None, own_session: bool = False, host: str = "127.0.0.1",
+                 command_prefix: Sequence[str] = (),
+                 socket_factory: Callable[[str, int, float], socket.socket] | None = None) -> None:
         self.data_dir = Path(data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.overrides = dict(overrides or {})
         self.own_session = own_session
+        self.host = host
+        self.command_prefix = list(command_prefix)
+        self._connect = socket_factory or (lambda h, p, t: socket.create_connection((h, p), timeout=t))
         self.proc: subprocess.Popen[bytes] | None = None
         self.port: int | None = None
         #: Bound port of every listener, by listener name (from the start-up log line).
@@ -45,11 +54,11 @@ class BrokerProcess:
     @property
     def bootstrap(self) -> str:
         assert self.port is not None, "broker not started"
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def bootstrap_for(self, listener: str) -> str:
         """host:port of one of the broker's listeners, by name."""
-        return f"127.0.0.1:{self.ports[listener.upper()]}"
+        return f"{self.host}:{self.ports[listener.upper()]}"
 
     @property
     def pid(self) -> int | None:
@@ -67,12 +76,12 @@ class BrokerProcess:
         overrides = dict(self.overrides)
         listeners = overrides.pop("listeners", None)
         if listeners is None:
-            listeners = f"PLAINTEXT://127.0.0.1:{port}"
+            listeners = f"PLAINTEXT://{self.host}:{port}"
         elif self.ports:
             # The caller's own listeners: a restart keeps each listener's port.
             listeners = _ENDPOINT.sub(lambda m: f"{m.group(1)}://{m.group(2)}:{self.ports.get(m.group(1).upper(), m.group(3))}",
                                       listeners)
-        args = [sys.executable, "-m", "kaflet.cli", "broker",
+        args = [*self.command_prefix, sys.executable, "-m", "kaflet.cli", "broker",
                 "--override", f"listeners={listeners}",
                 "--override", f"log.dirs={self.data_dir}"]
         for k, v in overrides.items():
@@ -109,7 +118,7 @@ class BrokerProcess:
     def _wait_port(self, deadline: float) -> None:
         while time.monotonic() < deadline:
             try:
-                with socket.create_connection(("127.0.0.1", self.port or 0), timeout=1):
+                with self._connect(self.host, self.port or 0, 1.0):
                     return
             except OSError:
                 time.sleep(0.05)

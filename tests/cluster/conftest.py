@@ -11,6 +11,9 @@
 * ``cluster_factory``: ``make(brokers=3, **kwargs)`` starts a :class:`tests.support.cluster.Cluster`
   (its own ZooKeeper, brokers 1..N) in the test's tmp dir; every cluster made is closed, by PID,
   after the test, whatever happened. ``cluster`` is ``make(3)``.
+* ``network``: a started tests.support.netns.Network of 4 hosts (3 brokers + ZooKeeper), torn
+  down after the test; skipped, with the reason, where namespaces cannot be made (not root, no
+  ``ip``). ``netns_reason`` is that reason (None when they can).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import pytest
 
 from kaflet.metadata.zk_testing import ZooKeeperEnsemble, ZooKeeperServer
 from tests.support.cluster import Cluster
+from tests.support.netns import Network, netns_unavailable_reason
 
 _chroots = itertools.count(1)
 
@@ -87,3 +91,19 @@ def cluster_factory(tmp_path: Path) -> Iterator[Callable[..., Cluster]]:
 @pytest.fixture
 def cluster(cluster_factory: Callable[..., Cluster]) -> Cluster:
     return cluster_factory(3)
+
+
+@pytest.fixture(scope="session")
+def netns_reason() -> str | None:
+    return netns_unavailable_reason()
+
+
+@pytest.fixture
+def network(netns_reason: str | None) -> Iterator[Network]:
+    if netns_reason:
+        pytest.skip(netns_reason)
+    net = Network(4).start()
+    try:
+        yield net
+    finally:
+        net.close()

@@ -24,6 +24,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support.cli import CLI, free_port_range, run
 from tests.support.cluster import Cluster, ClusteringUnavailable, processes_mentioning
+from tests.support.netns import Network
 
 pytestmark = [
     pytest.mark.timeout(300),
@@ -152,6 +153,22 @@ def test_harness_broker_overrides_reach_zookeeper(cluster_factory: Callable[...,
     ensemble.wait_for_leader(exclude=(leader,))  # type: ignore[union-attr]
     topic = new_topic(cluster, [[1, 2, 3]])
     assert cluster.wait_for_leader(topic, 0) == 1
+
+
+def test_partitioned_controller_is_replaced_and_rejoins(network: Network, tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path / "c", 3, network=network, overrides={"zookeeper.session.timeout.ms": "6000"})
+    try:
+        cluster.start(timeout=90)
+        cluster.wait_for_registered([1, 2, 3])
+        old = cluster.wait_for_controller()
+        network.cut(old)  # its ZooKeeper session expires: /controller and its registration go
+        new = cluster.wait_for_controller(timeout=60, exclude=(old,))
+        cluster.wait_for_registered(sorted({1, 2, 3} - {old}), timeout=60)
+        network.restore(old)
+        cluster.wait_for_registered([1, 2, 3], timeout=60)
+        assert cluster.controller_id() == new
+    finally:
+        cluster.close()
 
 
 def test_dev_cluster_serves_and_restarts_on_its_data(tmp_path: Path) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,6 @@ from tests.support.netns import (
     Network,
     guard_in_place,
     namespaces,
-    netns_unavailable_reason,
     process_running,
 )
 
@@ -26,22 +24,6 @@ pytestmark = pytest.mark.timeout(180)
 
 REPO = Path(__file__).resolve().parents[2]
 SESSION_TIMEOUT_S = 6.0
-
-
-@pytest.fixture(scope="module")
-def netns_reason() -> str | None:
-    return netns_unavailable_reason()
-
-
-@pytest.fixture
-def network(netns_reason: str | None) -> Iterator[Network]:
-    if netns_reason:
-        pytest.skip(netns_reason)
-    net = Network(3).start()
-    try:
-        yield net
-    finally:
-        net.close()
 
 
 def zookeeper_in(net: Network, index: int, tmp_path: Path) -> ZooKeeperServer:
@@ -135,3 +117,56 @@ def test_close_kills_every_process_and_deletes_namespaces(netns_reason: str | No
     if not namespaces():  # other runs' namespaces keep the guard in place for them
         assert not guard_in_place(), f"the {GUARD} guard outlived every namespace"
     net.close()  # a second close is harmless
+
+
+def test_broker_partitioned_from_its_clients(network: Network, tmp_path: Path) -> None:
+    """A broker process inside host 1, a librdkafka admin client inside host 3: the client's
+    I/O threads start in the namespace of the thread that created it."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    from tests.support.broker_process import BrokerProcess
+
+    host = network.host(1)
+    broker = BrokerProcess(tmp_path / "data", host=host.ip, command_prefix=host.exec_prefix,
+                           socket_factory=network.socket_factory(3))
+    try:
+        broker.start(timeout=60)
+        assert broker.bootstrap.startswith("10.200.0.1:") and broker.pid in network.pids()
+        admin = network.call_in(3, AdminClient, {"bootstrap.servers": broker.bootstrap,
+                                                 "reconnect.backoff.max.ms": 500})
+        assert admin.list_topics(timeout=15).brokers  # reachable inside the network
+        network.cut(1)
+        with pytest.raises(KafkaException):
+            admin.list_topics(timeout=3)
+        network.restore(1)
+        assert admin.list_topics(timeout=20).brokers
+        # A pair cut between the client's host and the broker's does the same.
+        network.cut_pair(3, 1)
+        with pytest.raises(KafkaException):
+            admin.list_topics(timeout=3)
+        network.restore_pair(1, 3)
+        assert admin.list_topics(timeout=20).brokers
+        assert broker.stop(timeout=30) == 0
+    finally:
+        broker.kill()
+
+
+def test_cluster_zookeeper_inside_a_network(network: Network, tmp_path: Path) -> None:
+    from tests.support.cluster import Cluster
+
+    cluster = Cluster(tmp_path / "c", brokers=2, network=network)
+    assert cluster.client_host == 3 and cluster.zk_connect == "10.200.0.3:2181/kaflet"
+    assert [b.host for b in cluster.brokers.values()] == ["10.200.0.1", "10.200.0.2"]
+    try:
+        cluster.zookeeper.start(timeout=60)
+        assert cluster.zookeeper.pid in network.pids()
+        # The harness's own client works from the client host, and reads Kafka's layout.
+        cluster.zk.create("/controller", b'{"version":1,"brokerid":2,"timestamp":"1"}', ephemeral=True)
+        assert cluster.controller_id() == 2
+        zk_pid = cluster.zookeeper.pid
+    finally:
+        cluster.close()
+    assert zk_pid is not None and not process_running(zk_pid)
+    with pytest.raises(ValueError, match="need 5 hosts"):
+        Cluster(tmp_path / "d", brokers=4, network=network)

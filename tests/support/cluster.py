@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
@@ -29,6 +29,7 @@ from kazoo.exceptions import NoNodeError
 from kaflet.cli.broker_process import BrokerProcess, stop_brokers
 from kaflet.metadata import zkdata
 from kaflet.metadata.zk_testing import ZooKeeperEnsemble, ZooKeeperServer
+from tests.support.netns import Network
 
 T = TypeVar("T")
 
@@ -75,6 +76,11 @@ class Cluster:
     ``zookeeper``: a running server or ensemble to use (not stopped by :meth:`close`); without
     it the cluster starts its own standalone server, or an ensemble of ``ensemble`` nodes.
     ``overrides`` apply to every broker, ``broker_overrides[id]`` to one (e.g. ``broker.rack``).
+
+    With a started ``network`` (tests/support/netns.py) of at least N+1 hosts, broker ``i`` runs
+    in host ``i`` (10.200.0.i) and ZooKeeper in host N+1, the :attr:`client_host`, where the
+    harness's own ZooKeeper client lives too; cut a broker with ``network.cut(i)``, and create
+    test clients there with :meth:`in_client_host`.
     """
 
     def __init__(
@@ -88,6 +94,7 @@ class Cluster:
         overrides: dict[str, str] | None = None,
         broker_overrides: dict[int, dict[str, str]] | None = None,
         tick_time_ms: int = 500,
+        network: Network | None = None,
     ) -> None:
         if not chroot.startswith("/") or chroot == "/":
             raise ValueError(f"chroot must be a path below /, not {chroot!r}")
@@ -96,9 +103,21 @@ class Cluster:
             raise ValueError(f"broker_overrides for unknown broker ids {sorted(unknown)}")
         self.base_dir = Path(base_dir)
         self.chroot = chroot
+        self.network = network
+        self.client_host = brokers + 1
         self._own_zookeeper = zookeeper is None
         self.zookeeper: ZooKeeperServer | ZooKeeperEnsemble
-        if zookeeper is not None:
+        if network is not None:
+            if zookeeper is not None or ensemble:
+                raise ValueError("a cluster inside a network runs its own standalone ZooKeeper")
+            if len(network.hosts) < brokers + 1:
+                raise ValueError(f"{brokers} brokers and ZooKeeper need {brokers + 1} hosts in the network")
+            host = network.host(self.client_host)
+            # A fixed port is fine: the address is the namespace's own.
+            self.zookeeper = ZooKeeperServer(2181, tick_time_ms, self.base_dir / "zookeeper", host=host.ip,
+                                             command_prefix=host.exec_prefix,
+                                             socket_factory=network.socket_factory(self.client_host))
+        elif zookeeper is not None:
             self.zookeeper = zookeeper
         elif ensemble:
             self.zookeeper = ZooKeeperEnsemble(ensemble, tick_time_ms, self.base_dir / "zookeeper")
@@ -107,8 +126,13 @@ class Cluster:
         self.brokers: dict[int, BrokerProcess] = {}
         for bid in range(1, brokers + 1):
             config = {"broker.id": str(bid), **(overrides or {}), **(broker_overrides or {}).get(bid, {})}
+            placement: dict[str, Any] = {}
+            if network is not None:
+                h = network.host(bid)
+                placement = {"host": h.ip, "command_prefix": h.exec_prefix,
+                             "socket_factory": network.socket_factory(self.client_host)}
             self.brokers[bid] = BrokerProcess(self.base_dir / f"broker-{bid}", config,
-                                              log_path=self.base_dir / f"broker-{bid}.log")
+                                              log_path=self.base_dir / f"broker-{bid}.log", **placement)
         self._zk: KazooClient | None = None
 
     # -- processes ----------------------------------------------------------------------------
@@ -220,14 +244,24 @@ class Cluster:
     def zk(self) -> KazooClient:
         """A kazoo client on the cluster's chroot (started on first use, closed by close())."""
         if self._zk is None:
-            client = KazooClient(hosts=self.zookeeper.connect_string, timeout=10.0)
-            client.start(timeout=15)
-            # The chroot exists before the client uses it (kazoo warns otherwise; brokers create
-            # it too when they come first).
-            client.ensure_path(self.chroot)
-            client.chroot = self.chroot
-            self._zk = client
+            self._zk = self.in_client_host(self._start_kazoo)
         return self._zk
+
+    def _start_kazoo(self) -> KazooClient:
+        client = KazooClient(hosts=self.zookeeper.connect_string, timeout=10.0)
+        client.start(timeout=15)
+        # The chroot exists before the client uses it (kazoo warns otherwise; brokers create it
+        # too when they come first).
+        client.ensure_path(self.chroot)
+        client.chroot = self.chroot
+        return client
+
+    def in_client_host(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Call ``fn`` where clients of this cluster run: inside the client host of its network
+        (threads ``fn`` starts stay there), or right here without a network."""
+        if self.network is None:
+            return fn(*args, **kwargs)
+        return self.network.call_in(self.client_host, fn, *args, **kwargs)
 
     def _get(self, path: str) -> tuple[bytes | None, int] | None:
         try:

@@ -16,8 +16,9 @@ TCP retransmission after a restore.
 Safety (the root namespace has a default route, so traffic to 10.200.0.x from there would leave
 the machine): before any namespace exists, ``ip route add unreachable 10.200.0.0/24`` is put in
 the root namespace, and it is removed at teardown once no namespace is left on the machine.
-Clients run inside a host namespace: a process via :meth:`Network.popen`, or a socket of this
-process via :meth:`Network.connect` (created by a thread that entered the namespace).
+Clients run inside a host namespace: a process via :meth:`Network.popen`, or a socket or client of this
+process via :meth:`Network.connect` / :meth:`Network.call_in` (created by a thread that entered
+the namespace).
 
 :meth:`Network.close` kills every process in the namespaces (SIGTERM, then SIGKILL) and deletes
 them, whatever state a failing test left. :func:`netns_unavailable_reason` says why a machine
@@ -37,13 +38,14 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar, cast
 
 SUBNET = "10.200.0"
 GUARD = f"{SUBNET}.0/24"
 _CLONE_NEWNET = 0x40000000
 _names = itertools.count(1)
+T = TypeVar("T")
 
 
 def _ip(*args: str, check: bool = True, timeout: float = 10.0) -> subprocess.CompletedProcess[str]:
@@ -79,13 +81,16 @@ def guard_in_place() -> bool:
     return any(line.split()[:2] == ["unreachable", GUARD] for line in out.splitlines())
 
 
-def _setns_socket(ns: str, family: int, kind: int) -> socket.socket:
-    """A socket created inside namespace ``ns``: the namespace is per thread, so a short-lived
-    thread enters it and creates the socket; the socket keeps that namespace for life."""
+def call_in_namespace(ns: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Run ``fn`` on a short-lived thread that entered namespace ``ns``; return its result.
+
+    The namespace is a per-thread attribute: sockets ``fn`` creates belong to ``ns`` for life,
+    and so do threads it starts (a client library's I/O threads), whichever thread uses them later.
+    """
     libc = ctypes.CDLL(None, use_errno=True)
     box: dict[str, Any] = {}
 
-    def enter_and_create() -> None:
+    def enter_and_call() -> None:
         try:
             fd = os.open(f"/run/netns/{ns}", os.O_RDONLY)
             try:
@@ -94,16 +99,16 @@ def _setns_socket(ns: str, family: int, kind: int) -> socket.socket:
                     raise OSError(err, f"setns into {ns}: {os.strerror(err)}")
             finally:
                 os.close(fd)
-            box["sock"] = socket.socket(family, kind)
+            box["result"] = fn(*args, **kwargs)
         except BaseException as exc:
             box["error"] = exc
 
-    worker = threading.Thread(target=enter_and_create, name=f"netns-{ns}")
+    worker = threading.Thread(target=enter_and_call, name=f"netns-{ns}")
     worker.start()
     worker.join()
     if "error" in box:
         raise box["error"]
-    return box["sock"]
+    return cast(T, box["result"])
 
 
 class Host:
@@ -242,7 +247,17 @@ class Network:
 
     def socket(self, index: int, family: int = socket.AF_INET, kind: int = socket.SOCK_STREAM) -> socket.socket:
         """A socket of this process that lives in host ``index``'s namespace."""
-        return _setns_socket(self.host(index).ns, family, kind)
+        return call_in_namespace(self.host(index).ns, socket.socket, family, kind)
+
+    def call_in(self, index: int, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run ``fn`` inside host ``index`` (see :func:`call_in_namespace`): e.g. create a client
+        there, ``net.call_in(4, AdminClient, conf)``, whose I/O threads then stay in that host."""
+        return call_in_namespace(self.host(index).ns, fn, *args, **kwargs)
+
+    def socket_factory(self, index: int) -> Callable[[str, int, float], socket.socket]:
+        """``(address, port, timeout) -> connected socket`` from host ``index`` (for the harnesses'
+        readiness checks of servers inside the network)."""
+        return lambda address, port, timeout: self.connect(index, address, port, timeout)
 
     def connect(self, index: int, address: str, port: int, timeout: float) -> socket.socket:
         """A TCP connection from host ``index`` to ``address:port`` (inside the network)."""
