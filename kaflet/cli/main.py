@@ -18,7 +18,12 @@ from kaflet.cli.topics import topics
 
 # Commands imported only when used: the broker pulls in the whole server, which the
 # client tools should not pay for at start-up. name -> (module, attribute).
-_LAZY_COMMANDS = {"broker": ("kaflet.cli.broker", "broker"), "dump-log": ("kaflet.cli.dump_log", "dump_log")}
+_LAZY_COMMANDS = {
+    "broker": ("kaflet.cli.broker", "broker"),
+    "dump-log": ("kaflet.cli.dump_log", "dump_log"),
+    "dev-cluster": ("kaflet.cli.dev_cluster", "dev_cluster"),
+    "leader-election": ("kaflet.cli.leader_election", "leader_election"),
+}
 
 
 def _module_exists(module: str) -> bool:

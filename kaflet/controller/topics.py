@@ -1,16 +1,19 @@
-"""Topic lifecycle writes, against the metadata tree only (no logs, no sockets).
+"""Topic lifecycle writes any broker makes, against the metadata tree only (no logs, no sockets).
 
-What Kafka's AdminZkClient and controller write to ZooKeeper when topics are created, grow or
-are deleted, with Kafka's validation and error codes:
+What Kafka's AdminZkClient writes to ZooKeeper when topics are created, grow or are deleted,
+with Kafka's validation and error codes; the controller (:mod:`kaflet.controller.controller`)
+reacts to these writes and creates the partition state znodes:
 
-* :func:`create_topic` writes ``/config/topics/<t>``, then ``/brokers/topics/<t>`` (v3, new topic
-  id) and every partition's state node, in one multi (a very large topic on ZooKeeper is split
-  in several multis, the first of which holds the topic node);
-* :func:`add_partitions` rewrites the assignment (conditional on its version) and creates the new
-  partitions' state nodes;
-* :func:`delete_topic` only marks the topic (``/admin/delete_topics/<t>``), as Kafka does; the
-  broker removes its logs when :class:`TopicWatcher` reports the deletion, then calls
-  :func:`complete_topic_deletion`.
+* :func:`create_topic` writes ``/config/topics/<t>`` and ``/brokers/topics/<t>`` (v3, new topic
+  id) in one multi;
+* :func:`add_partitions` rewrites the assignment (conditional on its version);
+* :func:`delete_topic` only marks the topic (``/admin/delete_topics/<t>``), as Kafka does.
+
+Until the broker runs the controller, it passes ``write_partition_states=True``: create and
+add also write the partitions' state nodes (leader = first live replica), in the same multi (a
+very large topic on ZooKeeper is split in several multis, the first holding the topic node), and
+the broker removes a deleted topic's logs when :class:`TopicWatcher` reports the deletion, then
+calls :func:`complete_topic_deletion`.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kaflet.controller.zk_client import ZK_MULTI_BUDGET, multi_op_size
 from kaflet.metadata import topic_names
 from kaflet.metadata import zkdata as zk
 from kaflet.metadata.assignment import (
@@ -90,9 +94,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 LiveBroker = tuple[int, str | None] | BrokerMetadata
-
-# ZooKeeper refuses requests above jute.maxbuffer (1 MiB by default): keep each multi well below.
-_ZK_MULTI_BUDGET = 512 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,11 +173,6 @@ def _partition_ops(
     return ops
 
 
-def _op_size(op: Op) -> int:
-    data = getattr(op, "data", None)
-    return len(op.path) + (len(data) if data else 0) + 64
-
-
 async def _run_batched(
     tree: MetadataTree, fence: Sequence[Op], head: Sequence[Op], tail: Sequence[Op]
 ) -> None:
@@ -187,14 +183,14 @@ async def _run_batched(
         return
     batch: list[Op] = [*fence, *head]
     min_len = len(batch)
-    size = sum(_op_size(op) for op in batch)
+    size = sum(multi_op_size(op) for op in batch)
     for op in tail:
-        s = _op_size(op)
-        if size + s > _ZK_MULTI_BUDGET and len(batch) > min_len:
+        s = multi_op_size(op)
+        if size + s > ZK_MULTI_BUDGET and len(batch) > min_len:
             await tree.multi(batch)
             batch = list(fence)
             min_len = len(batch)
-            size = sum(_op_size(op) for op in batch)
+            size = sum(multi_op_size(op) for op in batch)
         batch.append(op)
         size += s
     if len(batch) > len(fence):
@@ -231,15 +227,17 @@ async def create_topic(
     controller_epoch: int = 0,
     fence: Sequence[CheckOp] = (),
     rng: random.Random | None = None,
+    write_partition_states: bool = False,
 ) -> TopicCreated:
     """Validate and create a topic; return its new id and assignment.
 
     With ``assignment`` (partition → replicas, a manual assignment) ``partitions`` and
     ``replication_factor`` are ignored (pass None or -1; rejecting requests that set both is the
-    request handler's job, as in Kafka). Configs must already be validated. Partition state
-    nodes get leader = first live replica, isr = live replicas, leader_epoch 0 and
-    ``controller_epoch``. ``fence`` ops (e.g. a check of /controller_epoch's version) are
-    prepended to the write so a deposed controller cannot write.
+    request handler's job, as in Kafka). Configs must already be validated. The controller
+    creates the partition state nodes; with ``write_partition_states`` (the broker without a
+    controller) they are written here: leader = first live replica, isr = live replicas,
+    leader_epoch 0 and ``controller_epoch``. ``fence`` ops (e.g. a check of /controller_epoch's
+    version) are prepended to the write so a deposed controller cannot write.
 
     Raises InvalidTopicError (bad name), TopicExistsError, TopicCollisionError (17),
     InvalidPartitionsError, InvalidReplicationFactorError, InvalidReplicaAssignmentError,
@@ -282,12 +280,11 @@ async def create_topic(
         if cstat is not None
         else CreateOp(config_path, config_data)
     )
-    head: list[Op] = [
-        config_op,
-        CreateOp(zk.topic_path(name), zk.topic_json(final, topic_id)),
-        CreateOp(zk.partitions_path(name), None),
-    ]
-    tail = _partition_ops(name, final, live, controller_epoch)
+    head: list[Op] = [config_op, CreateOp(zk.topic_path(name), zk.topic_json(final, topic_id))]
+    tail: list[CreateOp] = []
+    if write_partition_states:
+        head.append(CreateOp(zk.partitions_path(name), None))
+        tail = _partition_ops(name, final, live, controller_epoch)
     try:
         await _run_batched(tree, fence, head, tail)
     except (NodeExistsError, BadVersionError) as e:
@@ -314,12 +311,14 @@ async def add_partitions(
     controller_epoch: int = 0,
     fence: Sequence[CheckOp] = (),
     rng: random.Random | None = None,
+    write_partition_states: bool = False,
 ) -> dict[int, list[int]]:
     """Grow a topic to ``new_total`` partitions; return the complete new assignment.
 
     ``assignment`` gives the replicas of the new partitions only: a list in partition order (as
     in CreatePartitions requests) or a mapping keyed by the new partition ids. Without it the
-    new partitions are assigned as Kafka does (see assign_new_partitions).
+    new partitions are assigned as Kafka does (see assign_new_partitions). The controller creates
+    the new partitions' state nodes (here only with ``write_partition_states``, see create_topic).
 
     Raises UnknownTopicOrPartitionError, InvalidPartitionsError, ReassignmentInProgressError,
     InvalidReplicaAssignmentError, BrokerNotAvailableError, InvalidReplicationFactorError.
@@ -380,10 +379,13 @@ async def add_partitions(
         head: list[Op] = [
             SetOp(zk.topic_path(name), zk.topic_json(combined, current.topic_id), stat.version),
         ]
-        if await tree.exists(zk.partitions_path(name)) is None:
-            head.append(CreateOp(zk.partitions_path(name), None))
+        tail: list[CreateOp] = []
+        if write_partition_states:
+            if await tree.exists(zk.partitions_path(name)) is None:
+                head.append(CreateOp(zk.partitions_path(name), None))
+            tail = _partition_ops(name, new_parts, live, controller_epoch)
         try:
-            await _run_batched(tree, fence, head, _partition_ops(name, new_parts, live, controller_epoch))
+            await _run_batched(tree, fence, head, tail)
         except BadVersionError as e:
             if e.op_index is not None and e.op_index < len(fence):
                 raise

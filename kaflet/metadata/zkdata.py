@@ -474,6 +474,29 @@ def parse_log_dir_event(data: bytes | None) -> int:
 
 
 # --------------------------------------------------------------------------------------------
+# /feature
+
+FEATURE_STATUS_DISABLED = 0
+FEATURE_STATUS_ENABLED = 1
+
+
+def feature_json(status: int, features: dict[str, dict[str, int]] | None = None) -> bytes:
+    """The v1 /feature node Kafka 2.8-3.2 controllers write (``features`` is {} for ZooKeeper
+    brokers, which support no features)."""
+    return _dump({"features": features or {}, "version": 1, "status": status})
+
+
+def parse_feature(data: bytes | None) -> tuple[int, dict[str, dict[str, int]]]:
+    """(status, finalized features) of /feature (v1 or v2)."""
+    obj = _load(data, FEATURE_PATH)
+    status = int(obj["status"])
+    if status not in (FEATURE_STATUS_DISABLED, FEATURE_STATUS_ENABLED):
+        raise ValueError(f"unknown /feature status {status}")
+    features = obj.get("features") or {}
+    return status, {str(k): {str(a): int(b) for a, b in v.items()} for k, v in features.items()}
+
+
+# --------------------------------------------------------------------------------------------
 # /config/<type>/<name> and /config/changes
 
 

@@ -80,6 +80,8 @@ class TopicAdmin:
                 req.assignments,
                 validate_only,
                 controller_epoch=self.broker.controller_epoch,
+                # The broker does not run the controller yet: nothing else would write them.
+                write_partition_states=True,
             )
         except AdminError as exc:
             return CreateOutcome(exc.error_code, exc.message)
@@ -147,7 +149,7 @@ class TopicAdmin:
         try:
             await controller_topics.add_partitions(
                 self.broker.tree, name, count, self._live(), assignments, validate_only,
-                controller_epoch=self.broker.controller_epoch,
+                controller_epoch=self.broker.controller_epoch, write_partition_states=True,
             )
         except AdminError as exc:
             return exc.error_code, exc.message

@@ -7,16 +7,27 @@
   tests sharing the server never see each other's nodes.
 * ``zk_tree``: a connected :class:`~kaflet.metadata.zookeeper.ZooKeeperTree` on ``zk_connect``,
   closed after the test.
+* ``zk_ensemble``: a 3-node ZooKeeper ensemble of the test's own (tickTime 500 ms).
+* ``cluster_factory``: ``make(brokers=3, **kwargs)`` starts a :class:`tests.support.cluster.Cluster`
+  (its own ZooKeeper, brokers 1..N) in the test's tmp dir; every cluster made is closed, by PID,
+  after the test, whatever happened. ``cluster`` is ``make(3)``.
+* ``network``: a started tests.support.netns.Network of 4 hosts (3 brokers + ZooKeeper), torn
+  down after the test; skipped, with the reason, where namespaces cannot be made (not root, no
+  ``ip``). ``netns_reason`` is that reason (None when they can).
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
-from kaflet.metadata.zk_testing import ZooKeeperServer
+from kaflet.metadata.zk_testing import ZooKeeperEnsemble, ZooKeeperServer
+from tests.support.cluster import Cluster
+from tests.support.netns import Network, netns_unavailable_reason
 
 _chroots = itertools.count(1)
 
@@ -44,3 +55,55 @@ async def zk_tree(zk_connect: str) -> AsyncIterator[object]:
         yield tree
     finally:
         await tree.close()
+
+
+@pytest.fixture
+def zk_ensemble(tmp_path: Path) -> Iterator[ZooKeeperEnsemble]:
+    ensemble = ZooKeeperEnsemble(3, tick_time_ms=500, base_dir=tmp_path / "zk-ensemble").start()
+    try:
+        yield ensemble
+    finally:
+        ensemble.stop()
+
+
+@pytest.fixture
+def cluster_factory(tmp_path: Path) -> Iterator[Callable[..., Cluster]]:
+    made: list[Cluster] = []
+
+    def make(brokers: int = 3, **kwargs: Any) -> Cluster:
+        cluster = Cluster(tmp_path / f"cluster-{len(made) + 1}", brokers, **kwargs)
+        made.append(cluster)
+        return cluster.start()
+
+    try:
+        yield make
+    finally:
+        errors = []
+        for cluster in made:
+            try:
+                cluster.close()
+            except Exception as exc:  # close the other clusters before reporting
+                errors.append(exc)
+        if errors:
+            raise errors[0]
+
+
+@pytest.fixture
+def cluster(cluster_factory: Callable[..., Cluster]) -> Cluster:
+    return cluster_factory(3)
+
+
+@pytest.fixture(scope="session")
+def netns_reason() -> str | None:
+    return netns_unavailable_reason()
+
+
+@pytest.fixture
+def network(netns_reason: str | None) -> Iterator[Network]:
+    if netns_reason:
+        pytest.skip(netns_reason)
+    net = Network(4).start()
+    try:
+        yield net
+    finally:
+        net.close()

@@ -54,7 +54,8 @@ async def test_topic_layout_on_zookeeper(zk_tree: ZooKeeperTree, monkeypatch: py
         return await real_multi(ops)
 
     monkeypatch.setattr(zk_tree, "multi", counted)
-    res = await ct.create_topic(zk_tree, "wide", 1000, 3, {"cleanup.policy": "compact"}, BROKERS)
+    res = await ct.create_topic(zk_tree, "wide", 1000, 3, {"cleanup.policy": "compact"}, BROKERS,
+                                write_partition_states=True)
     assert sum(multis) == 3 + 2 * 1000 and len(multis) <= 4, multis
     k = zk_tree.kazoo
     data, _ = await asyncio.to_thread(k.get, "/brokers/topics/wide")
@@ -93,9 +94,9 @@ async def test_topic_watcher_on_zookeeper(zk_tree: ZooKeeperTree) -> None:
             changed.clear()
             await w.wait_idle()
 
-        await ct.create_topic(zk_tree, "t1", 2, 2, {}, BROKERS)
+        await ct.create_topic(zk_tree, "t1", 2, 2, {}, BROKERS, write_partition_states=True)
         await next_event()
-        await ct.add_partitions(zk_tree, "t1", 3, BROKERS)
+        await ct.add_partitions(zk_tree, "t1", 3, BROKERS, write_partition_states=True)
         await next_event()
         await ct.delete_topic(zk_tree, "t1")
         await next_event()

@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 import socket
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -17,34 +16,10 @@ from pathlib import Path
 import pytest
 
 from kaflet.cli.common import parse_properties_file
+from tests.support.cli import CLI, assert_one_line_error, assert_usage_error, run
 
-CLI = [sys.executable, "-m", "kaflet.cli"]
 # Every command gets this broker timeout so a hung broker fails the test quickly.
 BROKER_TIMEOUT = "5"
-
-
-def run(*args: str, stdin: str | bytes | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    """Run the CLI; returns the finished process with text stdout/stderr."""
-    data = stdin.encode() if isinstance(stdin, str) else stdin
-    proc = subprocess.run([*CLI, *args], input=data, capture_output=True, timeout=timeout)
-    return subprocess.CompletedProcess(proc.args, proc.returncode, proc.stdout.decode(), proc.stderr.decode())
-
-
-def assert_one_line_error(proc: subprocess.CompletedProcess[str], *fragments: str) -> None:
-    """Failure contract: non-zero exit, exactly one stderr line `Error: ...`, no traceback."""
-    assert proc.returncode != 0, proc
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, proc.stderr
-    assert lines[0].startswith("Error: "), proc.stderr
-    assert "Traceback" not in proc.stderr
-    for fragment in fragments:
-        assert fragment.lower() in lines[0].lower(), lines[0]
-
-
-def assert_usage_error(proc: subprocess.CompletedProcess[str]) -> None:
-    assert proc.returncode == 2, proc
-    assert "Usage:" in proc.stderr
-    assert "Traceback" not in proc.stderr
 
 
 def new_topic_name() -> str:

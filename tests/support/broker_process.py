@@ -1,126 +1,18 @@
 """A kaflet broker as a real child process, for integration and fault tests.
 
-The broker binds port 0 by default and the harness reads the port back from its start-up log
-line, so parallel runs never race for ports. Every process is stopped or killed by its PID.
+:class:`BrokerProcess` lives in the package (``kaflet dev-cluster`` runs brokers the same way);
+this module adds the context manager the tests use.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
-import re
-import signal
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-_LISTENING = re.compile(r"listening on (.*?), data in")
-_ENDPOINT = re.compile(r"([A-Za-z0-9_]+)://(\[[0-9a-fA-F:]+\]|[^,:\s]*):(\d+)")
+from kaflet.cli.broker_process import BrokerProcess
 
-
-class BrokerProcess:
-    """Start, stop (SIGTERM), kill (SIGKILL) and restart one broker process."""
-
-    def __init__(self, data_dir: Path, overrides: dict[str, str] | None = None) -> None:
-        self.data_dir = Path(data_dir)
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.overrides = dict(overrides or {})
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.port: int | None = None
-        #: Bound port of every listener, by listener name (from the start-up log line).
-        self.ports: dict[str, int] = {}
-        self.log_path = self.data_dir.parent / f"{self.data_dir.name}-broker.log"
-        self._log_offset = 0
-
-    @property
-    def bootstrap(self) -> str:
-        assert self.port is not None, "broker not started"
-        return f"127.0.0.1:{self.port}"
-
-    def bootstrap_for(self, listener: str) -> str:
-        """host:port of one of the broker's listeners, by name."""
-        return f"127.0.0.1:{self.ports[listener.upper()]}"
-
-    def start(self, timeout: float = 30.0) -> BrokerProcess:
-        port = self.port or 0  # a restart keeps its port so clients can reconnect
-        overrides = dict(self.overrides)
-        listeners = overrides.pop("listeners", None)
-        if listeners is None:
-            listeners = f"PLAINTEXT://127.0.0.1:{port}"
-        elif self.ports:
-            # A test's own listeners: a restart keeps each listener's port.
-            listeners = _ENDPOINT.sub(lambda m: f"{m.group(1)}://{m.group(2)}:{self.ports.get(m.group(1).upper(), m.group(3))}",
-                                      listeners)
-        args = [sys.executable, "-m", "kaflet.cli", "broker",
-                "--override", f"listeners={listeners}",
-                "--override", f"log.dirs={self.data_dir}"]
-        for k, v in overrides.items():
-            args += ["--override", f"{k}={v}"]
-        self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"broker exited with {self.proc.returncode}:\n{self.new_log()}")
-            m = _LISTENING.search(self.new_log())
-            if m:
-                self.ports = {name.upper(): int(p) for name, _host, p in _ENDPOINT.findall(m.group(1))}
-                # `port`/`bootstrap` name the PLAINTEXT listener, or the first one when there is none.
-                self.port = self.ports.get("PLAINTEXT", next(iter(self.ports.values())))
-                self._wait_port(deadline)
-                return self
-            time.sleep(0.05)
-        self.kill()
-        raise TimeoutError(f"broker did not start within {timeout}s:\n{self.new_log()}")
-
-    def _wait_port(self, deadline: float) -> None:
-        while time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port or 0), timeout=1):
-                    return
-            except OSError:
-                time.sleep(0.05)
-        raise TimeoutError("broker port never accepted connections")
-
-    def new_log(self) -> str:
-        """The broker's output since its last start."""
-        if not self.log_path.exists():
-            return ""
-        with open(self.log_path, "rb") as f:
-            f.seek(self._log_offset)
-            return f.read().decode(errors="replace")
-
-    def stop(self, timeout: float = 30.0) -> int:
-        """SIGTERM and wait: the clean shutdown path."""
-        if self.proc is None or self.proc.poll() is not None:
-            return self.proc.returncode if self.proc else 0
-        os.kill(self.proc.pid, signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            raise
-
-    def kill(self) -> None:
-        """SIGKILL: the crash path."""
-        if self.proc is not None and self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(10)
-
-    def restart(self, hard: bool = False) -> BrokerProcess:
-        if hard:
-            self.kill()
-        else:
-            self.stop()
-        return self.start()
-
-    @property
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+__all__ = ["BrokerProcess", "running_broker"]
 
 
 @contextlib.contextmanager

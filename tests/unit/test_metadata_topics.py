@@ -40,20 +40,33 @@ async def test_create_topic_writes_kafka_layout(tree: MetadataTree) -> None:
     assert obj["version"] == 3 and obj["topic_id"] == res.topic_id
     assert obj["partitions"] == {str(p): r for p, r in res.assignment.items()}
     assert obj["adding_replicas"] == {} and obj["removing_replicas"] == {}
+    # As Kafka's AdminZkClient: no partition nodes; the controller creates them.
+    assert await tree.exists("/brokers/topics/orders/partitions") is None
+    # Both nodes were written in one transaction.
+    zx = {(await tree.exists(p)).czxid for p in ("/config/topics/orders", "/brokers/topics/orders")}  # type: ignore[union-attr]
+    assert len(zx) == 1
+
+
+async def test_create_topic_with_partition_states(tree: MetadataTree) -> None:
+    """The broker's mode until it runs the controller: the state nodes are written too."""
+    res = await ct.create_topic(
+        tree, "orders", 3, 2, {}, BROKERS, controller_epoch=4, rng=random.Random(1), write_partition_states=True
+    )
     assert (await tree.get("/brokers/topics/orders/partitions"))[0] is None
     assert (await tree.get("/brokers/topics/orders/partitions/0"))[0] is None
     for p, reps in res.assignment.items():
         data, stat = await tree.get(f"/brokers/topics/orders/partitions/{p}/state")
         assert data == zk.partition_state_json(zk.LeaderAndIsr(reps[0], 0, reps, 4))
         assert stat.version == 0
-    # All nodes were written in one transaction.
-    zx = {(await tree.exists(p)).czxid for p in ("/config/topics/orders", "/brokers/topics/orders")}  # type: ignore[union-attr]
+    zx = {(await tree.exists(p)).czxid  # type: ignore[union-attr]
+          for p in ("/brokers/topics/orders", "/brokers/topics/orders/partitions/2/state")}
     assert len(zx) == 1
 
 
 async def test_create_topic_leader_is_first_live_replica(tree: MetadataTree) -> None:
     res = await ct.create_topic(
-        tree, "t", None, None, {}, [(2, None), (3, None)], assignment={0: [1, 2, 3], 1: [1, 4, 5]}
+        tree, "t", None, None, {}, [(2, None), (3, None)], assignment={0: [1, 2, 3], 1: [1, 4, 5]},
+        write_partition_states=True,
     )
     meta = (await ct.list_topics(tree))["t"]
     assert res.assignment == {0: [1, 2, 3], 1: [1, 4, 5]}
@@ -111,23 +124,28 @@ async def test_thousand_partitions_in_one_multi(tree: MetadataTree, monkeypatch:
             return await _real(*args, **kwargs)
 
         monkeypatch.setattr(tree, name, counted)
-    res = await ct.create_topic(tree, "wide", 1000, 3, {}, BROKERS)
+    res = await ct.create_topic(tree, "wide", 1000, 3, {}, BROKERS, write_partition_states=True)
     assert writes == [("multi", 3 + 2 * 1000)]  # config, topic, partitions, then partition + state each
     assert len(res.assignment) == 1000
     assert len(await tree.children("/brokers/topics/wide/partitions")) == 1000
 
 
 async def test_add_partitions(tree: MetadataTree) -> None:
-    res = await ct.create_topic(tree, "g", 2, 2, {}, BROKERS, assignment=None, rng=random.Random(3))
-    full = await ct.add_partitions(tree, "g", 5, BROKERS)
+    res = await ct.create_topic(tree, "g", 2, 2, {}, BROKERS, assignment=None, rng=random.Random(3),
+                                write_partition_states=True)
+    full = await ct.add_partitions(tree, "g", 5, BROKERS, write_partition_states=True)
     assert len(full) == 5 and {p: full[p] for p in (0, 1)} == res.assignment
     assert all(len(r) == 2 and len(set(r)) == 2 for r in full.values())
     meta = await ct.get_topic(tree, "g")
     assert meta is not None and meta.topic_id == res.topic_id and meta.assignment == full
     assert sorted(meta.partition_states) == [0, 1, 2, 3, 4]
 
+    stat = await tree.exists("/brokers/topics/g")
     manual = await ct.add_partitions(tree, "g", 7, BROKERS, assignment=[[1, 2], [3, 1]])
     assert manual[5] == [1, 2] and manual[6] == [3, 1]
+    # Without write_partition_states only the assignment changes (Kafka's AdminZkClient).
+    assert (await tree.exists("/brokers/topics/g")).version == stat.version + 1  # type: ignore[union-attr]
+    assert await tree.exists("/brokers/topics/g/partitions/5") is None
     with pytest.raises(ct.InvalidPartitionsError, match="Topic already has 7 partitions."):
         await ct.add_partitions(tree, "g", 7, BROKERS)
     with pytest.raises(ct.InvalidPartitionsError, match="which is higher than the requested 3"):
@@ -202,7 +220,7 @@ async def test_topic_watcher(tree: MetadataTree) -> None:
         assert ev.kinds() == [("deleted", "doomed"), ("changed", "pre")]
         ev.log.clear()
 
-        created = await ct.create_topic(tree, "new", 2, 2, {}, BROKERS)
+        created = await ct.create_topic(tree, "new", 2, 2, {}, BROKERS, write_partition_states=True)
         await w.wait_idle()
         assert ev.kinds() == [("changed", "new")]
         meta = ev.log[0][2]

@@ -164,3 +164,18 @@ def test_sanitize() -> None:
     assert zk.sanitize("ü~") == "%C3%BC%7E"
     for name in ("user*1", "a b", "CN=x,O=y", "ü~", "a+b"):
         assert zk.desanitize(zk.sanitize(name)) == name
+
+
+def test_notification_and_feature_nodes() -> None:
+    raw = zk.partition_list_json([("t", 0), ("u", 3)])
+    assert raw == b'{"version":1,"partitions":[{"topic":"t","partition":0},{"topic":"u","partition":3}]}'
+    assert zk.parse_partition_list(raw) == {("t", 0), ("u", 3)}
+    assert zk.parse_partition_list(b'{"partitions":[{"partition":1,"topic":"x"}],"version":1}') == {("x", 1)}
+    assert zk.isr_change_prefix() == "/isr_change_notification/isr_change_"
+    assert zk.log_dir_event_json(4) == b'{"version":1,"broker":4,"event":1}'
+    assert zk.parse_log_dir_event(b'{"event":1,"broker":4,"version":1}') == 4
+    assert zk.feature_json(1) == b'{"features":{},"version":1,"status":1}'
+    assert zk.parse_feature(b'{"status":0,"version":1,"features":{"f":{"min_version_level":1,"max_version_level":2}}}') == (
+        0, {"f": {"min_version_level": 1, "max_version_level": 2}})
+    with pytest.raises(ValueError):
+        zk.parse_feature(b'{"status":7,"version":1,"features":{}}')

@@ -1,0 +1,157 @@
+"""The ZooKeeper test servers themselves: a standalone server and a 3-node ensemble on loopback,
+killed, stopped and restarted by PID, with readiness and leadership read from ``srvr``."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kazoo.client import KazooClient
+
+from kaflet.metadata.zk_testing import ZooKeeperEnsemble, ZooKeeperServer
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def pid_gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def kazoo(hosts: str) -> KazooClient:
+    client = KazooClient(hosts=hosts, timeout=10.0)
+    client.start(timeout=15)
+    return client
+
+
+@pytest.fixture
+def ensemble(tmp_path: Path) -> Iterator[ZooKeeperEnsemble]:
+    ens = ZooKeeperEnsemble(3, tick_time_ms=500, base_dir=tmp_path / "zk")
+    ens.start()
+    try:
+        yield ens
+    finally:
+        ens.stop()
+
+
+def test_standalone_server_restarts_on_its_data(tmp_path: Path) -> None:
+    server = ZooKeeperServer(data_dir=tmp_path / "zk").start()
+    try:
+        assert server.mode() == "standalone"
+        client = kazoo(server.connect_string)
+        client.create("/kept", b"v1")
+        client.stop()
+        client.close()
+        first_pid = server.pid
+        assert first_pid is not None
+        assert server.restart(hard=True) == "standalone"
+        assert pid_gone(first_pid) and server.pid != first_pid
+        client = kazoo(server.connect_string)
+        try:
+            assert client.get("/kept")[0] == b"v1"
+        finally:
+            client.stop()
+            client.close()
+    finally:
+        pid = server.pid
+        server.stop()
+    assert pid is not None and pid_gone(pid)
+    assert (tmp_path / "zk" / "data").is_dir()  # a caller's directory is the caller's to remove
+
+
+def test_ensemble_forms_with_one_leader(ensemble: ZooKeeperEnsemble) -> None:
+    modes = ensemble.modes()
+    assert sorted(m or "down" for m in modes.values()) == ["follower", "follower", "leader"], modes
+    leader = ensemble.leader_id()
+    assert leader is not None and modes[leader] == "leader"
+    for myid, server in ensemble.servers.items():
+        assert (server.base_dir / "data" / "myid").read_text().strip() == str(myid)
+        assert server.base_dir.parent == ensemble.base_dir
+    assert len(set(ensemble.pids().values())) == 3
+    # Every node serves the same tree: write through one, read through each.
+    writer = kazoo(ensemble.servers[1].connect_string)
+    try:
+        writer.create("/shared", b"x")
+    finally:
+        writer.stop()
+        writer.close()
+    for server in ensemble.servers.values():
+        reader = kazoo(server.connect_string)
+        try:
+            reader.sync("/shared")
+            assert reader.get("/shared")[0] == b"x"
+        finally:
+            reader.stop()
+            reader.close()
+
+
+def test_leader_killed_then_restarted(ensemble: ZooKeeperEnsemble) -> None:
+    client = kazoo(ensemble.connect_string)
+    try:
+        client.create("/before", b"1")
+        old = ensemble.leader_id()
+        assert old is not None
+        old_pid = ensemble.pids()[old]
+        ensemble.kill(old)
+        assert pid_gone(old_pid) and not ensemble.servers[old].alive
+        new = ensemble.wait_for_leader(timeout=30, exclude=(old,))
+        assert new != old
+        assert ensemble.modes()[old] is None
+        # The session survives the failover and the quorum of two accepts writes.
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                client.create("/after", b"2")
+                break
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        assert ensemble.restart(old) == "follower"
+        assert ensemble.leader_id() == new
+        rejoined = kazoo(ensemble.servers[old].connect_string)
+        try:
+            rejoined.sync("/after")
+            assert rejoined.get("/before")[0] == b"1" and rejoined.get("/after")[0] == b"2"
+        finally:
+            rejoined.stop()
+            rejoined.close()
+    finally:
+        client.stop()
+        client.close()
+
+
+def test_follower_stopped_and_quorum_loss(ensemble: ZooKeeperEnsemble) -> None:
+    leader = ensemble.leader_id()
+    followers = [myid for myid in ensemble.servers if myid != leader]
+    ensemble.stop_server(followers[0])  # SIGTERM
+    assert ensemble.leader_id() == leader  # two of three still make a quorum
+    ensemble.kill(followers[1])
+    # Alone, the last server stops serving; srvr says so while ruok still answers imok.
+    survivor = ensemble.servers[leader] if leader is not None else ensemble.servers[1]
+    deadline = time.monotonic() + 30
+    while survivor.mode() is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert survivor.mode() is None
+    assert survivor.four_letter("ruok") == "imok"
+    assert "not currently serving" in (survivor.four_letter("srvr") or "")
+    # Bring both back: the quorum forms again with one leader.
+    for myid in followers:
+        ensemble.restart(myid, timeout=30)
+    ensemble.wait_for_leader(timeout=30)
+    assert sorted(m or "down" for m in ensemble.modes().values()) == ["follower", "follower", "leader"]
+
+
+def test_stop_leaves_no_process(tmp_path: Path) -> None:
+    ens = ZooKeeperEnsemble(3, base_dir=tmp_path / "zk").start()
+    pids = list(ens.pids().values())
+    assert len(pids) == 3
+    ens.stop()
+    assert all(pid_gone(pid) for pid in pids)
+    assert ens.pids() == {}
