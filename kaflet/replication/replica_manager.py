@@ -29,6 +29,7 @@ from typing import Any
 
 from kaflet.log.config import LogConfig
 from kaflet.log.log_manager import LogManager
+from kaflet.metadata.topic_names import is_valid
 from kaflet.metadata.zkdata import ZERO_UUID, uuid_to_str
 from kaflet.network.client import BrokerConnectionError
 from kaflet.protocol import codec
@@ -182,7 +183,11 @@ class ReplicaManager:
                 tp = (t.topic_name, ps.partition_index)
                 part = self.partitions.get(tp)
                 current_epoch = part.leader_epoch if part is not None else -1
-                if part is not None and topic_id is not None and part.log.topic_id not in (None, topic_id):
+                if part is None and (not is_valid(tp[0]) or tp[1] < 0):
+                    # No such partition can exist, and its name must not become a directory.
+                    log.warning("ignoring LeaderAndIsr for invalid partition %r-%d", *tp)
+                    errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                elif part is not None and topic_id is not None and part.log.topic_id not in (None, topic_id):
                     log.error("topic id %s of %s-%d in LeaderAndIsr does not match the log's %s", topic_id, *tp,
                               part.log.topic_id)
                     errors[tp] = ErrorCode.INCONSISTENT_TOPIC_ID

@@ -100,6 +100,12 @@ async def test_stale_and_foreign_partition_states_get_kafkas_errors(b1: Broker1)
     assert b1.apply(3, [_state(0, 1, 4)]) == {0: E.STALE_CONTROLLER_EPOCH}
     assert b1.rm.get(T, 1) is None and b1.logs.get_log(T, 1) is None
     assert b1.part().leader_epoch == 5
+    # Names no topic can have never become directories.
+    bad = b1.rm.become_leader_or_follower(leader_and_isr(3, "../escape", [_state(0, 1, 1), _state(-1, 1, 1)]),
+                                          broker_epoch=50)
+    assert _errors(bad) == {0: E.UNKNOWN_TOPIC_OR_PARTITION, -1: E.UNKNOWN_TOPIC_OR_PARTITION}
+    assert b1.apply(3, [_state(-1, 1, 1)]) == {-1: E.UNKNOWN_TOPIC_OR_PARTITION}
+    assert b1.logs.all_logs().keys() == {(T, 0)}
     # A topic id other than the log's.
     assert b1.apply(3, [_state(0, 1, 6)], topic_id=uuid.UUID(int=42)) == {0: E.INCONSISTENT_TOPIC_ID}
     assert b1.changes == [([f"{T}-0"], [])]  # nothing changed after the first
