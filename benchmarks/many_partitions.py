@@ -39,30 +39,61 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / _TICKS
 
 
+class RdkafkaConsumer:
+    """confluent-kafka (librdkafka): no fetch sessions, Fetch v16 by topic id."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"many-{uuid.uuid4().hex[:8]}",
+                                  "enable.auto.commit": False, **_QUIET})
+        self.consumer.assign([TopicPartition(topic, p, OFFSET_END) for p in range(partitions)])
+
+    def poll(self) -> list[bytes]:
+        msg = self.consumer.poll(0.1)
+        return [msg.value() or b""] if msg is not None and msg.error() is None else []
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+class KafkaPythonConsumer:
+    """kafka-python: incremental fetch sessions (KIP-227), Fetch v12 by topic name."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+        from kafka import KafkaConsumer
+        from kafka import TopicPartition as KafkaTopicPartition
+
+        self.consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+        self.consumer.assign([KafkaTopicPartition(topic, p) for p in range(partitions)])
+        self.consumer.seek_to_end()
+
+    def poll(self) -> list[bytes]:
+        return [r.value or b"" for records in self.consumer.poll(timeout_ms=100).values() for r in records]
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+CLIENTS = {"librdkafka": RdkafkaConsumer, "kafka-python": KafkaPythonConsumer}
+
+
 class ConsumerLoop(threading.Thread):
     """Polls the consumer; records the end-to-end latency of each stamped record."""
 
-    def __init__(self, consumer: Consumer) -> None:
+    def __init__(self, consumer: RdkafkaConsumer | KafkaPythonConsumer) -> None:
         super().__init__(daemon=True)
         self.consumer = consumer
         self.latencies: list[float] = []
         self.received = 0
-        self.errors = 0
         self.stop = threading.Event()
 
     def run(self) -> None:
         while not self.stop.is_set():
-            msg = self.consumer.poll(0.1)
-            if msg is None:
-                continue
+            values = self.consumer.poll()
             now = time.time()
-            if msg.error() is not None:
-                self.errors += 1
-                continue
-            value = msg.value() or b""
-            if len(value) >= _STAMP.size:
-                self.received += 1
-                self.latencies.append(now - _STAMP.unpack_from(value)[0])
+            for value in values:
+                if len(value) >= _STAMP.size:
+                    self.received += 1
+                    self.latencies.append(now - _STAMP.unpack_from(value)[0])
 
 
 def measure(pid: int, seconds: float) -> float:
@@ -92,16 +123,10 @@ def trickle(bootstrap: str, topic: str, partitions: int, rate: float, seconds: f
 
 def run(bootstrap: str, pid: int, args: argparse.Namespace) -> dict[str, float | int | None]:
     topic = create_topic(AdminClient({"bootstrap.servers": bootstrap, **_QUIET}), args.partitions, 60.0)
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap,
-        "group.id": f"many-{uuid.uuid4().hex[:8]}",
-        "enable.auto.commit": False,
-        **_QUIET,
-    })
+    consumer = CLIENTS[args.client](bootstrap, topic, args.partitions)
     loop = ConsumerLoop(consumer)
     result: dict[str, float | int | None] = {}
     try:
-        consumer.assign([TopicPartition(topic, p, OFFSET_END) for p in range(args.partitions)])
         loop.start()
         time.sleep(args.warmup)  # offsets resolved, fetching in its steady state
         print(f"[many] idle phase ({args.seconds:g} s)", file=sys.stderr, flush=True)
@@ -145,6 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     where.add_argument("--bootstrap", metavar="HOST:PORT", help="an already running broker (needs --pid)")
     p.add_argument("--pid", type=int, help="the running broker's process id (with --bootstrap)")
     p.add_argument("--partitions", type=int, default=1000)
+    p.add_argument("--client", choices=sorted(CLIENTS), default="librdkafka",
+                   help="the consumer: librdkafka (sessionless) or kafka-python (fetch sessions)")
     p.add_argument("--rate", type=float, default=10.0, help="records per second in the trickle phase")
     p.add_argument("--size", type=int, default=100, help="record value size in bytes")
     p.add_argument("--seconds", type=float, default=30.0, help="length of each measured phase")
@@ -163,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
                 result = run(broker.bootstrap, broker.proc.pid, args)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    print(f"{target}: {args.partitions} partitions, one consumer (assign), trickle {args.rate:g} msg/s "
+    print(f"{target}: {args.partitions} partitions, one {args.client} consumer (assign), trickle {args.rate:g} msg/s "
           f"of {args.size} B, {args.seconds:g} s per phase")
     print(f"  broker CPU idle      {_fmt(result['idle_cpu_pct'], '.1f')} % of one core")
     print(f"  broker CPU trickle   {_fmt(result['trickle_cpu_pct'], '.1f')} % of one core")
