@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -121,6 +121,7 @@ class BrokerProcess:
         self.target = target
         self.port = free_port()
         self.bootstrap = f"127.0.0.1:{self.port}"
+        workdir.mkdir(parents=True, exist_ok=True)
         self.log_path = workdir / f"{target}.log"
         if target == "tansu":
             url = f"tcp://127.0.0.1:{self.port}"
@@ -128,7 +129,7 @@ class BrokerProcess:
                    "--storage-engine", "memory://tansu/"]
         else:
             data_dir = workdir / "kaflet-data"
-            data_dir.mkdir()
+            data_dir.mkdir(parents=True)
             cmd = [*kaflet_command(), "broker", "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
                    "--override", f"log.dirs={data_dir}"]
             for key, value in (overrides or {}).items():
@@ -300,7 +301,9 @@ def consume_phase(bootstrap: str, topic: str, sc: Scenario, expected: int, res: 
         last_data = start
         got = 0
         while got < expected and time.perf_counter() < deadline:
-            batch = consumer.consume(num_messages=10_000, timeout=0.2)
+            # Never ask for more than is left: consume() waits out its timeout for a batch it
+            # cannot fill, which would count as consume time after the last record arrived.
+            batch = consumer.consume(num_messages=min(10_000, expected - got), timeout=0.2)
             now = time.perf_counter()
             for msg in batch:
                 if msg.error() is None:
@@ -391,25 +394,64 @@ def started_broker(target: str, workdir: Path, overrides: dict[str, str] | None 
         broker.stop()
 
 
-def run_target(target: str, bootstrap: str | None, scenarios: list[Scenario], args: argparse.Namespace,
-               workdir: Path, results: list[Result]) -> None:
-    """Run every scenario on one broker, appending as we go so Ctrl-C keeps partial results."""
+def median_run(runs: list[Result]) -> Result:
+    """One scenario's figures over repeated runs: produce figures from the run with the median
+    produce rate (median p50 for paced runs), consume figures from the run with the median
+    consume rate; every run's notes are kept."""
+    if len(runs) == 1:
+        return runs[0]
 
-    def run_all(bs: str) -> None:
-        for sc in scenarios:
-            print(f"[{target}] {sc.name} ...", file=sys.stderr, flush=True)
-            results.append(run_scenario(target, bs, sc, args))
+    def middle(key: Callable[[Result], float | None]) -> Result:
+        measured = sorted((r for r in runs if key(r) is not None), key=lambda r: key(r) or 0.0)
+        return measured[(len(measured) - 1) // 2] if measured else runs[0]
 
-    if bootstrap:
-        run_all(bootstrap)
-        return
-    try:
-        with started_broker(target, workdir) as broker:
+    paced = runs[0].p50_ms is not None and runs[0].consume_rate is None and len({r.produced for r in runs}) == 1
+    prod = middle((lambda r: r.p50_ms) if paced else (lambda r: r.produce_rate))
+    cons = middle(lambda r: r.consume_rate)
+    out = Result(prod.target, prod.scenario, produced=prod.produced, produce_s=prod.produce_s,
+                 produce_errors=prod.produce_errors, p50_ms=prod.p50_ms, p99_ms=prod.p99_ms,
+                 consumed=cons.consumed, consume_s=cons.consume_s, size=prod.size)
+    spread = [f"median of {len(runs)} runs"]
+    for name, rates in (("prod", [r.produce_rate for r in runs]), ("cons", [r.consume_rate for r in runs])):
+        known = [x for x in rates if x is not None]
+        if known and not paced:
+            spread.append(f"{name} msg/s {min(known):,.0f}-{max(known):,.0f}")
+    out.notes.append(", ".join(spread))
+    out.notes += [f"run {i + 1}: {n}" for i, r in enumerate(runs) for n in r.notes]
+    return out
+
+
+def run_targets(targets: dict[str, str | None], scenarios: list[Scenario], args: argparse.Namespace,
+                workdir: Path, results: list[Result]) -> None:
+    """Run every scenario ``args.repeat`` times on each target (name -> bootstrap, None: start
+    it here), appending as we go so Ctrl-C keeps partial results.
+
+    All brokers run at once and take turns scenario by scenario and run by run, so a busy
+    moment of a shared machine falls on both rather than on whichever ran then.
+    """
+    with contextlib.ExitStack() as stack:
+        live: dict[str, str] = {}
+        for target, bootstrap in targets.items():
+            if bootstrap:
+                live[target] = bootstrap
+                continue
+            try:
+                broker = stack.enter_context(started_broker(target, workdir / target))
+            except (RuntimeError, OSError, ImportError) as exc:
+                print(f"[{target}] could not start broker: {exc}", file=sys.stderr)
+                results.extend(Result(target, sc.name, size=sc.size, notes=["broker did not start"])
+                               for sc in scenarios)
+                continue
             print(f"[{target}] broker pid {broker.proc.pid} on {broker.bootstrap}", file=sys.stderr, flush=True)
-            run_all(broker.bootstrap)
-    except (RuntimeError, OSError, ImportError) as exc:
-        print(f"[{target}] could not start broker: {exc}", file=sys.stderr)
-        results.extend(Result(target, sc.name, size=sc.size, notes=["broker did not start"]) for sc in scenarios)
+            live[target] = broker.bootstrap
+        for sc in scenarios:
+            runs: dict[str, list[Result]] = {t: [] for t in live}
+            for i in range(args.repeat):
+                for target, bootstrap in live.items():
+                    run = f" (run {i + 1}/{args.repeat})" if args.repeat > 1 else ""
+                    print(f"[{target}] {sc.name}{run} ...", file=sys.stderr, flush=True)
+                    runs[target].append(run_scenario(target, bootstrap, sc, args))
+            results.extend(median_run(r) for r in runs.values())
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -426,8 +468,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--batch-size", type=int, default=1_048_576)
     p.add_argument("--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"])
     p.add_argument("--only", action="append", metavar="TEXT", help="run scenarios whose name contains TEXT")
+    p.add_argument("--repeat", type=int, default=1, metavar="N",
+                   help="run each scenario N times per target and report the median run")
     p.add_argument("--json", metavar="FILE", help="also write the raw results as JSON")
     args = p.parse_args(argv)
+    if args.repeat < 1:
+        p.error("--repeat must be at least 1")
     if args.quick:
         args.messages = min(args.messages, 5_000)
         args.time_limit = min(args.time_limit, 5.0)
@@ -451,11 +497,10 @@ def main(argv: list[str] | None = None) -> int:
     interrupted = False
     try:
         if args.bootstrap:
-            run_target("broker", args.bootstrap, scenarios, args, workdir, results)
+            targets: dict[str, str | None] = {"broker": args.bootstrap}
         else:
-            targets = ["kaflet", "tansu"] if args.target == "both" else [args.target]
-            for target in targets:
-                run_target(target, None, scenarios, args, workdir, results)
+            targets = dict.fromkeys(["kaflet", "tansu"] if args.target == "both" else [args.target])
+        run_targets(targets, scenarios, args, workdir, results)
     except KeyboardInterrupt:
         interrupted = True
         print("\ninterrupted; partial results:", file=sys.stderr)
@@ -463,6 +508,8 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(workdir, ignore_errors=True)
     print(f"\nlinger.ms={args.linger_ms} batch.size={args.batch_size} compression={args.compression} "
           f"messages/scenario={args.messages} time-limit={args.time_limit:g}s")
+    order = {name: i for i, name in enumerate(["broker", "kaflet", "tansu"])}
+    results.sort(key=lambda r: order[r.target])  # stable: scenarios keep their order per target
     print_results(results)
     if args.target == "both":
         print_ratios(results)

@@ -145,7 +145,8 @@ class Partition:
         self.leader_epoch_start_offset: int | None = None
         #: Followers by broker id (the assigned replicas other than this broker), while leader.
         self.remote_replicas: dict[int, Replica] = {}
-        self._waiters: set[asyncio.Future[None]] = set()
+        # Fetches long-polling on this partition: each is called with it at the next change.
+        self._waiters: set[Callable[[Partition], None]] = set()
         self._acks = HighWatermarkWaiters()
 
     def __repr__(self) -> str:
@@ -460,17 +461,17 @@ class Partition:
     # -- fetches waiting for data -----------------------------------------------------------
 
     def wake_fetchers(self) -> None:
-        """Complete every long-polling fetch that waits on this partition."""
+        """Tell every long-polling fetch that waits on this partition that it changed."""
         if not self._waiters:
             return
         waiters, self._waiters = self._waiters, set()
-        for fut in waiters:
-            if not fut.done():
-                fut.set_result(None)
+        for wake in waiters:
+            wake(self)
 
-    def data_waiter(self, fut: asyncio.Future[None]) -> None:
-        """Register a future completed at the next append or high watermark move."""
-        self._waiters.add(fut)
+    def data_waiter(self, wake: Callable[[Partition], None]) -> None:
+        """Register a callback called with this partition (once) at the next append, high
+        watermark move, leadership change or close; the fetch it belongs to re-reads it."""
+        self._waiters.add(wake)
 
-    def forget_waiter(self, fut: asyncio.Future[None]) -> None:
-        self._waiters.discard(fut)
+    def forget_waiter(self, wake: Callable[[Partition], None]) -> None:
+        self._waiters.discard(wake)

@@ -36,6 +36,7 @@ from kaflet.server import controller_requests, listener_security
 from kaflet.server.config import BrokerConfig, ConfigError, Endpoint, parse_endpoints
 from kaflet.server.config_admin import ConfigAdmin
 from kaflet.server.dispatcher import Dispatcher
+from kaflet.server.fetch_session import FetchManager, FetchSessionCache
 from kaflet.server.inter_broker_security import inter_broker_settings
 from kaflet.server.metadata_cache import MetadataCache, PartitionInfo
 from kaflet.server.topic_admin import TopicAdmin, wait_until
@@ -79,6 +80,9 @@ class Broker:
         # the quota configs in /config/users, /config/clients and /config/ips feeding it.
         self.quota_manager: QuotaManager = KafkaQuotaManager(QuotaSettings.from_config(config))
         self.quota_configs: QuotaConfigStore = None  # type: ignore[assignment]
+        # Incremental fetch sessions (KIP-227) of all clients and followers.
+        self.fetch_manager = FetchManager(FetchSessionCache(config["max.incremental.fetch.session.cache.slots"]),
+                                          lambda: time.monotonic() * 1000)
         self.listeners: list[Listener] = []
         self.advertised: list[Endpoint] = []
         self._metadata_changed = asyncio.Event()

@@ -132,6 +132,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("socket.receive.buffer.bytes", int, 102400, minimum=-1),
     ConfigDef("connections.max.idle.ms", int, 600000, minimum=-1),
     ConfigDef("fetch.max.bytes", int, 57671680, minimum=1024),
+    ConfigDef("max.incremental.fetch.session.cache.slots", int, 1000, minimum=0),
     ConfigDef("request.timeout.ms", int, 30000, minimum=0),
     ConfigDef("zookeeper.connect", str, None),
     # Group coordinator and committed offsets (kaflet/coordinator/group).

@@ -103,6 +103,7 @@ BROKER_DOCS: dict[str, str] = {
     "socket.receive.buffer.bytes": "SO_RCVBUF of the broker's sockets; -1 for the OS default.",
     "connections.max.idle.ms": "Idle time after which a client connection is closed.",
     "fetch.max.bytes": "Largest response the broker builds for one fetch request.",
+    "max.incremental.fetch.session.cache.slots": "Most incremental fetch sessions (KIP-227) the broker keeps.",
     "request.timeout.ms": "How long the broker waits on behalf of a request before giving up.",
     "zookeeper.connect": "ZooKeeper connection string; unset for a self-contained single broker.",
     "num.network.threads": "Threads that serve the network (kaflet: one event loop).",

@@ -105,13 +105,24 @@ def _produce(c: RawClient, topic: str, values: list[bytes], version: int = 7, pa
     return resp.responses[0].partition_responses[0]
 
 
+def _topic_id(c: RawClient, topic: str) -> uuid.UUID:
+    M = _req(K.METADATA)
+    return c.request(K.METADATA, 12, M(
+        topics=[M.MetadataRequestTopic(name=topic, topic_id=uuid.UUID(int=0))], allow_auto_topic_creation=False,
+        include_cluster_authorized_operations=False, include_topic_authorized_operations=False)).topics[0].topic_id
+
+
 def _fetch(c: RawClient, topic: str, version: int, offset: int = 0) -> Any:
+    """A sessionless fetch of partition 0; from v13 the topic goes by its id (KIP-516)."""
     F = _req(K.FETCH)
+    topic_id = _topic_id(c, topic) if version >= 13 else uuid.UUID(int=0)
     resp = c.request(K.FETCH, version, F(
         replica_id=-1, max_wait_ms=100, min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=0,
-        session_epoch=-1, topics=[F.FetchTopic(topic=topic, partitions=[F.FetchTopic.FetchPartition(
+        session_epoch=-1, topics=[F.FetchTopic(topic=topic, topic_id=topic_id, partitions=[F.FetchTopic.FetchPartition(
             partition=0, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1, log_start_offset=-1,
             partition_max_bytes=1 << 20)])], forgotten_topics_data=[], rack_id=""))
+    if version >= 13:
+        assert [t.topic_id for t in resp.responses] == [topic_id]
     return resp
 
 
@@ -232,7 +243,7 @@ def _produce_check(broker: BrokerProcess, c: RawClient, v: int) -> None:
     assert [value for _, _, value in _records(bytes(fpart.records))] == [b"a", b"b", b"c", b"d"]
 
 
-@check(K.FETCH, range(4, 13))
+@check(K.FETCH, range(4, 17))
 def _fetch_check(broker: BrokerProcess, c: RawClient, v: int) -> None:
     topic = _topic(broker, f"f{v}")
     assert _produce(c, topic, [b"x", b"y", b"z"]).error_code == 0

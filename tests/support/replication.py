@@ -200,7 +200,7 @@ class LoopbackLeader:
                                                                 p.log_start_offset)
                         if data.error_code:
                             continue
-                    data.records = list(regions)
+                    data.records = list(regions) or None
                     total += sum(r.size for r in regions)
                     waitable.append(part)
                 topics.append((t.topic, datas))
@@ -210,8 +210,13 @@ class LoopbackLeader:
             if total >= req.min_bytes or errors or remaining <= 0 or not waitable:
                 return encode_fetch_response(topics, 0, version)
             fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+            def wake(_part: Any, fut: asyncio.Future[None] = fut) -> None:
+                if not fut.done():
+                    fut.set_result(None)
+
             for part in waitable:
-                part.data_waiter(fut)
+                part.data_waiter(wake)
             try:
                 async with asyncio.timeout(remaining):
                     await fut
@@ -219,4 +224,4 @@ class LoopbackLeader:
                 pass
             finally:
                 for part in waitable:
-                    part.forget_waiter(fut)
+                    part.forget_waiter(wake)

@@ -1,150 +1,290 @@
-"""Fetch (key 1): file regions of the logs, long-polling until min_bytes or max_wait_ms.
+"""Fetch (key 1, v4-v16): file regions of the logs, long-polling until min_bytes or max_wait_ms.
 
-Sessions (KIP-227) are not kept: every response carries session id 0, which tells the client
-to send full fetch requests, as Kafka does when its session cache is full.
+Follows Kafka's KafkaApis.handleFetchRequest: the request's fetch session
+(kaflet/server/fetch_session.py) says which partitions to read (for an incremental fetch: all
+of the session's); partitions of unknown topic ids (v13+), refused topics and unknown partitions
+are answered aside, the others are read from their logs, and the request waits (up to
+max_wait_ms) until min_bytes are readable or a partition fails. The session then picks what
+goes into the response. Topics are named up to v12 and identified by their id from v13.
+
+A follower's fetch (replica id >= 0, ClusterAction) reads up to the log end offset and records
+the follower's position once (kaflet/replication/follower_fetch.py), which may move the high
+watermark and add the follower to the ISR; consumers read up to the high watermark, from the
+leader only.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
 
-from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode, KafkaError
-from kaflet.protocol.fetch import FetchResponse, PartitionFetchData
-from kaflet.replication.follower_fetch import fetch_upper_bound, is_follower_fetch, record_follower_fetch
+from kaflet.protocol.fetch import (
+    FetchRequest,
+    NodeEndpoint,
+    PartitionFetchData,
+    decode_fetch_request,
+    records_size,
+)
+from kaflet.replication.follower_fetch import fetch_upper_bound, record_follower_fetch
 from kaflet.replication.partition import Partition
 from kaflet.security.acl import AclOperation, ResourceType
+from kaflet.server.fetch_session import (
+    CachedPartition,
+    PartitionKey,
+    ResponsePartition,
+    SessionFetchResponse,
+    TopicKey,
+)
+from kaflet.server.metadata_cache import MetadataCache
 from kaflet.server.request_context import RequestContext
 
 API_KEY = ApiKey.FETCH
 MIN_VERSION = 4
-MAX_VERSION = 12
+MAX_VERSION = 16
+
+_NOT_LEADER = ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+# A partition to read: its entry of the fetch, the local partition (None: not hosted here), and
+# its answer.
+_Target = tuple[CachedPartition, Partition | None, PartitionFetchData]
 
 
-#: Stands in for the partition of a topic the principal may not fetch.
-DENIED: Any = object()
-
-
-def _read_partition(
-    partition: Partition | None, p: Any, budget: int, min_one: bool, replica_id: int
-) -> tuple[PartitionFetchData, int]:
-    out = PartitionFetchData(p.partition)
-    if partition is DENIED:
-        out.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-        return out, 0
-    if partition is None:
-        out.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        return out, 0
-    if not partition.is_leader:
-        out.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
-        return out, 0
-    log = partition.log
-    out.high_watermark = log.high_watermark
-    out.last_stable_offset = log.high_watermark
-    out.log_start_offset = log.log_start_offset
-    epoch_error = partition.check_leader_epoch(getattr(p, "current_leader_epoch", -1))
-    if epoch_error:
-        out.error_code = epoch_error
-        return out, 0
-    max_bytes = min(p.partition_max_bytes, budget)
-    if max_bytes <= 0 and not min_one:
-        return out, 0
-    try:
-        result = log.read(p.fetch_offset, max(max_bytes, 0), fetch_upper_bound(partition, replica_id), min_one)
-    except KafkaError as exc:
-        out.error_code = exc.code
-        return out, 0
-    except OSError:
-        out.error_code = ErrorCode.KAFKA_STORAGE_ERROR
-        return out, 0
-    out.records = list(result.regions)
-    return out, sum(r.size for r in result.regions)
-
-
-async def handle(ctx: RequestContext, body: memoryview) -> FetchResponse:
-    req = codec.decode_request(API_KEY, ctx.version, body)
+async def handle(ctx: RequestContext, body: memoryview) -> SessionFetchResponse:
+    version = ctx.version
+    req = decode_fetch_request(body, version)
     broker = ctx.broker
-    session_error = ErrorCode.NONE
-    if ctx.version >= 7 and req.session_id != 0:
-        session_error = ErrorCode.FETCH_SESSION_ID_NOT_FOUND
-    wanted: list[tuple[str, list[tuple[Any, Partition | None]]]] = []
-    if not session_error:
-        # A follower (replica id >= 0) needs ClusterAction on the cluster for everything it
-        # fetches; a consumer needs Read on each topic. Refused partitions get
-        # TOPIC_AUTHORIZATION_FAILED (DENIED below) and are not waited for.
-        if req.replica_id >= 0:
-            readable = {t.topic for t in req.topics} if ctx.authorize_cluster(AclOperation.CLUSTER_ACTION) else set()
-        else:
-            readable = ctx.authorized(AclOperation.READ, ResourceType.TOPIC, (t.topic for t in req.topics))
-        for t in req.topics:
-            if t.topic in readable:
-                wanted.append((t.topic, [(p, broker.replica_manager.get(t.topic, p.partition)) for p in t.partitions]))
-            else:
-                wanted.append((t.topic, [(p, DENIED) for p in t.partitions]))
+    cache = broker.metadata_cache
+    fetch_data, to_forget = _request_partitions(req, version, cache.topics_by_id)
+    is_follower = req.replica_id >= 0
+    context = broker.fetch_manager.new_context(version, req.session_id, req.session_epoch, is_follower,
+                                               fetch_data, to_forget, cache.topics_by_id)
+    targets, erroneous = _classify(ctx, context.partitions(), is_follower, cache)
+
+    max_bytes = min(req.max_bytes, broker.config["fetch.max.bytes"])
+    min_bytes = min(req.min_bytes, max_bytes)
     deadline = time.monotonic() + max(req.max_wait_ms, 0) / 1000
-    max_bytes = req.max_bytes if ctx.version >= 3 else 0x7FFFFFFF
-    waitable = [part for _, ps in wanted for _, part in ps if part is not None and part is not DENIED]
-    recorded = not is_follower_fetch(req.replica_id)
-    while True:
-        topics, total, errors = _collect(wanted, max_bytes, req.replica_id)
-        if not recorded:
-            # A follower's position is recorded once, from the first read (Kafka's fetchMessages).
-            recorded = True
-            errors = _record_follower_fetch(req.replica_id, wanted, topics) or errors
+    hosted = broker.replica_manager.partitions
+    # One answer object per partition for the whole request; a pass over the logs refills it.
+    local = [(cp, hosted.get((cp.topic, cp.partition)), PartitionFetchData(cp.partition))  # type: ignore[arg-type]
+             for cp in targets]
+    # Fetch v5 and older clients do not know KAFKA_STORAGE_ERROR; Kafka tells them NOT_LEADER so
+    # they refresh metadata and retry.
+    storage_error = ErrorCode.KAFKA_STORAGE_ERROR if version > 5 else _NOT_LEADER
+    replica_id = req.replica_id
+    total, failed = _read(local, max_bytes, 0, storage_error, cache, replica_id)
+    if is_follower:
+        # A follower's position is recorded once, from the first read (Kafka's fetchMessages).
+        total, refused = _record_follower_fetch(local, replica_id, total)
+        failed = failed or refused
+    waiting: dict[Partition, int] | None = None
+    while not (total >= min_bytes or failed or not local or broker.stopping):
         remaining = deadline - time.monotonic()
-        if total >= req.min_bytes or errors or remaining <= 0 or not waitable or broker.stopping:
+        if remaining <= 0:
             break
-        await _wait_for_data(waitable, remaining)
-    return FetchResponse(topics, ctx.version, session_error, 0)
+        if waiting is None:
+            # Each partition of the broker appears once (requests name a partition once).
+            waiting = {part: i for i, (_, part, _) in enumerate(local) if part is not None}
+        woken = await _wait_for_data(waiting, remaining)
+        if not woken:
+            break  # timed out: nothing was appended, the answers stand
+        # Only the partitions appended to (or removed) since the last pass can answer differently.
+        again = []
+        for part in woken:
+            i = waiting.get(part)
+            if i is not None:
+                cp, _, data = local[i]
+                local[i] = (cp, hosted.get((cp.topic, cp.partition)), data)  # type: ignore[arg-type]
+                again.append(local[i])
+        total, failed = _read(again, max_bytes, total, storage_error, cache, replica_id)
+
+    read: list[ResponsePartition] = [(cp, data) for cp, _, data in local]
+    nodes: list[NodeEndpoint] = []
+    if version >= 16 and failed:
+        nodes = _current_leaders(read, cache, ctx.listener)
+    # The session takes in this answer when it is encoded, unless the quotas throttle it.
+    return SessionFetchResponse(context, read + erroneous, version, nodes)
 
 
-def _collect(
-    wanted: list[tuple[str, list[tuple[Any, Partition | None]]]], max_bytes: int, replica_id: int
-) -> tuple[list[tuple[str, list[PartitionFetchData]]], int, bool]:
-    topics = []
-    total = 0
-    errors = False
-    for name, parts in wanted:
-        datas = []
-        for p, partition in parts:
-            data, size = _read_partition(partition, p, max_bytes - total, total == 0, replica_id)
-            total += size
-            # A refused partition does not cut the others' long poll short (Kafka answers it aside).
-            errors = errors or (data.error_code != 0 and partition is not DENIED)
-            datas.append(data)
-        topics.append((name, datas))
-    return topics, total, errors
+def _request_partitions(req: FetchRequest, version: int, names: dict[bytes, str]
+                        ) -> tuple[dict[PartitionKey, CachedPartition], list[PartitionKey]]:
+    """The request's partitions by (topic, partition), and the partitions it forgets.
+
+    Up to v12 a topic is its name; from v13 its id, with the name (None when unknown) resolved
+    from the metadata cache. A partition named twice keeps its first place and its last values.
+    """
+    fetch_data: dict[PartitionKey, CachedPartition] = {}
+    by_id = version >= 13
+    for t in req.topics:
+        key: TopicKey
+        if by_id:
+            key = t.topic_id
+            name: str | None = names.get(key)
+        else:
+            key = name = t.name
+        for fp in t.partitions:
+            fetch_data[(key, fp[0])] = CachedPartition(key, name, fp)
+    to_forget: list[PartitionKey] = [
+        (f.topic_id if by_id else f.name, p) for f in req.forgotten_topics for p in f.partitions]
+    return fetch_data, to_forget
 
 
-def _record_follower_fetch(replica_id: int, wanted: list[tuple[str, list[tuple[Any, Partition | None]]]],
-                           topics: list[tuple[str, list[PartitionFetchData]]]) -> bool:
-    """Record the follower's position in each partition read; True if one refused it."""
+def _classify(ctx: RequestContext, partitions: list[CachedPartition], is_follower: bool,
+              cache: MetadataCache) -> tuple[list[CachedPartition], list[ResponsePartition]]:
+    """Split the partitions to fetch into those to read and those answered with an error now.
+
+    A follower needs ClusterAction on the cluster; a consumer needs Read on each topic.
+    """
+    if not partitions:
+        return [], []
+    erroneous: list[ResponsePartition] = []
+    if is_follower:
+        allowed = ctx.authorize_cluster(AclOperation.CLUSTER_ACTION)
+        if not allowed:
+            return [], [(cp, PartitionFetchData(cp.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                        for cp in partitions]
+        readable: set[str] | None = None
+    else:
+        names = {cp.topic for cp in partitions if cp.topic is not None}
+        readable = ctx.authorized(AclOperation.READ, ResourceType.TOPIC, names)
+    targets: list[CachedPartition] = []
+    topics = cache.topics
+    for cp in partitions:
+        name = cp.topic
+        if name is None:
+            erroneous.append((cp, PartitionFetchData(cp.partition, ErrorCode.UNKNOWN_TOPIC_ID)))
+        elif readable is not None and name not in readable:
+            erroneous.append((cp, PartitionFetchData(cp.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED)))
+        elif (info := topics.get(name)) is None or cp.partition not in info.partitions:
+            erroneous.append((cp, PartitionFetchData(cp.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)))
+        else:
+            targets.append(cp)
+    return targets, erroneous
+
+
+def _read(targets: list[_Target], max_bytes: int, total: int, storage_error: ErrorCode, cache: MetadataCache,
+          replica_id: int) -> tuple[int, bool]:
+    """Read partitions into their answers (Kafka's readFromLog); ``total`` bytes are already read.
+
+    Returns the bytes read in all and whether a partition failed. Up to ``max_bytes`` in all,
+    each partition up to its own limit; the first partition with data may exceed both by its
+    first batch, so a large batch is never stuck. A consumer reads up to the high watermark, a
+    follower up to the log end offset (``fetch_upper_bound``); a partition whose fetch offset is
+    there has nothing to read and costs no log lookup.
+    """
     failed = False
-    for (_, parts), (_, datas) in zip(wanted, topics, strict=True):
-        for (p, partition), data in zip(parts, datas, strict=True):
-            if data.error_code or partition is None or partition is DENIED:
-                continue
-            error = record_follower_fetch(partition, replica_id, p.fetch_offset, getattr(p, "log_start_offset", -1))
-            if error:
-                data.error_code, data.records = error, []
-                failed = True
-    return failed
+    for cp, part, data in targets:
+        if data.records:
+            total -= records_size(data.records)
+            data.records = None
+        if part is None or not part.is_leader:
+            # Gone from this broker since the request arrived: deleted, or no longer led here.
+            info = cache.topics.get(cp.topic)  # type: ignore[arg-type]
+            known = info is not None and cp.partition in info.partitions
+            data.error_code = _NOT_LEADER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            failed = True
+            continue
+        log = part.log
+        hw = log.high_watermark
+        start = log.log_start_offset
+        data.high_watermark = data.last_stable_offset = hw
+        data.log_start_offset = start
+        epoch = cp.leader_epoch
+        if epoch >= 0 and epoch != part.leader_epoch:
+            data.error_code = part.check_leader_epoch(epoch)
+            failed = True
+            continue
+        offset = cp.fetch_offset
+        bound = fetch_upper_bound(part, replica_id)
+        if offset == bound and offset >= start:
+            continue
+        budget = min(cp.max_bytes, max_bytes - total)
+        if budget <= 0 and total:
+            continue
+        try:
+            regions = log.read(offset, max(budget, 0), bound, total == 0).regions
+        except KafkaError as exc:
+            data.error_code = storage_error if exc.code == ErrorCode.KAFKA_STORAGE_ERROR else exc.code
+            failed = True
+            continue
+        except OSError:
+            data.error_code = storage_error
+            failed = True
+            continue
+        if regions:
+            data.records = list(regions)
+            for r in regions:
+                total += r.size
+    return total, failed
 
 
-async def _wait_for_data(partitions: list[Partition], timeout: float) -> None:
-    loop = asyncio.get_running_loop()
-    fut: asyncio.Future[None] = loop.create_future()
+def _record_follower_fetch(targets: list[_Target], replica_id: int, total: int) -> tuple[int, bool]:
+    """Record the follower's position in each partition read; returns the bytes still read and
+    whether a partition refused it (a replica id that is not one of its followers)."""
+    refused = False
+    for cp, part, data in targets:
+        if data.error_code or part is None:
+            continue
+        error = record_follower_fetch(part, replica_id, cp.fetch_offset, cp.fetcher_log_start_offset)
+        if error:
+            if data.records:
+                total -= records_size(data.records)
+            data.error_code, data.records = error, None
+            refused = True
+    return total, refused
+
+
+def _current_leaders(answer: list[ResponsePartition], cache: MetadataCache, listener: str) -> list[NodeEndpoint]:
+    """v16 (KIP-951): the leader of each NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH partition
+    read, and the endpoints of those leaders on the request's listener."""
+    nodes: dict[int, NodeEndpoint] = {}
+    for cp, data in answer:
+        if data.error_code not in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH):
+            continue
+        info = cache.topics.get(cp.topic) if cp.topic is not None else None
+        pinfo = info.partitions.get(cp.partition) if info is not None else None
+        if pinfo is None:
+            continue
+        data.current_leader = (pinfo.leader, pinfo.leader_epoch)
+        broker = cache.brokers.get(pinfo.leader)
+        if broker is None:
+            continue
+        endpoint = broker.endpoint(listener)
+        if endpoint is not None and endpoint.host is not None:
+            nodes[pinfo.leader] = NodeEndpoint(pinfo.leader, endpoint.host, endpoint.port, broker.rack)
+    return list(nodes.values())
+
+
+class _Waiter:
+    """Wakes a waiting fetch at the first append to one of its partitions, and notes which
+    partitions were appended to until it looks."""
+
+    __slots__ = ("future", "woken", "wake")
+
+    def __init__(self) -> None:
+        self.future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.woken: list[Partition] = []
+        self.wake = self._wake  # one bound method, so every partition holds the same callback
+
+    def _wake(self, part: Partition) -> None:
+        self.woken.append(part)
+        if not self.future.done():
+            self.future.set_result(None)
+
+
+async def _wait_for_data(partitions: dict[Partition, int], timeout: float) -> list[Partition]:
+    """Wait until one of the partitions is appended to (or removed), at most ``timeout`` seconds;
+    returns the partitions that were."""
+    waiter = _Waiter()
+    wake = waiter.wake
     for part in partitions:
-        part.data_waiter(fut)
+        part.data_waiter(wake)
     try:
-        await asyncio.wait_for(fut, timeout)
+        await asyncio.wait_for(waiter.future, timeout)
     except TimeoutError:
         pass
     finally:
         for part in partitions:
-            part.forget_waiter(fut)
-
-
+            part.forget_waiter(wake)
+    return waiter.woken

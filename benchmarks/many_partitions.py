@@ -1,0 +1,203 @@
+"""Broker CPU and end-to-end latency with one consumer on many partitions and a trickle of data.
+
+One confluent-kafka (librdkafka) consumer is assigned every partition of a topic (1,000 by
+default). Two phases are measured: the consumer idling (no records at all), then a producer
+sending a trickle of records (10 msg/s by default) round-robin over the partitions. For each the
+broker's CPU is read from /proc/<pid>/stat (utime + stime) and reported as a share of one core;
+in the trickle phase each record carries its send time, so the consumer gives the end-to-end
+latency (produce() to delivery by poll()). See benchmarks/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import signal
+import struct
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+from bench import _QUIET, _raise_interrupt, create_topic, percentile, started_broker
+from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+_STAMP = struct.Struct(">d")
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process, in seconds (fields 14 and 15 of /proc/<pid>/stat)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    # The command name (field 2) may hold spaces; the fields after it start past its ')'.
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / _TICKS
+
+
+class RdkafkaConsumer:
+    """confluent-kafka (librdkafka): no fetch sessions, Fetch v16 by topic id."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"many-{uuid.uuid4().hex[:8]}",
+                                  "enable.auto.commit": False, **_QUIET})
+        self.consumer.assign([TopicPartition(topic, p, OFFSET_END) for p in range(partitions)])
+
+    def poll(self) -> list[bytes]:
+        msg = self.consumer.poll(0.1)
+        return [msg.value() or b""] if msg is not None and msg.error() is None else []
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+class KafkaPythonConsumer:
+    """kafka-python: incremental fetch sessions (KIP-227), Fetch v12 by topic name."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+        from kafka import KafkaConsumer
+        from kafka import TopicPartition as KafkaTopicPartition
+
+        self.consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+        self.consumer.assign([KafkaTopicPartition(topic, p) for p in range(partitions)])
+        self.consumer.seek_to_end()
+
+    def poll(self) -> list[bytes]:
+        return [r.value or b"" for records in self.consumer.poll(timeout_ms=100).values() for r in records]
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+CLIENTS = {"librdkafka": RdkafkaConsumer, "kafka-python": KafkaPythonConsumer}
+
+
+class ConsumerLoop(threading.Thread):
+    """Polls the consumer; records the end-to-end latency of each stamped record."""
+
+    def __init__(self, consumer: RdkafkaConsumer | KafkaPythonConsumer) -> None:
+        super().__init__(daemon=True)
+        self.consumer = consumer
+        self.latencies: list[float] = []
+        self.received = 0
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            values = self.consumer.poll()
+            now = time.time()
+            for value in values:
+                if len(value) >= _STAMP.size:
+                    self.received += 1
+                    self.latencies.append(now - _STAMP.unpack_from(value)[0])
+
+
+def measure(pid: int, seconds: float) -> float:
+    """The broker's CPU over `seconds`, as a percentage of one core."""
+    start_cpu, start = cpu_seconds(pid), time.monotonic()
+    time.sleep(seconds)
+    return (cpu_seconds(pid) - start_cpu) / (time.monotonic() - start) * 100
+
+
+def trickle(bootstrap: str, topic: str, partitions: int, rate: float, seconds: float, size: int) -> int:
+    """Send `rate` stamped records per second round-robin over the partitions; returns how many."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": "1", **_QUIET})
+    producer.list_topics(topic, timeout=10)
+    pad = b"x" * max(0, size - _STAMP.size)
+    start = time.monotonic()
+    sent = 0
+    while (due := start + sent / rate) < start + seconds:
+        delay = due - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        producer.produce(topic, _STAMP.pack(time.time()) + pad, partition=sent % partitions)
+        producer.poll(0)
+        sent += 1
+    producer.flush(10)
+    return sent
+
+
+def run(bootstrap: str, pid: int, args: argparse.Namespace) -> dict[str, float | int | None]:
+    topic = create_topic(AdminClient({"bootstrap.servers": bootstrap, **_QUIET}), args.partitions, 60.0)
+    consumer = CLIENTS[args.client](bootstrap, topic, args.partitions)
+    loop = ConsumerLoop(consumer)
+    result: dict[str, float | int | None] = {}
+    try:
+        loop.start()
+        time.sleep(args.warmup)  # offsets resolved, fetching in its steady state
+        print(f"[many] idle phase ({args.seconds:g} s)", file=sys.stderr, flush=True)
+        idle_cpu = measure(pid, args.seconds)
+        sender = threading.Thread(target=lambda: result.__setitem__(
+            "sent", trickle(bootstrap, topic, args.partitions, args.rate, args.seconds + 2, args.size)))
+        sender.start()
+        time.sleep(1)
+        print(f"[many] trickle phase ({args.seconds:g} s)", file=sys.stderr, flush=True)
+        trickle_cpu = measure(pid, args.seconds)
+        sender.join()
+        time.sleep(2)  # the last records reach the consumer
+    finally:
+        loop.stop.set()
+        loop.join(5)
+        consumer.close()
+        with contextlib.suppress(Exception):
+            admin = AdminClient({"bootstrap.servers": bootstrap, **_QUIET})
+            admin.delete_topics([topic], request_timeout=30)[topic].result(60)
+    lat = sorted(loop.latencies)
+    p50, p99 = percentile(lat, 50), percentile(lat, 99)
+    result.update({
+        "idle_cpu_pct": idle_cpu,
+        "trickle_cpu_pct": trickle_cpu,
+        "received": loop.received,
+        "p50_ms": p50 * 1000 if p50 is not None else None,
+        "p99_ms": p99 * 1000 if p99 is not None else None,
+        "max_ms": lat[-1] * 1000 if lat else None,
+    })
+    return result
+
+
+def _fmt(v: float | int | None, spec: str) -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--target", choices=["kaflet", "tansu"], help="start the broker ourselves")
+    where.add_argument("--bootstrap", metavar="HOST:PORT", help="an already running broker (needs --pid)")
+    p.add_argument("--pid", type=int, help="the running broker's process id (with --bootstrap)")
+    p.add_argument("--partitions", type=int, default=1000)
+    p.add_argument("--client", choices=sorted(CLIENTS), default="librdkafka",
+                   help="the consumer: librdkafka (sessionless) or kafka-python (fetch sessions)")
+    p.add_argument("--rate", type=float, default=10.0, help="records per second in the trickle phase")
+    p.add_argument("--size", type=int, default=100, help="record value size in bytes")
+    p.add_argument("--seconds", type=float, default=30.0, help="length of each measured phase")
+    p.add_argument("--warmup", type=float, default=10.0, help="seconds after assign() before measuring")
+    args = p.parse_args(argv)
+    if args.bootstrap and not args.pid:
+        p.error("--bootstrap needs --pid (the broker's CPU is read from /proc/<pid>/stat)")
+    signal.signal(signal.SIGTERM, _raise_interrupt)  # clean-up (the broker we started) as on Ctrl-C
+    workdir = Path(tempfile.mkdtemp(prefix="kaflet-many-"))
+    try:
+        if args.bootstrap:
+            target, result = "broker", run(args.bootstrap, args.pid, args)
+        else:
+            target = args.target
+            with started_broker(target, workdir) as broker:
+                result = run(broker.bootstrap, broker.proc.pid, args)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    print(f"{target}: {args.partitions} partitions, one {args.client} consumer (assign), trickle {args.rate:g} msg/s "
+          f"of {args.size} B, {args.seconds:g} s per phase")
+    print(f"  broker CPU idle      {_fmt(result['idle_cpu_pct'], '.1f')} % of one core")
+    print(f"  broker CPU trickle   {_fmt(result['trickle_cpu_pct'], '.1f')} % of one core")
+    print(f"  end-to-end latency   p50 {_fmt(result['p50_ms'], '.1f')} ms, p99 {_fmt(result['p99_ms'], '.1f')} ms, "
+          f"max {_fmt(result['max_ms'], '.1f')} ms ({result['received']}/{result.get('sent', '?')} records)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
