@@ -153,6 +153,10 @@ class ZooKeeperTree(MetadataTree):
         self._started = False
         # (kind, path, callback) -> kazoo watcher; see _bridge_watch.
         self._watch_bridges: dict[tuple[str, str, WatchCallback], Callable[[WatchedEvent], None]] = {}
+        # Watches kazoo dropped when the connection to a server was lost (it does not set them
+        # again on the next server, as ZooKeeper's Java client does): fired on reconnection so
+        # their owners re-read and watch again. Guarded by the GIL; touched on kazoo's threads.
+        self._lost_watches: list[tuple[str, str, WatchCallback]] = []
 
     @classmethod
     async def connect(cls, connect: str, **kwargs: Any) -> ZooKeeperTree:
@@ -196,12 +200,45 @@ class ZooKeeperTree(MetadataTree):
             return
         if self.on_state_change is not None:
             loop.call_soon_threadsafe(self.on_state_change, str(state))
+        if state == KazooState.CONNECTED and self._lost_watches:
+            lost, self._lost_watches = self._lost_watches, []
+            for kind, path, watch in lost:
+                event = WatchEvent(EventType.CHILD if kind == "child" else EventType.CHANGED, path)
+                loop.call_soon_threadsafe(deliver_watch, watch, event)
         if state == KazooState.LOST and not self._closed and self.on_session_lost is not None:
             loop.call_soon_threadsafe(self.on_session_lost)
 
-    async def _await(self, async_result: Any, path: str | None) -> Any:
+    async def _await(self, issue: Callable[[], Any], path: str | None) -> Any:
+        """Run one kazoo request (``issue()`` returns its async result) and return its value.
+
+        A request that fails because the connection to the server broke is sent again once the
+        client is connected to a server again (Kafka's retryRequestsUntilConnected), so that a
+        lost ZooKeeper server is no error to the broker; only an expired session is.
+        """
         loop = self._loop
         assert loop is not None, "ZooKeeperTree.start() was not called"
+        deadline = loop.time() + self.session_timeout
+        while True:
+            try:
+                return await self._await_once(issue(), path)
+            except SessionLostError as exc:
+                if self._closed or not isinstance(exc.__cause__, kz.ConnectionLoss):
+                    raise
+                if not await self._wait_connected(deadline):
+                    raise
+
+    async def _wait_connected(self, deadline: float) -> bool:
+        loop = self._loop
+        assert loop is not None
+        while not self._client.connected:
+            if self._closed or self._client.state == KazooState.LOST or loop.time() >= deadline:
+                return False
+            await asyncio.sleep(0.05)
+        return True
+
+    async def _await_once(self, async_result: Any, path: str | None) -> Any:
+        loop = self._loop
+        assert loop is not None
         fut: asyncio.Future[Any] = loop.create_future()
 
         def settle(ok: bool, value: Any) -> None:
@@ -241,10 +278,15 @@ class ZooKeeperTree(MetadataTree):
             cache.pop(key, None)
             kind = _EVENT_MAP.get(ev.type)
             if kind is None:
-                # NONE events come from session resets; on_session_lost reports those.
-                return
+                # A NONE event: kazoo dropped every watch on a lost connection. Whatever changed
+                # meanwhile would go unnoticed, so the watch fires once connected again (now, if
+                # the client reconnected before kazoo's callback thread got here).
+                if not self._client.connected:
+                    self._lost_watches.append(key)
+                    return
+                kind = EventType.CHILD if key[0] == "child" else EventType.CHANGED
             if not loop.is_closed():
-                loop.call_soon_threadsafe(deliver_watch, watch, WatchEvent(kind, ev.path))
+                loop.call_soon_threadsafe(deliver_watch, watch, WatchEvent(kind, ev.path or path))
 
         cache[key] = bridge_fn
         return bridge_fn
@@ -275,24 +317,24 @@ class ZooKeeperTree(MetadataTree):
                 p = parent_of(p)
             for anc in reversed(missing):
                 try:
-                    await self._await(self._client.create_async(anc, None), anc)
+                    await self._await(lambda a=anc: self._client.create_async(a, None), anc)  # type: ignore[misc]
                 except NodeExistsError:
                     pass
-        ar = self._client.create_async(path, data, ephemeral=ephemeral, sequence=sequential)
-        return await self._await(ar, path)
+        return await self._await(
+            lambda: self._client.create_async(path, data, ephemeral=ephemeral, sequence=sequential), path)
 
     async def get(self, path: str, watch: WatchCallback | None = None) -> tuple[bytes | None, Stat]:
         self._check_open()
         validate_path(path)
         data, stat = await self._await(
-            self._client.get_async(path, watch=self._bridge_watch(watch, path, "data")), path
+            lambda: self._client.get_async(path, watch=self._bridge_watch(watch, path, "data")), path
         )
         return data, _stat(stat)
 
     async def set(self, path: str, data: bytes | None, version: int = -1) -> Stat:
         self._check_open()
         validate_path(path)
-        return _stat(await self._await(self._client.set_async(path, data, version), path))
+        return _stat(await self._await(lambda: self._client.set_async(path, data, version), path))
 
     async def delete(self, path: str, version: int = -1, recursive: bool = False) -> None:
         self._check_open()
@@ -300,7 +342,7 @@ class ZooKeeperTree(MetadataTree):
         if path == "/":
             raise BadArgumentsError(path, "cannot delete the root")
         if not recursive:
-            await self._await(self._client.delete_async(path, version), path)
+            await self._await(lambda: self._client.delete_async(path, version), path)
             return
         if version != -1:
             stat = await self.exists(path)
@@ -323,7 +365,7 @@ class ZooKeeperTree(MetadataTree):
             for kid in kids:
                 await self._delete_subtree(join_path(path, kid))
             try:
-                await self._await(self._client.delete_async(path, -1), path)
+                await self._await(lambda: self._client.delete_async(path, -1), path)
                 return
             except NoNodeError:
                 return
@@ -335,7 +377,7 @@ class ZooKeeperTree(MetadataTree):
         self._check_open()
         validate_path(path)
         stat = await self._await(
-            self._client.exists_async(path, watch=self._bridge_watch(watch, path, "data")), path
+            lambda: self._client.exists_async(path, watch=self._bridge_watch(watch, path, "data")), path
         )
         return None if stat is None else _stat(stat)
 
@@ -344,31 +386,37 @@ class ZooKeeperTree(MetadataTree):
         validate_path(path)
         return list(
             await self._await(
-                self._client.get_children_async(path, watch=self._bridge_watch(watch, path, "child")), path
+                lambda: self._client.get_children_async(path, watch=self._bridge_watch(watch, path, "child")), path
             )
         )
 
     async def multi(self, ops: Sequence[Op]) -> list[Any]:
         self._check_open()
-        tx = self._client.transaction()
         for op in ops:
             if isinstance(op, CreateOp):
                 validate_path(op.path, sequential=op.sequential)
-                _tx_create(tx, self._chrooted(op.path), op.data, op.ephemeral, op.sequential)
-            elif isinstance(op, SetOp):
+            elif isinstance(op, SetOp | DeleteOp | CheckOp):
                 validate_path(op.path)
-                _tx_set(tx, self._chrooted(op.path), op.data, op.version)
-            elif isinstance(op, DeleteOp):
-                validate_path(op.path)
-                tx.delete(op.path, op.version)
-            elif isinstance(op, CheckOp):
-                validate_path(op.path)
-                tx.check(op.path, op.version)
             else:
                 raise BadArgumentsError(None, f"unknown multi op {op!r}")
         if not ops:
             return []
-        raw = await self._await(tx.commit_async(), None)
+
+        def commit() -> Any:
+            # A new transaction per attempt: kazoo's can be committed once.
+            tx = self._client.transaction()
+            for op in ops:
+                if isinstance(op, CreateOp):
+                    _tx_create(tx, self._chrooted(op.path), op.data, op.ephemeral, op.sequential)
+                elif isinstance(op, SetOp):
+                    _tx_set(tx, self._chrooted(op.path), op.data, op.version)
+                elif isinstance(op, DeleteOp):
+                    tx.delete(op.path, op.version)
+                else:
+                    tx.check(op.path, op.version)
+            return tx.commit_async()
+
+        raw = await self._await(commit, None)
         # kazoo reports a failed multi as a list holding the failing op's exception and
         # RolledBackError for the others.
         for i, r in enumerate(raw):

@@ -133,6 +133,10 @@ class ReplicaManager:
         """The hosted partition, or None (a ``PartitionLookup``)."""
         return self.partitions.get((topic, partition))
 
+    def hosts_topic(self, topic: str) -> bool:
+        """Whether any partition of the topic is hosted here."""
+        return any(t == topic for t, _ in self.partitions)
+
     def _new_partition(self, topic: str, index: int, topic_id: str | None, log_config: LogConfig) -> Partition:
         log_ = self.log_manager.get_or_create_log(topic, index, topic_id, log_config)
         part = Partition(topic, index, log_.topic_id or "", log_, self.broker_id,

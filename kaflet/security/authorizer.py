@@ -88,6 +88,9 @@ class Authorizer(ABC):
     async def start(self, tree: MetadataTree) -> None:  # noqa: B027 - optional hook
         """Load state and start following changes (before the listeners serve)."""
 
+    async def resync(self) -> None:  # noqa: B027 - optional hook
+        """Re-arm change watches after a new ZooKeeper session (the old one's are gone)."""
+
     async def stop(self) -> None:  # noqa: B027 - optional hook
         """Stop following changes."""
 
@@ -429,6 +432,10 @@ class AclAuthorizer(Authorizer):
         log.info("authorizer loaded %d ACLs; super users: %s; allow.everyone.if.no.acl.found=%s", count,
                  ", ".join(sorted(self.super_users)) or "none", str(self.allow_everyone_if_no_acl_found).lower())
         self._task = asyncio.create_task(self._run(), name="kaflet-acl-changes")
+
+    async def resync(self) -> None:
+        """Re-read the change notifications (re-arming their watches) after a new session."""
+        self._wake.set()
 
     async def stop(self) -> None:
         if self._task is not None:

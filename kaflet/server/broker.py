@@ -11,7 +11,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kaflet.controller import topics as controller_topics
+from kaflet.controller.channel import ControllerChannel
+from kaflet.controller.config import ControllerConfig
+from kaflet.controller.controller import KafkaController
 from kaflet.coordinator.group.coordinator import GroupConfig, GroupCoordinator
 from kaflet.coordinator.group.store import GROUP_METADATA_TOPIC, OffsetsTopicStore
 from kaflet.coordinator.group.topic import OffsetsTopic, OffsetsTopicConfig
@@ -19,10 +21,13 @@ from kaflet.coordinator.producer_id_manager import ProducerIdManager
 from kaflet.log.log_manager import LogManager
 from kaflet.metadata import zkdata
 from kaflet.metadata.embedded import EmbeddedTree
-from kaflet.metadata.tree import MetadataTree, NodeExistsError, NoNodeError
-from kaflet.network.client import BrokerClient, BrokerConnectionError, InterBrokerSettings
+from kaflet.metadata.tree import MetadataTree, NodeExistsError, NoNodeError, SessionLostError
+from kaflet.metadata.zookeeper import ZooKeeperTree
+from kaflet.network.client import BrokerClient, BrokerConnectionError, ClientSecurity, InterBrokerSettings
 from kaflet.network.listener import Listener
+from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
+from kaflet.protocol.errors import ErrorCode
 from kaflet.quota.manager import KafkaQuotaManager, QuotaManager, QuotaSettings
 from kaflet.quota.store import QuotaConfigStore
 from kaflet.replication.config import ReplicationConfig
@@ -38,7 +43,7 @@ from kaflet.server.config_admin import ConfigAdmin
 from kaflet.server.dispatcher import Dispatcher
 from kaflet.server.fetch_session import FetchManager, FetchSessionCache
 from kaflet.server.inter_broker_security import inter_broker_settings
-from kaflet.server.metadata_cache import MetadataCache, PartitionInfo
+from kaflet.server.metadata_cache import MetadataCache
 from kaflet.server.topic_admin import TopicAdmin, wait_until
 from kaflet.server.topic_config import report_not_enforced
 
@@ -56,7 +61,6 @@ class Broker:
         self.config = config
         self.cluster_id = ""
         self.broker_id = config["broker.id"]
-        self.controller_epoch = 0
         #: The czxid of this broker's registration: controller requests for an earlier one are stale.
         self.broker_epoch = -1
         self.stopping = False
@@ -67,6 +71,12 @@ class Broker:
         self.replica_manager: ReplicaManager = None  # type: ignore[assignment]
         self.isr_manager: ZkIsrManager = None  # type: ignore[assignment]
         self._inter_broker: InterBrokerSettings | None = None
+        #: Kafka's controller, on every broker; active on one of them (always this one when alone).
+        self.controller: KafkaController = None  # type: ignore[assignment]
+        #: True with zookeeper.connect: one broker of a cluster (else the embedded tree, alone).
+        self.clustered = bool(config["zookeeper.connect"])
+        self._session_lost = False
+        self._session_task: asyncio.Task[None] | None = None
         self.producer_ids: ProducerIdManager = None  # type: ignore[assignment]
         self.group_coordinator: GroupCoordinator = None  # type: ignore[assignment]
         self.topic_admin = TopicAdmin(self)
@@ -89,7 +99,6 @@ class Broker:
         self.topic_overrides: dict[str, dict[str, str]] = {}
         self._stop_background = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
-        self._watcher: Any = None
         self._stopped = asyncio.Event()
 
     # -- start-up ---------------------------------------------------------------------------
@@ -97,11 +106,6 @@ class Broker:
     async def start(self) -> None:
         """Recover logs, load metadata, register, and start serving; raises BrokerStartError."""
         cfg = self.config
-        if cfg["zookeeper.connect"]:
-            raise BrokerStartError(
-                "zookeeper.connect is set, but clustering through ZooKeeper is not available in this "
-                "kaflet version; remove it to run a single broker"
-            )
         try:
             endpoints = parse_endpoints(cfg["listeners"], cfg["listener.security.protocol.map"])
             advertised = parse_endpoints(
@@ -119,6 +123,13 @@ class Broker:
             self.authorizer = create_authorizer(cfg["authorizer.class.name"], cfg.originals)
         except AuthorizerConfigError as exc:
             raise BrokerStartError(str(exc)) from None
+        if self.clustered:
+            # Kafka's rules for the inter-broker listener; a broker alone only needs them once it
+            # connects to another one, so the embedded default stays free of them.
+            try:
+                self._inter_broker = inter_broker_settings(cfg)
+            except ConfigError as exc:
+                raise BrokerStartError(str(exc)) from None
         log_dirs = [os.path.abspath(d) for d in cfg["log.dirs"]]
         for d in log_dirs:
             try:
@@ -149,7 +160,7 @@ class Broker:
             for a in advertised
         ]
 
-        self.tree = await EmbeddedTree.open(log_dirs[0])
+        self.tree = await self._open_tree(log_dirs[0])
         self.scram_credentials = ScramCredentialStore(self.tree)
         await self._init_cluster_identity()
         await self.config_admin.load()  # dynamic broker configs, before the logs use them
@@ -173,20 +184,22 @@ class Broker:
             OffsetsTopicStore(self.replica_manager.get, cfg["offsets.commit.timeout.ms"]),
             ensure_topic=offsets_topic.ensure)
         self.group_coordinator.start()
-        await self._register_broker()
-        await self._become_controller()
-        # Controller requests from an older controller than this broker's own are stale.
-        self.replica_manager.controller_epoch = self.controller_epoch
         self.replica_manager.start()
         self.isr_manager.start()
-        self._watcher = controller_topics.TopicWatcher(self.tree, self._on_topic_changed, self._on_topic_deleted)
-        await self._watcher.start()
         await self.config_admin.start()
         if self.authorizer is not None:
             # ACLs are loaded before the first request is served, so none slips through unchecked.
             await self.authorizer.start(self.tree)
+        await self._register_broker()
+        self.controller = KafkaController(
+            self.broker_id, self.tree, self._controller_channel,
+            ControllerConfig.from_broker_config(cfg.values, self._inter_broker_listener()))
+        await self.controller.startup()
+        # Serving before the controller's requests arrive: in a cluster they come over these
+        # listeners. The start-up line below still waits for them (bounded).
         for lst in self.listeners:
             lst.serve()
+        await self._wait_until_ready()
         self._tasks.append(asyncio.create_task(self.log_manager.run_background(self._stop_background),
                                                name="log-manager"))
         self.started = True
@@ -281,19 +294,62 @@ class Broker:
             self.broker_epoch = stat.czxid
         self.metadata_cache.brokers = {self.broker_id: info}
 
-    async def _become_controller(self) -> None:
-        # One broker, so it is the controller: claim /controller and bump /controller_epoch.
+    async def _open_tree(self, first_log_dir: str) -> MetadataTree:
+        if not self.clustered:
+            return await EmbeddedTree.open(first_log_dir)
+        cfg = self.config
+        session_s = cfg["zookeeper.session.timeout.ms"] / 1000
+        connection_ms = cfg["zookeeper.connection.timeout.ms"]
         try:
-            data, stat = await self.tree.get(zkdata.CONTROLLER_EPOCH_PATH)
-            epoch = zkdata.parse_controller_epoch(data) + 1
-            await self.tree.set(zkdata.CONTROLLER_EPOCH_PATH, zkdata.controller_epoch_bytes(epoch), stat.version)
-        except NoNodeError:
-            epoch = 1
-            await self.tree.create(zkdata.CONTROLLER_EPOCH_PATH, zkdata.controller_epoch_bytes(epoch))
-        await self.tree.create(zkdata.CONTROLLER_PATH, zkdata.controller_json(self.broker_id, int(time.time() * 1000)),
-                               ephemeral=True)
-        self.controller_epoch = epoch
-        self.metadata_cache.controller_id = self.broker_id
+            tree = await ZooKeeperTree.connect(
+                cfg["zookeeper.connect"], session_timeout=session_s,
+                connection_timeout=connection_ms / 1000 if connection_ms is not None else session_s)
+        except SessionLostError as exc:
+            raise BrokerStartError(str(exc)) from None
+        tree.on_state_change = self._on_zookeeper_state
+        return tree
+
+    def _inter_broker_listener(self) -> str:
+        if self._inter_broker is not None:
+            return self._inter_broker.listener
+        try:
+            return self._inter_broker_settings().listener
+        except ConfigError:
+            # Alone, the controller only ever talks to this broker, in-process: any listener
+            # serves as the name its requests carry.
+            return self.advertised[0].listener
+
+    def _controller_channel(self, config: ControllerConfig) -> ControllerChannel:
+        """The channel factory of the controller: called each time this broker becomes it."""
+        try:
+            settings = self._inter_broker_settings()
+        except ConfigError:
+            settings = InterBrokerSettings(listener=self._inter_broker_listener(),
+                                           security=ClientSecurity("PLAINTEXT"))
+        settings = InterBrokerSettings(listener=settings.listener, security=settings.security,
+                                       request_timeout_s=config.controller_socket_timeout_ms / 1000,
+                                       connect_timeout_s=settings.connect_timeout_s)
+        return ControllerChannel(self.broker_id, settings, self.deliver_local)
+
+    def _ready(self) -> bool:
+        """This broker knows the cluster (an UpdateMetadata arrived) and leads (or follows)
+        every partition the controller gave it."""
+        cache = self.metadata_cache
+        if self.broker_id not in cache.brokers or not self.replica_manager.controller_epoch > 0:
+            return False
+        for topic in cache.topics.values():
+            for p in topic.partitions.values():
+                if p.leader == self.broker_id and self.replica_manager.get(topic.name, p.index) is None:
+                    return False
+        return True
+
+    async def _wait_until_ready(self) -> None:
+        # Until the controller's first requests arrive a broker answers every client with
+        # NOT_LEADER_OR_FOLLOWER; kaflet reports itself started (the log line tools wait for)
+        # only once it serves its partitions, or after a bound.
+        timeout_ms = 60_000 if not self.clustered else self.config["zookeeper.session.timeout.ms"] * 2
+        if not await self.wait_for_metadata(self._ready, timeout_ms):
+            log.warning("no metadata from the controller within %d ms; serving anyway", timeout_ms)
 
     # -- reacting to metadata ---------------------------------------------------------------
 
@@ -304,44 +360,6 @@ class Broker:
     async def wait_for_metadata(self, predicate: Callable[[], bool], timeout_ms: int) -> bool:
         """Wait (up to timeout_ms) until `predicate` holds for the broker's metadata."""
         return await wait_until(predicate, lambda: self._metadata_changed, timeout_ms)
-
-    async def _on_topic_changed(self, name: str, meta: Any) -> None:
-        try:
-            data, _ = await self.tree.get(zkdata.topic_config_path(name))
-            self.topic_overrides[name] = zkdata.parse_entity_config(data)
-            report_not_enforced(self.topic_overrides[name])
-        except NoNodeError:
-            self.topic_overrides[name] = {}
-        log_config = self.log_manager.config_for(name)
-        partitions: dict[int, PartitionInfo] = {}
-        live = self.metadata_cache.brokers
-        for idx, replicas in sorted(meta.assignment.items()):
-            offline = [r for r in replicas if r not in live]
-            state = meta.partition_states.get(idx)
-            if state is None:
-                partitions[idx] = PartitionInfo(idx, -1, -1, list(replicas), [], offline)
-                continue
-            partitions[idx] = PartitionInfo(idx, state.leader, state.leader_epoch, list(replicas), list(state.isr),
-                                            offline, state.zk_version, state.controller_epoch)
-            if state.leader == self.broker_id:
-                self.replica_manager.become_leader(
-                    name, idx, meta.topic_id, state.leader_epoch, list(replicas), list(state.isr), log_config
-                )
-                if name == GROUP_METADATA_TOPIC:
-                    self.group_coordinator.on_became_leader(idx, len(meta.assignment))
-        self.metadata_cache.put_topic(name, meta.topic_id, partitions)
-        self._changed()
-
-    async def _on_topic_deleted(self, name: str) -> None:
-        if name == GROUP_METADATA_TOPIC:
-            for idx in list(self.group_coordinator.owned | self.group_coordinator.loading):
-                self.group_coordinator.on_resigned(idx)
-        self.metadata_cache.remove_topic(name)
-        self.replica_manager.remove_topic(name)
-        self.topic_overrides.pop(name, None)
-        await controller_topics.complete_topic_deletion(self.tree, name)
-        log.info("deleted topic %s", name)
-        self._changed()
 
     def live_brokers(self) -> list[zkdata.BrokerInfo]:
         return list(self.metadata_cache.brokers.values())
@@ -394,11 +412,103 @@ class Broker:
         for topic, index, deleted in stopped:
             if topic == GROUP_METADATA_TOPIC and deleted:
                 self.group_coordinator.on_resigned(index)
+        self._changed()  # DeleteTopics waits for this broker's replicas to go
 
     async def deliver_local(self, api_key: ApiKey, request: Any) -> Any:
         """The controller's requests to this broker, in-process (a controller ``LocalDelivery``):
         the request object in, the response object out, as the handlers answer them."""
-        return controller_requests.process(self, api_key, request)
+        return await controller_requests.process(self, api_key, request)
+
+    async def load_topic_configs(self, topics: Sequence[str]) -> None:
+        """Read the /config/topics overrides of topics this broker has not seen yet (before it
+        creates their logs, as Kafka's fetchLogConfig); later changes come by /config/changes."""
+        for name in topics:
+            if name in self.topic_overrides:
+                continue
+            try:
+                data, _ = await self.tree.get(zkdata.topic_config_path(name))
+                self.topic_overrides[name] = zkdata.parse_entity_config(data)
+                report_not_enforced(self.topic_overrides[name])
+            except NoNodeError:
+                self.topic_overrides[name] = {}
+
+    # -- ZooKeeper session ------------------------------------------------------------------
+
+    def _on_zookeeper_state(self, state: str) -> None:
+        if self.stopping:
+            return
+        if state == "LOST":
+            # Kafka's session expiry: ephemeral nodes (registration, /controller) are gone.
+            log.warning("ZooKeeper session expired; resigning and re-registering once reconnected")
+            self._session_lost = True
+            self.controller.on_session_lost()
+        elif state == "CONNECTED" and self._session_lost and self._session_task is None:
+            self._session_task = asyncio.create_task(self._on_new_session(), name="zookeeper-session")
+
+    async def _on_new_session(self) -> None:
+        try:
+            while not self.stopping:
+                try:
+                    await self._register_broker()
+                    break
+                except NodeExistsError:
+                    # The old session's node lingers until ZooKeeper expires it.
+                    await asyncio.sleep(0.5)
+                except SessionLostError:
+                    await asyncio.sleep(0.5)
+            self._session_lost = False
+            log.info("re-registered broker %d with broker epoch %d", self.broker_id, self.broker_epoch)
+            self.controller.on_session_reestablished()
+            await self.config_admin.resync()
+            if self.authorizer is not None:
+                await self.authorizer.resync()
+        except Exception:
+            log.exception("re-registering after a ZooKeeper session expiry failed")
+        finally:
+            self._session_task = None
+
+    # -- controlled shutdown ----------------------------------------------------------------
+
+    async def _controlled_shutdown(self) -> None:
+        """Kafka's controlled shutdown: ask the controller to move this broker's leaderships
+        away (and take it out of the ISRs) before stopping, retrying as configured."""
+        cfg = self.config
+        retries = cfg["controlled.shutdown.max.retries"]
+        backoff_s = cfg["controlled.shutdown.retry.backoff.ms"] / 1000
+        for attempt in range(retries + 1):
+            if attempt:
+                await asyncio.sleep(backoff_s)
+            try:
+                error, remaining = await self._send_controlled_shutdown()
+            except (BrokerConnectionError, OSError, TimeoutError) as exc:
+                log.warning("controlled shutdown attempt %d failed: %s", attempt + 1, exc)
+                continue
+            if error == ErrorCode.NONE and not remaining:
+                log.info("controlled shutdown succeeded")
+                return
+            log.warning("controlled shutdown attempt %d: %s, partitions still led: %s", attempt + 1,
+                        ErrorCode(error).name, ", ".join(f"{t}-{p}" for t, p in remaining) or "none")
+        log.warning("controlled shutdown did not complete; proceeding with an unclean shutdown")
+
+    async def _send_controlled_shutdown(self) -> tuple[int, list[tuple[str, int]]]:
+        controller_id = self.metadata_cache.controller_id
+        if self.controller.is_active:
+            return await self.controller.controlled_shutdown(self.broker_id, self.broker_epoch)
+        address = self._leader_endpoint(controller_id) if controller_id >= 0 else None
+        if address is None:
+            return int(ErrorCode.NOT_CONTROLLER), []
+        settings = self._inter_broker_settings()
+        client = await BrokerClient.connect(
+            address[0], address[1], settings.security, client_id=f"broker-{self.broker_id}-shutdown",
+            connect_timeout_s=settings.connect_timeout_s,
+            request_timeout_s=self.config["controller.socket.timeout.ms"] / 1000)
+        try:
+            request = codec.request_class(ApiKey.CONTROLLED_SHUTDOWN)(
+                broker_id=self.broker_id, broker_epoch=self.broker_epoch)
+            response = await client.send(ApiKey.CONTROLLED_SHUTDOWN, 3, request)
+        finally:
+            await client.aclose()
+        return response.error_code, [(r.topic_name, r.partition_index) for r in response.remaining_partitions]
 
     # -- shutdown ---------------------------------------------------------------------------
 
@@ -408,8 +518,15 @@ class Broker:
             await self._stopped.wait()
             return
         self.stopping = True
+        if self.clustered and self.started and self.config["controlled.shutdown.enable"]:
+            # Still serving: clients follow the leaderships as they move away.
+            await self._controlled_shutdown()
         for lst in self.listeners:
             lst.stop_accepting()
+        if self.controller is not None:
+            await self.controller.shutdown()  # another broker takes over at once
+        if self._session_task is not None:
+            self._session_task.cancel()
         if self.group_coordinator is not None:
             self.group_coordinator.shutdown()  # answers waiting JoinGroup/SyncGroup so draining is quick
         if self.replica_manager is not None:
@@ -424,8 +541,6 @@ class Broker:
         for t in self._tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
-        if self._watcher is not None:
-            await self._watcher.stop()
         await self.config_admin.stop()
         if self.authorizer is not None:
             await self.authorizer.stop()

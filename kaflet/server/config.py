@@ -134,7 +134,18 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("fetch.max.bytes", int, 57671680, minimum=1024),
     ConfigDef("max.incremental.fetch.session.cache.slots", int, 1000, minimum=0),
     ConfigDef("request.timeout.ms", int, 30000, minimum=0),
+    # Cluster mode (kaflet/controller, docs/cluster.md): ZooKeeper, the controller, shutdown.
     ConfigDef("zookeeper.connect", str, None),
+    ConfigDef("zookeeper.session.timeout.ms", int, 18000, minimum=1),
+    ConfigDef("zookeeper.connection.timeout.ms", int, None, minimum=1),
+    ConfigDef("controller.socket.timeout.ms", int, 30000, minimum=1),
+    ConfigDef("controlled.shutdown.enable", parse_bool, True),
+    ConfigDef("controlled.shutdown.max.retries", int, 3, minimum=0),
+    ConfigDef("controlled.shutdown.retry.backoff.ms", int, 5000, minimum=0),
+    ConfigDef("auto.leader.rebalance.enable", parse_bool, True),
+    ConfigDef("leader.imbalance.check.interval.seconds", int, 300, minimum=1),
+    ConfigDef("leader.imbalance.per.broker.percentage", int, 10, minimum=0),
+    ConfigDef("unclean.leader.election.enable", parse_bool, False),
     # Group coordinator and committed offsets (kaflet/coordinator/group).
     ConfigDef("group.min.session.timeout.ms", int, 6000, minimum=0),
     ConfigDef("group.max.session.timeout.ms", int, 1800000, minimum=0),

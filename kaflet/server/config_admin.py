@@ -256,6 +256,11 @@ class ConfigAdmin:
         await notifications.purge_expired(self.broker.tree, zkdata.CONFIG_CHANGES_PATH, names)
         self._task = asyncio.create_task(self._run(), name="kaflet-config-changes")
 
+    async def resync(self) -> None:
+        """After a new ZooKeeper session (the old one's watches are gone): re-read the
+        notifications, which re-arms the watch; changes made meanwhile are among them."""
+        self._wake.set()
+
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()

@@ -48,8 +48,11 @@ _APIS: dict[int, tuple[Callable[[Broker, Any], Any], Callable[[Any, ErrorCode], 
 }
 
 
-def process(broker: Broker, api_key: int, request: Any) -> Any:
+async def process(broker: Broker, api_key: int, request: Any) -> Any:
     """Answer a controller request object with its response object."""
+    if api_key == ApiKey.LEADER_AND_ISR:
+        # New logs take their topic's configs, read from the tree first (Kafka's fetchLogConfig).
+        await broker.load_topic_configs([t.topic_name for t in request.topic_states])
     return _APIS[api_key][0](broker, request)
 
 
@@ -57,5 +60,5 @@ async def handle(ctx: RequestContext, api_key: int, body: memoryview) -> Respons
     """A handler's whole job: decode, check ClusterAction, process (the dispatcher encodes)."""
     request = codec.decode_request(api_key, ctx.version, body)
     if ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
-        return process(ctx.broker, api_key, request)
+        return await process(ctx.broker, api_key, request)
     return _APIS[api_key][1](request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)

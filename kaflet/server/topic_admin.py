@@ -79,9 +79,6 @@ class TopicAdmin:
                 self._live(),
                 req.assignments,
                 validate_only,
-                controller_epoch=self.broker.controller_epoch,
-                # The broker does not run the controller yet: nothing else would write them.
-                write_partition_states=True,
             )
         except AdminError as exc:
             return CreateOutcome(exc.error_code, exc.message)
@@ -91,12 +88,9 @@ class TopicAdmin:
         out.configs = self.describe_configs(overrides)
         if validate_only:
             return out
-        n = out.num_partitions
-        ok = await self.broker.wait_for_metadata(
-            lambda: (t := self.broker.metadata_cache.topics.get(req.name)) is not None and len(t.partitions) >= n
-            and all(self.broker.replica_manager.get(req.name, p) is not None for p in range(n)),
-            timeout_ms,
-        )
+        # Kafka's DelayedCreatePartitions: answer once the controller has given every partition a
+        # leader and this broker's metadata shows it.
+        ok = await self.broker.wait_for_metadata(lambda: self._online(req.name, range(out.num_partitions)), timeout_ms)
         info = self.broker.metadata_cache.topics.get(req.name)
         if info is not None:
             out.topic_id = info.topic_id
@@ -135,7 +129,11 @@ class TopicAdmin:
             await controller_topics.delete_topic(self.broker.tree, name)
         except AdminError as exc:
             return exc.error_code, exc.message
-        ok = await self.broker.wait_for_metadata(lambda: name not in self.broker.metadata_cache.topics, timeout_ms)
+        # Kafka answers once the metadata no longer shows the topic; kaflet also waits until this
+        # broker has stopped (and removed) its own replicas, so the data is gone too.
+        ok = await self.broker.wait_for_metadata(
+            lambda: name not in self.broker.metadata_cache.topics and not self.broker.replica_manager.hosts_topic(name),
+            timeout_ms)
         if not ok:
             return ErrorCode.REQUEST_TIMED_OUT, f"Deletion of topic {name} did not complete within {timeout_ms} ms"
         return ErrorCode.NONE, None
@@ -148,16 +146,26 @@ class TopicAdmin:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
         try:
             await controller_topics.add_partitions(
-                self.broker.tree, name, count, self._live(), assignments, validate_only,
-                controller_epoch=self.broker.controller_epoch, write_partition_states=True,
-            )
+                self.broker.tree, name, count, self._live(), assignments, validate_only)
         except AdminError as exc:
             return exc.error_code, exc.message
         if not validate_only:
-            await self.broker.wait_for_metadata(
-                lambda: all(self.broker.replica_manager.get(name, p) is not None for p in range(count)), timeout_ms
-            )
+            await self.broker.wait_for_metadata(lambda: self._online(name, range(count)), timeout_ms)
         return ErrorCode.NONE, None
+
+    def _online(self, name: str, partitions: range) -> bool:
+        """Every partition has a leader in this broker's metadata, and those it leads itself are
+        in its replica manager (so a produce right after the answer finds them)."""
+        info = self.broker.metadata_cache.topics.get(name)
+        if info is None:
+            return False
+        for p in partitions:
+            part = info.partitions.get(p)
+            if part is None or part.leader < 0:
+                return False
+            if part.leader == self.broker.broker_id and self.broker.replica_manager.get(name, p) is None:
+                return False
+        return True
 
 
 async def wait_until(predicate: Callable[[], bool], changed: Callable[[], asyncio.Event], timeout_ms: int) -> bool:

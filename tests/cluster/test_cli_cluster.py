@@ -1,12 +1,4 @@
-"""The command-line tools and the cluster harness on a real 3-broker ZooKeeper-mode cluster.
-
-TO ENABLE (the lead): these tests need brokers that accept ``zookeeper.connect`` and form a
-cluster, and a broker that serves ElectLeaders. Until then every test here ends in
-``ClusteringUnavailable`` (the brokers refuse ``zookeeper.connect``) and is reported as an
-expected failure. The marker is strict: the first run in which a test passes fails with
-XPASS(strict), which is the signal to delete ``pytestmark``'s xfail below. Any other failure
-(of the harness, the tools or the cluster) fails the run already now.
-"""
+"""The command-line tools and the cluster harness on a real 3-broker ZooKeeper-mode cluster."""
 
 from __future__ import annotations
 
@@ -23,21 +15,19 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support.cli import CLI, free_port_range, run
-from tests.support.cluster import Cluster, ClusteringUnavailable, processes_mentioning
+from tests.support.cluster import Cluster, processes_mentioning
 from tests.support.netns import Network
 
-pytestmark = [
-    pytest.mark.timeout(300),
-    pytest.mark.xfail(raises=ClusteringUnavailable, strict=True,
-                      reason="brokers do not form a ZooKeeper-mode cluster yet; delete this marker when they do"),
-]
+pytestmark = pytest.mark.timeout(300)
 
 
 def new_topic(cluster: Cluster, assignment: list[list[int]], configs: dict[str, str] | None = None) -> str:
     """A topic with an explicit replica assignment, created through the cluster."""
     name = f"t-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    futures = admin.create_topics([NewTopic(name, replica_assignment=assignment, config=configs or {})],
+    # confluent-kafka wants the partition count with an assignment (and no replication factor).
+    futures = admin.create_topics([NewTopic(name, num_partitions=len(assignment), replica_assignment=assignment,
+                                           config=configs or {})],
                                   request_timeout=30)
     futures[name].result(timeout=40)
     for p, replicas in enumerate(assignment):
@@ -192,8 +182,6 @@ def test_dev_cluster_serves_and_restarts_on_its_data(tmp_path: Path) -> None:
                 return proc
         proc.wait(30)
         err = proc.stderr.read() if proc.stderr else ""
-        if "clustering through ZooKeeper is not available" in err:
-            raise ClusteringUnavailable(err)
         raise AssertionError(f"dev-cluster did not come up: {''.join(lines)}{err}")
 
     def stop(proc: subprocess.Popen[str]) -> str:

@@ -155,3 +155,31 @@ def test_stop_leaves_no_process(tmp_path: Path) -> None:
     ens.stop()
     assert all(pid_gone(pid) for pid in pids)
     assert ens.pids() == {}
+
+
+async def test_tree_watches_survive_losing_the_server(ensemble: ZooKeeperEnsemble) -> None:
+    """kazoo drops its watches when the connection to a server breaks; the metadata tree fires
+    them once reconnected, so a change made meanwhile is not missed."""
+    import asyncio
+
+    from kaflet.metadata.tree import EventType, WatchEvent
+    from kaflet.metadata.zookeeper import ZooKeeperTree
+
+    watched = await ZooKeeperTree.connect(ensemble.connect_string, session_timeout=10)
+    writer = await ZooKeeperTree.connect(ensemble.connect_string, session_timeout=10)
+    try:
+        await watched.ensure_path("/w")
+        fired: list[WatchEvent] = []
+        await watched.children("/w", watch=fired.append)
+        port = watched.kazoo._connection._socket.getpeername()[1]
+        ensemble.kill(next(i for i in (1, 2, 3) if ensemble.server(i).port == port))
+        await writer.create("/w/child", b"")
+        deadline = asyncio.get_running_loop().time() + 30
+        while not fired:
+            assert asyncio.get_running_loop().time() < deadline, "the child watch never fired"
+            await asyncio.sleep(0.05)
+        assert fired[0] == WatchEvent(EventType.CHILD, "/w")
+        assert await watched.children("/w") == ["child"]
+    finally:
+        await watched.close()
+        await writer.close()

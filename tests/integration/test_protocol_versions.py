@@ -47,10 +47,7 @@ ADVERTISED = supported_versions()
 PARAMS = [(key, v) for key, lo, hi in ADVERTISED for v in range(lo, hi + 1)]
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    """A plain and a SASL listener, with an authorizer under which the plain clients are super users."""
-    overrides = {
+BROKER_OVERRIDES = {
         "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
         "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
@@ -60,8 +57,13 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
         "group.initial.rebalance.delay.ms": "0",
         "group.min.session.timeout.ms": "1000",
         "offsets.topic.num.partitions": "1",
-    }
-    with running_broker(tmp_path_factory.mktemp("versions") / "data", overrides) as b:
+}
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """A plain and a SASL listener, with an authorizer under which the plain clients are super users."""
+    with running_broker(tmp_path_factory.mktemp("versions") / "data", BROKER_OVERRIDES) as b:
         c = RawClient(b.bootstrap)
         deadline = time.monotonic() + 30
         # The first FindCoordinator creates __consumer_offsets; wait until it is served.
@@ -69,6 +71,18 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
             assert time.monotonic() < deadline, "no group coordinator"
             time.sleep(0.1)
         c.close()
+        yield b
+
+
+# The controller's requests come from a made-up controller with a much newer epoch; after them
+# the broker's own controller is stale to it, so they get a broker of their own.
+CONTROLLER_APIS = frozenset({K.LEADER_AND_ISR, K.STOP_REPLICA, K.UPDATE_METADATA, K.CONTROLLED_SHUTDOWN})
+
+
+@pytest.fixture(scope="module")
+def fenced_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """Like `broker`, for the controller's APIs."""
+    with running_broker(tmp_path_factory.mktemp("fenced") / "data", BROKER_OVERRIDES) as b:
         yield b
 
 
@@ -880,6 +894,41 @@ def _update_metadata_check(broker: BrokerProcess, c: RawClient, v: int) -> None:
     assert c.request(K.UPDATE_METADATA, v, req).error_code == E.STALE_CONTROLLER_EPOCH
 
 
+@check(K.CONTROLLED_SHUTDOWN, range(3, 4))
+def _controlled_shutdown_check(broker: BrokerProcess, c: RawClient, v: int) -> None:
+    me = _broker_id(c)
+    R = _req(K.CONTROLLED_SHUTDOWN)
+    # This broker is the (only, hence active) controller: a registration older than the
+    # broker's own is refused, the broker itself may stop (nothing could move: no replicas).
+    assert c.request(K.CONTROLLED_SHUTDOWN, v, R(broker_id=me, broker_epoch=0)).error_code == E.STALE_BROKER_EPOCH
+    resp = c.request(K.CONTROLLED_SHUTDOWN, v, R(broker_id=me, broker_epoch=-1))
+    assert (resp.error_code, resp.remaining_partitions) == (0, [])
+    unknown = c.request(K.CONTROLLED_SHUTDOWN, v, R(broker_id=me + 1000, broker_epoch=-1))
+    assert unknown.error_code == E.BROKER_NOT_AVAILABLE
+
+
+@check(K.ELECT_LEADERS, range(0, 3))
+def _elect_leaders_check(broker: BrokerProcess, c: RawClient, v: int) -> None:
+    topic = _topic(broker, f"el{v}")
+    EL = _req(K.ELECT_LEADERS)
+    fields: dict[str, Any] = {"election_type": 0} if v >= 1 else {}
+    resp = c.request(K.ELECT_LEADERS, v, EL(topic_partitions=[EL.TopicPartitions(topic=topic, partitions=[0, 7])],
+                                              timeout_ms=5000, **fields))
+    results = {(r.topic, p.partition_id): p.error_code for r in resp.replica_election_results
+               for p in r.partition_result}
+    # The preferred replica (the only one) already leads; partition 7 does not exist.
+    assert results == {(topic, 0): E.ELECTION_NOT_NEEDED, (topic, 7): E.UNKNOWN_TOPIC_OR_PARTITION}
+    if v >= 1:
+        assert resp.error_code == 0
+        unclean = c.request(K.ELECT_LEADERS, v, EL(election_type=1, timeout_ms=5000, topic_partitions=[
+            EL.TopicPartitions(topic=topic, partitions=[0])]))
+        # A leader is alive: no unclean election is needed.
+        assert [p.error_code for r in unclean.replica_election_results for p in r.partition_result] == [
+            E.ELECTION_NOT_NEEDED]
+    everything = c.request(K.ELECT_LEADERS, v, EL(topic_partitions=None, timeout_ms=5000, **fields))
+    assert everything.replica_election_results == []  # no partition needed an election
+
+
 @check(K.OFFSET_FOR_LEADER_EPOCH, range(0, 5))
 def _offset_for_leader_epoch_check(broker: BrokerProcess, c: RawClient, v: int) -> None:
     topic = _topic(broker, f"ole{v}")
@@ -912,7 +961,8 @@ def test_every_advertised_version_has_a_check_and_nothing_more() -> None:
 
 
 @pytest.mark.parametrize(("api_key", "version"), PARAMS, ids=[f"{K(k).name}-v{v}" for k, v in PARAMS])
-def test_version(broker: BrokerProcess, api_key: int, version: int) -> None:
+def test_version(request: pytest.FixtureRequest, api_key: int, version: int) -> None:
+    broker: BrokerProcess = request.getfixturevalue("fenced_broker" if api_key in CONTROLLER_APIS else "broker")
     versions, fn = CHECKS.get(api_key, (range(0), None))
     assert fn is not None and version in versions, f"{K(api_key).name} v{version} is advertised but has no check"
     c = RawClient(broker.bootstrap)

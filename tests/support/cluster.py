@@ -34,11 +34,6 @@ from tests.support.netns import Network
 T = TypeVar("T")
 
 # What a broker says when it cannot join a cluster at all (clustering not wired in yet).
-_NO_CLUSTERING = "clustering through ZooKeeper is not available"
-
-
-class ClusteringUnavailable(RuntimeError):
-    """The brokers refuse ``zookeeper.connect``: this kaflet cannot form a cluster yet."""
 
 
 @dataclass
@@ -165,8 +160,6 @@ class Cluster:
         try:
             broker.wait_started(timeout)
         except RuntimeError as exc:
-            if _NO_CLUSTERING in str(exc):
-                raise ClusteringUnavailable(f"broker {bid}: {exc}") from exc
             raise RuntimeError(f"broker {bid} did not start: {exc}") from exc
 
     def broker(self, broker_id: int) -> BrokerProcess:

@@ -17,6 +17,7 @@ from kaflet.server.handlers import (
     alter_configs,
     alter_user_scram_credentials,
     api_versions,
+    controlled_shutdown,
     create_acls,
     create_partitions,
     create_topics,
@@ -30,6 +31,7 @@ from kaflet.server.handlers import (
     describe_configs,
     describe_groups,
     describe_user_scram_credentials,
+    elect_leaders,
     fetch,
     find_coordinator,
     heartbeat,
@@ -97,6 +99,8 @@ HANDLER_MODULES: list[ModuleType] = [
     stop_replica,
     update_metadata,
     offset_for_leader_epoch,
+    controlled_shutdown,
+    elect_leaders,
 ]
 
 HANDLERS: dict[int, ModuleType] = {m.API_KEY: m for m in HANDLER_MODULES}
