@@ -44,8 +44,7 @@ async def test_topic_layout_on_zookeeper(zk_tree: ZooKeeperTree, monkeypatch: py
     for path in zk.PERSISTENT_PATHS:
         data, _ = await zk_tree.get(path)
         assert data is None  # Kafka's containers have null data
-    # The topic's 2,003 nodes go in a few multis (as many as ZooKeeper's request size needs),
-    # not one request per node.
+    # A 1,000-partition topic is one multi of two nodes, well within ZooKeeper's request size.
     multis: list[int] = []
     real_multi = zk_tree.multi
 
@@ -54,58 +53,23 @@ async def test_topic_layout_on_zookeeper(zk_tree: ZooKeeperTree, monkeypatch: py
         return await real_multi(ops)
 
     monkeypatch.setattr(zk_tree, "multi", counted)
-    res = await ct.create_topic(zk_tree, "wide", 1000, 3, {"cleanup.policy": "compact"}, BROKERS,
-                                write_partition_states=True)
-    assert sum(multis) == 3 + 2 * 1000 and len(multis) <= 4, multis
+    res = await ct.create_topic(zk_tree, "wide", 1000, 3, {"cleanup.policy": "compact"}, BROKERS)
+    assert multis == [2]
     k = zk_tree.kazoo
     data, _ = await asyncio.to_thread(k.get, "/brokers/topics/wide")
     obj = json.loads(data)
     assert obj["topic_id"] == res.topic_id and len(obj["partitions"]) == 1000
-    assert (await asyncio.to_thread(k.get, "/brokers/topics/wide/partitions/999"))[0] is None
-    state, stat = await asyncio.to_thread(k.get, "/brokers/topics/wide/partitions/999/state")
-    reps = res.assignment[999]
-    assert state == zk.partition_state_json(zk.LeaderAndIsr(reps[0], 0, reps, 0)) and stat.version == 0
+    assert obj["partitions"]["999"] == res.assignment[999]
     assert (await asyncio.to_thread(k.get, "/config/topics/wide"))[0] == (
         b'{"version":1,"config":{"cleanup.policy":"compact"}}'
     )
-    metas = await ct.list_topics(zk_tree)
-    assert len(metas["wide"].partition_states) == 1000
-
-
-async def test_topic_watcher_on_zookeeper(zk_tree: ZooKeeperTree) -> None:
-    await ct.ensure_persistent_paths(zk_tree)
-    seen: list[tuple[str, str]] = []
-    changed = asyncio.Event()
-
-    async def on_changed(name: str, meta: ct.TopicMeta) -> None:
-        seen.append(("changed", name))
-        changed.set()
-
-    async def on_deleted(name: str) -> None:
-        seen.append(("deleted", name))
-        changed.set()
-
-    w = ct.TopicWatcher(zk_tree, on_changed, on_deleted)
-    await w.start()
-    try:
-
-        async def next_event() -> None:
-            await asyncio.wait_for(changed.wait(), 5)
-            changed.clear()
-            await w.wait_idle()
-
-        await ct.create_topic(zk_tree, "t1", 2, 2, {}, BROKERS, write_partition_states=True)
-        await next_event()
-        await ct.add_partitions(zk_tree, "t1", 3, BROKERS, write_partition_states=True)
-        await next_event()
-        await ct.delete_topic(zk_tree, "t1")
-        await next_event()
-        await ct.complete_topic_deletion(zk_tree, "t1")
-        await asyncio.sleep(0.2)
-        await w.wait_idle()
-        assert seen == [("changed", "t1"), ("changed", "t1"), ("deleted", "t1")]
-    finally:
-        await w.stop()
+    # The controller, not the admin path, creates the partition state nodes.
+    assert await asyncio.to_thread(k.exists, "/brokers/topics/wide/partitions") is None
+    grown = await ct.add_partitions(zk_tree, "wide", 1002, BROKERS)
+    obj = json.loads((await asyncio.to_thread(k.get, "/brokers/topics/wide"))[0])
+    assert len(obj["partitions"]) == 1002 and obj["partitions"]["1001"] == grown[1001]
+    await ct.delete_topic(zk_tree, "wide")
+    assert await asyncio.to_thread(k.exists, "/admin/delete_topics/wide") is not None
 
 
 async def test_session_expiry_calls_hook_and_drops_ephemerals(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import random
 from collections.abc import AsyncIterator
@@ -14,7 +13,7 @@ import pytest
 from kaflet.controller import topics as ct
 from kaflet.metadata import zkdata as zk
 from kaflet.metadata.embedded import EmbeddedTree
-from kaflet.metadata.tree import BadVersionError, CheckOp, MetadataTree
+from kaflet.metadata.tree import MetadataTree
 
 BROKERS = [(1, None), (2, None), (3, None)]
 
@@ -28,9 +27,7 @@ async def tree(tmp_path: Path) -> AsyncIterator[MetadataTree]:
 
 
 async def test_create_topic_writes_kafka_layout(tree: MetadataTree) -> None:
-    res = await ct.create_topic(
-        tree, "orders", 3, 2, {"retention.ms": "1000"}, BROKERS, controller_epoch=4, rng=random.Random(1)
-    )
+    res = await ct.create_topic(tree, "orders", 3, 2, {"retention.ms": "1000"}, BROKERS, rng=random.Random(1))
     assert len(res.topic_id) == 22 and res.topic_id != zk.ZERO_UUID
     assert sorted(res.assignment) == [0, 1, 2]
     cfg, _ = await tree.get("/config/topics/orders")
@@ -45,34 +42,6 @@ async def test_create_topic_writes_kafka_layout(tree: MetadataTree) -> None:
     # Both nodes were written in one transaction.
     zx = {(await tree.exists(p)).czxid for p in ("/config/topics/orders", "/brokers/topics/orders")}  # type: ignore[union-attr]
     assert len(zx) == 1
-
-
-async def test_create_topic_with_partition_states(tree: MetadataTree) -> None:
-    """The broker's mode until it runs the controller: the state nodes are written too."""
-    res = await ct.create_topic(
-        tree, "orders", 3, 2, {}, BROKERS, controller_epoch=4, rng=random.Random(1), write_partition_states=True
-    )
-    assert (await tree.get("/brokers/topics/orders/partitions"))[0] is None
-    assert (await tree.get("/brokers/topics/orders/partitions/0"))[0] is None
-    for p, reps in res.assignment.items():
-        data, stat = await tree.get(f"/brokers/topics/orders/partitions/{p}/state")
-        assert data == zk.partition_state_json(zk.LeaderAndIsr(reps[0], 0, reps, 4))
-        assert stat.version == 0
-    zx = {(await tree.exists(p)).czxid  # type: ignore[union-attr]
-          for p in ("/brokers/topics/orders", "/brokers/topics/orders/partitions/2/state")}
-    assert len(zx) == 1
-
-
-async def test_create_topic_leader_is_first_live_replica(tree: MetadataTree) -> None:
-    res = await ct.create_topic(
-        tree, "t", None, None, {}, [(2, None), (3, None)], assignment={0: [1, 2, 3], 1: [1, 4, 5]},
-        write_partition_states=True,
-    )
-    meta = (await ct.list_topics(tree))["t"]
-    assert res.assignment == {0: [1, 2, 3], 1: [1, 4, 5]}
-    assert meta.partition_states[0].leader == 2 and meta.partition_states[0].isr == [2, 3]
-    # No live replica: no leader, every (empty) replica counts as in sync.
-    assert meta.partition_states[1].leader == -1 and meta.partition_states[1].isr == [1, 4, 5]
 
 
 async def test_create_topic_errors(tree: MetadataTree) -> None:
@@ -104,17 +73,8 @@ async def test_validate_only_writes_nothing(tree: MetadataTree) -> None:
     assert await tree.exists("/config/topics/v") is None
 
 
-async def test_fence_check_blocks_deposed_controller(tree: MetadataTree) -> None:
-    await tree.create("/controller_epoch", b"1")
-    await tree.set("/controller_epoch", b"2")
-    with pytest.raises(BadVersionError):
-        await ct.create_topic(tree, "f", 1, 1, {}, BROKERS, fence=[CheckOp("/controller_epoch", 0)])
-    assert await tree.exists("/brokers/topics/f") is None
-    await ct.create_topic(tree, "f", 1, 1, {}, BROKERS, fence=[CheckOp("/controller_epoch", 1)])
-
-
 async def test_thousand_partitions_in_one_multi(tree: MetadataTree, monkeypatch: pytest.MonkeyPatch) -> None:
-    # Every node of the topic is written by one multi (one transaction), never node by node.
+    # However many partitions, the topic is one multi of two nodes (the assignment is one node).
     writes: list[tuple[str, int]] = []
     for name in ("create", "set", "delete", "multi"):
         real = getattr(tree, name)
@@ -124,28 +84,31 @@ async def test_thousand_partitions_in_one_multi(tree: MetadataTree, monkeypatch:
             return await _real(*args, **kwargs)
 
         monkeypatch.setattr(tree, name, counted)
-    res = await ct.create_topic(tree, "wide", 1000, 3, {}, BROKERS, write_partition_states=True)
-    assert writes == [("multi", 3 + 2 * 1000)]  # config, topic, partitions, then partition + state each
+    res = await ct.create_topic(tree, "wide", 1000, 3, {}, BROKERS)
+    assert writes == [("multi", 2)]  # config, topic
     assert len(res.assignment) == 1000
-    assert len(await tree.children("/brokers/topics/wide/partitions")) == 1000
+    assert len(await _assignment(tree, "wide")) == 1000
+
+
+async def _assignment(tree: MetadataTree, name: str) -> dict[int, list[int]]:
+    return zk.parse_topic(name, (await tree.get(zk.topic_path(name)))[0]).partitions
 
 
 async def test_add_partitions(tree: MetadataTree) -> None:
-    res = await ct.create_topic(tree, "g", 2, 2, {}, BROKERS, assignment=None, rng=random.Random(3),
-                                write_partition_states=True)
-    full = await ct.add_partitions(tree, "g", 5, BROKERS, write_partition_states=True)
+    res = await ct.create_topic(tree, "g", 2, 2, {}, BROKERS, assignment=None, rng=random.Random(3))
+    stat = await tree.exists("/brokers/topics/g")
+    full = await ct.add_partitions(tree, "g", 5, BROKERS)
     assert len(full) == 5 and {p: full[p] for p in (0, 1)} == res.assignment
     assert all(len(r) == 2 and len(set(r)) == 2 for r in full.values())
-    meta = await ct.get_topic(tree, "g")
-    assert meta is not None and meta.topic_id == res.topic_id and meta.assignment == full
-    assert sorted(meta.partition_states) == [0, 1, 2, 3, 4]
+    raw = await tree.get("/brokers/topics/g")
+    assert zk.parse_topic("g", raw[0]).topic_id == res.topic_id and await _assignment(tree, "g") == full
+    # Only the assignment changes, conditionally on its version (Kafka's AdminZkClient); the
+    # controller creates the partition state nodes.
+    assert stat is not None and raw[1].version == stat.version + 1
+    assert await tree.exists("/brokers/topics/g/partitions") is None
 
-    stat = await tree.exists("/brokers/topics/g")
     manual = await ct.add_partitions(tree, "g", 7, BROKERS, assignment=[[1, 2], [3, 1]])
     assert manual[5] == [1, 2] and manual[6] == [3, 1]
-    # Without write_partition_states only the assignment changes (Kafka's AdminZkClient).
-    assert (await tree.exists("/brokers/topics/g")).version == stat.version + 1  # type: ignore[union-attr]
-    assert await tree.exists("/brokers/topics/g/partitions/5") is None
     with pytest.raises(ct.InvalidPartitionsError, match="Topic already has 7 partitions."):
         await ct.add_partitions(tree, "g", 7, BROKERS)
     with pytest.raises(ct.InvalidPartitionsError, match="which is higher than the requested 3"):
@@ -160,7 +123,7 @@ async def test_add_partitions(tree: MetadataTree) -> None:
         await ct.add_partitions(tree, "nope", 8, BROKERS)
     assert eu.value.error_code == 3
     v = await ct.add_partitions(tree, "g", 9, BROKERS, validate_only=True)
-    assert len(v) == 9 and len((await ct.get_topic(tree, "g")).assignment) == 7  # type: ignore[union-attr]
+    assert len(v) == 9 and len(await _assignment(tree, "g")) == 7
 
 
 async def test_add_partitions_refused_during_reassignment(tree: MetadataTree) -> None:
@@ -176,100 +139,13 @@ async def test_delete_flow(tree: MetadataTree) -> None:
     await ct.delete_topic(tree, "d")
     await ct.delete_topic(tree, "d")  # already marked: fine
     assert (await tree.get("/admin/delete_topics/d"))[0] is None
-    assert (await ct.list_topics(tree))["d"].marked_for_deletion
+    # Only marked: the controller deletes the replicas, then the topic's nodes.
+    assert await tree.exists("/brokers/topics/d") is not None and await tree.exists("/config/topics/d") is not None
     with pytest.raises(ct.UnknownTopicOrPartitionError, match="Topic `x` to delete does not exist"):
         await ct.delete_topic(tree, "x")
-    await ct.complete_topic_deletion(tree, "d")
-    await ct.complete_topic_deletion(tree, "d")  # idempotent
-    for p in ("/brokers/topics/d", "/config/topics/d", "/admin/delete_topics/d"):
-        assert await tree.exists(p) is None
-    assert await ct.list_topics(tree) == {}
-    # The name can be used again, with a new id.
-    await ct.create_topic(tree, "d", 1, 1, {}, BROKERS)
 
 
 async def test_leftover_config_is_overwritten(tree: MetadataTree) -> None:
     await tree.create("/config/topics/left", zk.entity_config_json({"old": "1"}))
     await ct.create_topic(tree, "left", 1, 1, {"new": "2"}, BROKERS)
     assert zk.parse_entity_config((await tree.get("/config/topics/left"))[0]) == {"new": "2"}
-
-
-class Events:
-    def __init__(self) -> None:
-        self.log: list[tuple[str, str, object]] = []
-
-    async def changed(self, name: str, meta: ct.TopicMeta) -> None:
-        self.log.append(("changed", name, meta))
-
-    async def deleted(self, name: str) -> None:
-        self.log.append(("deleted", name, None))
-
-    def kinds(self) -> list[tuple[str, str]]:
-        return [(k, n) for k, n, _ in self.log]
-
-
-async def test_topic_watcher(tree: MetadataTree) -> None:
-    await ct.create_topic(tree, "pre", 1, 1, {}, BROKERS)
-    await ct.create_topic(tree, "doomed", 1, 1, {}, BROKERS)
-    await ct.delete_topic(tree, "doomed")
-    ev = Events()
-    w = ct.TopicWatcher(tree, ev.changed, ev.deleted)
-    await w.start()
-    try:
-        # Start: deletions first, then existing topics.
-        assert ev.kinds() == [("deleted", "doomed"), ("changed", "pre")]
-        ev.log.clear()
-
-        created = await ct.create_topic(tree, "new", 2, 2, {}, BROKERS, write_partition_states=True)
-        await w.wait_idle()
-        assert ev.kinds() == [("changed", "new")]
-        meta = ev.log[0][2]
-        assert isinstance(meta, ct.TopicMeta)
-        assert meta.topic_id == created.topic_id and sorted(meta.partition_states) == [0, 1]
-        ev.log.clear()
-
-        await ct.add_partitions(tree, "new", 4, BROKERS)
-        await w.wait_idle()
-        assert ev.kinds() == [("changed", "new")]
-        assert len(ev.log[0][2].assignment) == 4  # type: ignore[union-attr]
-        ev.log.clear()
-
-        await ct.delete_topic(tree, "new")
-        await w.wait_idle()
-        assert ev.kinds() == [("deleted", "new")]
-        ev.log.clear()
-        await ct.complete_topic_deletion(tree, "new")
-        await ct.complete_topic_deletion(tree, "doomed")
-        await w.wait_idle()
-        assert ev.log == []  # no second deletion report
-
-        # Recreated under the same name: reported as a new topic.
-        again = await ct.create_topic(tree, "new", 1, 1, {}, BROKERS)
-        await w.wait_idle()
-        assert ev.kinds() == [("changed", "new")]
-        assert ev.log[0][2].topic_id == again.topic_id  # type: ignore[union-attr]
-        ev.log.clear()
-
-        # Removed without a deletion mark (e.g. by an operator): still reported.
-        await tree.delete("/brokers/topics/pre", recursive=True)
-        await w.wait_idle()
-        assert ev.kinds() == [("deleted", "pre")]
-    finally:
-        await w.stop()
-
-
-async def test_topic_watcher_without_paths(tmp_path: Path) -> None:
-    t = await EmbeddedTree.open(tmp_path)
-    ev = Events()
-    w = ct.TopicWatcher(t, ev.changed, ev.deleted)
-    try:
-        await w.start()
-        assert ev.log == []
-        await ct.create_topic(t, "late", 1, 1, {}, BROKERS)
-        await w.wait_idle()
-        await asyncio.sleep(0.05)
-        await w.wait_idle()
-        assert ev.kinds() == [("changed", "late")]
-    finally:
-        await w.stop()
-        await t.close()
