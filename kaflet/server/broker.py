@@ -14,6 +14,7 @@ from typing import Any
 from kaflet.controller.channel import ControllerChannel
 from kaflet.controller.config import ControllerConfig
 from kaflet.controller.controller import KafkaController
+from kaflet.controller.topics import ensure_persistent_paths
 from kaflet.coordinator.group.coordinator import GroupConfig, GroupCoordinator
 from kaflet.coordinator.group.store import GROUP_METADATA_TOPIC, OffsetsTopicStore
 from kaflet.coordinator.group.topic import OffsetsTopic, OffsetsTopicConfig
@@ -45,7 +46,6 @@ from kaflet.server.fetch_session import FetchManager, FetchSessionCache
 from kaflet.server.inter_broker_security import inter_broker_settings
 from kaflet.server.metadata_cache import MetadataCache
 from kaflet.server.topic_admin import TopicAdmin, wait_until
-from kaflet.server.topic_config import report_not_enforced
 
 log = logging.getLogger("kaflet.broker")
 
@@ -96,7 +96,6 @@ class Broker:
         self.listeners: list[Listener] = []
         self.advertised: list[Endpoint] = []
         self._metadata_changed = asyncio.Event()
-        self.topic_overrides: dict[str, dict[str, str]] = {}
         self._stop_background = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
         self._stopped = asyncio.Event()
@@ -166,6 +165,8 @@ class Broker:
         await self.config_admin.load()  # dynamic broker configs, before the logs use them
         self.quota_configs = QuotaConfigStore(self.tree, self.quota_manager)
         await self.quota_configs.load()
+        # The logs found on disk open with their topics' configs (Kafka's LogManager.startup).
+        await self.config_admin.load_topic_configs(self._local_topics())
         self._open_logs()
         self.isr_manager = ZkIsrManager(self.tree)
         self.replica_manager = ReplicaManager(
@@ -176,7 +177,7 @@ class Broker:
         self.replica_manager.on_leadership_change = self._on_leadership_change
         self.replica_manager.on_replicas_stopped = self._on_replicas_stopped
         self.producer_ids = ProducerIdManager(self.tree, self.broker_id)
-        # Before the topic watcher: it hands the coordinator its __consumer_offsets partitions.
+        # Before the controller starts: leaderships hand the coordinator its __consumer_offsets partitions.
         offsets_topic = OffsetsTopic(OffsetsTopicConfig.from_broker(cfg.values), self.topic_admin.create,
                                      self.metadata_cache.partition_count, lambda: len(self.live_brokers()))
         self.group_coordinator = GroupCoordinator(
@@ -222,8 +223,7 @@ class Broker:
                 data, _ = await self.tree.get(zkdata.CLUSTER_ID_PATH)
                 cluster_id = zkdata.parse_cluster_id(data)
         self.cluster_id = cluster_id
-        for path in zkdata.PERSISTENT_PATHS:
-            await self.tree.ensure_path(path)
+        await ensure_persistent_paths(self.tree)
 
         stored_ids = set()
         for d in self.log_dirs:
@@ -256,6 +256,18 @@ class Broker:
             checkpoints.write_meta_properties(os.path.join(d, "meta.properties"), {"version": "0", "broker.id": str(self.broker_id),
                                                   "cluster.id": cluster_id})
 
+    def _local_topics(self) -> set[str]:
+        """The topics with a partition directory in the log dirs."""
+        from kaflet.log.log import parse_topic_partition
+
+        topics = set()
+        for d in self.log_dirs:
+            for name in os.listdir(d):
+                tp = parse_topic_partition(name)
+                if tp is not None and os.path.isdir(os.path.join(d, name)):
+                    topics.add(tp[0])
+        return topics
+
     def _open_logs(self) -> None:
         from kaflet.log.cleaner import CleanerConfig
         from kaflet.log.log_manager import LogDirLockedError
@@ -265,10 +277,12 @@ class Broker:
             manager = LogManager(
                 self.log_dirs,
                 self.config_admin.topic_defaults(),
-                topic_config=lambda topic: self.topic_overrides.get(topic, {}),
+                topic_config=self.config_admin.topic_config,
                 recovery_point_checkpoint_interval_ms=cfg["log.flush.offset.checkpoint.interval.ms"],
                 log_start_offset_checkpoint_interval_ms=cfg["log.flush.start.offset.checkpoint.interval.ms"],
                 high_watermark_checkpoint_interval_ms=cfg["replica.high.watermark.checkpoint.interval.ms"],
+                # Started by the first LeaderAndIsr, as Kafka's ReplicaManager does.
+                high_watermark_checkpoints=False,
                 retention_check_interval_ms=cfg["log.retention.check.interval.ms"],
                 cleaner_config=CleanerConfig.from_broker(cfg),
             )
@@ -395,6 +409,8 @@ class Broker:
 
     def _update_metadata(self, request: Any) -> list[tuple[str, int]]:
         deleted = self.metadata_cache.update_metadata(request)
+        for topic in {t for t, _ in deleted} - self.metadata_cache.topics.keys():
+            self.config_admin.forget_topic(topic)
         self._changed()
         return deleted
 
@@ -418,19 +434,6 @@ class Broker:
         """The controller's requests to this broker, in-process (a controller ``LocalDelivery``):
         the request object in, the response object out, as the handlers answer them."""
         return await controller_requests.process(self, api_key, request)
-
-    async def load_topic_configs(self, topics: Sequence[str]) -> None:
-        """Read the /config/topics overrides of topics this broker has not seen yet (before it
-        creates their logs, as Kafka's fetchLogConfig); later changes come by /config/changes."""
-        for name in topics:
-            if name in self.topic_overrides:
-                continue
-            try:
-                data, _ = await self.tree.get(zkdata.topic_config_path(name))
-                self.topic_overrides[name] = zkdata.parse_entity_config(data)
-                report_not_enforced(self.topic_overrides[name])
-            except NoNodeError:
-                self.topic_overrides[name] = {}
 
     # -- ZooKeeper session ------------------------------------------------------------------
 

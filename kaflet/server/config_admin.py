@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kaflet.metadata import notifications, zkdata
@@ -58,6 +58,8 @@ class ConfigAdmin:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.dynamic = DynamicBrokerConfig(broker.broker_id, broker.config.originals)
+        #: Each topic's ``/config/topics/<t>`` overrides, for the logs of the topics hosted here.
+        self.topic_overrides: dict[str, dict[str, str]] = {}
         self._last_seq = -1
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -82,6 +84,27 @@ class ConfigAdmin:
     def topic_defaults(self) -> dict[str, str]:
         """Topic-config defaults: server.properties, then the dynamic broker configs."""
         return effective_topic_defaults(self.broker.config.topic_defaults(), self.dynamic)
+
+    def topic_config(self, topic: str) -> Mapping[str, str]:
+        """A topic's overrides as last read (the log manager's ``topic_config``)."""
+        return self.topic_overrides.get(topic, {})
+
+    async def load_topic_configs(self, topics: Iterable[str]) -> None:
+        """Read the overrides of topics whose logs are about to be opened or created, as Kafka's
+        fetchLogConfig does before it creates a log (so a topic recreated under the same name
+        gets its new configs); later changes come by /config/changes."""
+        names = sorted(set(topics))
+        found = await asyncio.gather(*(self._read(_TOPICS, name) for name in names))
+        for name, overrides in zip(names, found, strict=True):
+            self._set_topic_overrides(name, overrides)
+
+    def forget_topic(self, topic: str) -> None:
+        """The topic is gone: drop its overrides."""
+        self.topic_overrides.pop(topic, None)
+
+    def _set_topic_overrides(self, topic: str, overrides: dict[str, str]) -> None:
+        self.topic_overrides[topic] = overrides
+        report_not_enforced(overrides)
 
     def topic_entries(self, overrides: Mapping[str, str]) -> list[ConfigEntry]:
         """Every config of a topic with these overrides, as DescribeConfigs reports it."""
@@ -206,8 +229,7 @@ class ConfigAdmin:
         if entity_type == _TOPICS:
             if name not in self.broker.metadata_cache.topics:
                 return
-            self.broker.topic_overrides[name] = await self._read(_TOPICS, name)
-            report_not_enforced(self.broker.topic_overrides[name])
+            self._set_topic_overrides(name, await self._read(_TOPICS, name))
             self._refresh_logs([name])
         elif entity_type == _BROKERS:
             if name == zkdata.DEFAULT_ENTITY:

@@ -52,7 +52,10 @@ async def process(broker: Broker, api_key: int, request: Any) -> Any:
     """Answer a controller request object with its response object."""
     if api_key == ApiKey.LEADER_AND_ISR:
         # New logs take their topic's configs, read from the tree first (Kafka's fetchLogConfig).
-        await broker.load_topic_configs([t.topic_name for t in request.topic_states])
+        logs = broker.log_manager
+        await broker.config_admin.load_topic_configs(
+            t.topic_name for t in request.topic_states
+            if any(logs.get_log(t.topic_name, ps.partition_index) is None for ps in t.partition_states))
     return _APIS[api_key][0](broker, request)
 
 

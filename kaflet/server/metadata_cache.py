@@ -1,9 +1,8 @@
 """The broker's view of the cluster: live brokers, topics, partitions, leaders.
 
-Filled by the controller's UpdateMetadata requests (``update_metadata``, Kafka's
-MetadataCache.updateMetadata) and, for a broker that runs alone, from the metadata tree by
-watches; read by every request that needs topology (Metadata, Produce and Fetch leadership
-checks, CreateTopics answers).
+Filled by the controller's UpdateMetadata requests only (``update_metadata``, Kafka's
+MetadataCache.updateMetadata), a broker that runs alone included; read by every request that
+needs topology (Metadata, Produce and Fetch leadership checks, CreateTopics answers).
 """
 
 from __future__ import annotations
@@ -53,7 +52,7 @@ class TopicInfo:
 
 
 class MetadataCache:
-    """Topology snapshot; replaced piecewise as watches fire."""
+    """Topology snapshot; replaced piecewise by UpdateMetadata requests."""
 
     def __init__(self) -> None:
         self.brokers: dict[int, BrokerInfo] = {}

@@ -241,6 +241,17 @@ def test_max_message_bytes_takes_effect_at_once(broker: BrokerProcess, admin: Ad
     assert produce_error(broker.bootstrap, topic, 500) is None
 
 
+def test_recreated_topic_takes_its_new_configs(broker: BrokerProcess, admin: AdminClient) -> None:
+    topic = new_topic(broker.bootstrap, {"max.message.bytes": "2000"})
+    err = produce_error(broker.bootstrap, topic, 5000)
+    assert err is not None and err.code() == KafkaError.MSG_SIZE_TOO_LARGE
+    admin.delete_topics([topic])[topic].result(30)
+    # Same name, new topic: its logs are created with the new topic's configs, not the old one's.
+    assert wait(lambda: topic not in admin.list_topics(timeout=10).topics)
+    create_topic(broker.bootstrap, topic, config={"max.message.bytes": "20000"})
+    assert produce_error(broker.bootstrap, topic, 5000) is None
+
+
 def test_segment_bytes_rolls_at_new_size(broker: BrokerProcess, admin: AdminClient) -> None:
     topic = new_topic(broker.bootstrap)
     incremental(admin, TOPIC, topic, segment_bytes=(AlterConfigOpType.SET, "4096"))

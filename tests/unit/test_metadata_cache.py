@@ -107,11 +107,10 @@ def test_recreated_topic_takes_the_new_id() -> None:
     assert cache.topic_by_id(bytes(16)) is None
 
 
-def test_broker_topic_watcher_path_still_works_alongside() -> None:
-    from kaflet.server.metadata_cache import PartitionInfo
-
+def test_topic_without_an_id() -> None:
     cache = MetadataCache()
-    cache.put_topic("local", "", {0: PartitionInfo(0, 1, 0, [1], [1])})
-    assert cache.partition_count("local") == 1 and cache.topic_by_id(bytes(16)) is None
+    cache.update_metadata(_request([T(topic_name="old", topic_id=uuid.UUID(int=0), partition_states=[_partition(0, 1)])]))
+    assert cache.partition_count("old") == 1 and cache.topics["old"].topic_id == bytes(16)
+    assert cache.topic_by_id(bytes(16)) is None  # the zero id names no topic
     cache.update_metadata(_request([T(topic_name="orders", topic_id=ORDERS, partition_states=[_partition(0, 1)])]))
-    assert set(cache.topics) == {"local", "orders"}
+    assert set(cache.topics) == {"old", "orders"}
