@@ -145,24 +145,6 @@ class ReplicaManager:
         self.partitions[(topic, index)] = part
         return part
 
-    def become_leader(
-        self,
-        topic: str,
-        index: int,
-        topic_id: str,
-        leader_epoch: int,
-        replicas: list[int],
-        isr: list[int],
-        log_config: LogConfig,
-    ) -> Partition:
-        """Create the log if needed and lead the partition at `leader_epoch` (the broker that
-        runs alone, from its topic watcher)."""
-        part = self.partitions.get((topic, index))
-        if part is None:
-            part = self._new_partition(topic, index, topic_id, log_config)
-        part.make_leader(leader_epoch, replicas, isr)
-        return part
-
     # -- LeaderAndIsr -------------------------------------------------------------------------
 
     def become_leader_or_follower(self, request: Any, broker_epoch: int) -> Any:
@@ -380,21 +362,6 @@ class ReplicaManager:
         return ErrorCode.NONE, epoch, offset
 
     # -- topics, configs, lifecycle -----------------------------------------------------------
-
-    def update_config(self, topic: str, log_config: LogConfig) -> None:
-        for (t, _), part in self.partitions.items():
-            if t == topic:
-                part.log.update_config(log_config)
-
-    def remove_topic(self, topic: str) -> None:
-        """Stop and delete every local partition of a deleted topic."""
-        keys = [k for k in self.partitions if k[0] == topic]
-        self.fetcher_manager.remove_fetcher_for_partitions(keys)
-        for key in keys:
-            part = self.partitions.pop(key)
-            # The topic is gone from the metadata: Kafka answers such waiters this way.
-            part.close(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-            self.log_manager.delete_log(topic, key[1])
 
     def start(self) -> None:
         """Start the periodic ISR shrink (every replica.lag.time.max.ms / 2, as Kafka)."""

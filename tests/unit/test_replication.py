@@ -10,13 +10,11 @@ import pytest
 
 from kaflet.log.config import LogConfig
 from kaflet.log.log import Log
-from kaflet.log.log_manager import LogManager
 from kaflet.protocol.errors import ErrorCode as E
 from kaflet.protocol.errors import KafkaError
 from kaflet.protocol.records import Record, build_batch
 from kaflet.replication.delayed_produce import HighWatermarkWaiters, wait_for_acks
 from kaflet.replication.partition import UNKNOWN_OFFSET, Partition, Replica
-from kaflet.replication.replica_manager import ReplicaManager
 from tests.support.replication import Clock
 
 LAG = 30_000
@@ -213,22 +211,6 @@ async def test_cancelled_request_leaves_no_waiter(tmp_path: Path) -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     assert part.waiting_for_acks == 0
-
-
-async def test_removed_partition_answers_its_waiters(tmp_path: Path) -> None:
-    lm = LogManager([str(tmp_path)])
-    lm.startup()
-    try:
-        rm = ReplicaManager(1, lm)
-        part = rm.become_leader("gone", 0, "AAAAAAAAAAAAAAAAAAAAAA", 0, [1, 2], [1, 2], lm.config_for("gone"))
-        r = part.append(_batch(), required_acks=-1)
-        task = asyncio.create_task(wait_for_acks([(part, r.last_offset + 1)], 10_000))
-        await asyncio.sleep(0)
-        rm.remove_topic("gone")
-        assert await asyncio.wait_for(task, 5) == [E.UNKNOWN_TOPIC_OR_PARTITION]
-        assert rm.get("gone", 0) is None and lm.get_log("gone", 0) is None
-    finally:
-        lm.shutdown()
 
 
 async def test_waiters_complete_in_offset_order_and_stay_bounded() -> None:
