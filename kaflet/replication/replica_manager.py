@@ -361,7 +361,7 @@ class ReplicaManager:
         epoch, offset = part.log.end_offset_for_epoch(leader_epoch)
         return ErrorCode.NONE, epoch, offset
 
-    # -- topics, configs, lifecycle -----------------------------------------------------------
+    # -- lifecycle ----------------------------------------------------------------------------
 
     def start(self) -> None:
         """Start the periodic ISR shrink (every replica.lag.time.max.ms / 2, as Kafka)."""
