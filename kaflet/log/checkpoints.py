@@ -1,6 +1,8 @@
 """Kafka's small metadata files: offset checkpoints, leader-epoch-checkpoint, partition.metadata,
 meta.properties.  Every write goes to ``<file>.tmp``, is fsync'd, renamed over the real file, and
 the directory is fsync'd, so a crash leaves either the old or the new file, never a torn one.
+A log's own files (leader-epoch-checkpoint, partition.metadata) are written the same way, off
+the event loop, by :mod:`kaflet.log.metadata_writer`.
 """
 
 from __future__ import annotations
@@ -101,9 +103,9 @@ def read_offset_checkpoint(path: str) -> dict[tuple[str, int], int]:
     return out
 
 
-def write_leader_epoch_checkpoint(path: str, entries: Iterable[tuple[int, int]], fsync: bool = True) -> None:
-    """Write ``<epoch> <startOffset>`` lines, ascending."""
-    write_atomic(path, format_checkpoint(f"{e} {o}" for e, o in entries), fsync)
+def format_leader_epoch_checkpoint(entries: Iterable[tuple[int, int]]) -> bytes:
+    """``leader-epoch-checkpoint`` content: ``<epoch> <startOffset>`` lines, ascending."""
+    return format_checkpoint(f"{e} {o}" for e, o in entries)
 
 
 def read_leader_epoch_checkpoint(path: str) -> list[tuple[int, int]]:
@@ -122,11 +124,6 @@ def read_leader_epoch_checkpoint(path: str) -> list[tuple[int, int]]:
 def format_partition_metadata(topic_id: str) -> bytes:
     """``partition.metadata`` content: no trailing newline."""
     return f"version: 0\ntopic_id: {topic_id}".encode()
-
-
-def write_partition_metadata(path: str, topic_id: str, fsync: bool = True) -> None:
-    """Write ``partition.metadata`` for a topic id (22-char base64url Uuid)."""
-    write_atomic(path, format_partition_metadata(topic_id), fsync)
 
 
 def read_partition_metadata(path: str) -> str | None:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 from kaflet.log.checkpoints import (
     CheckpointError,
+    format_leader_epoch_checkpoint,
     read_leader_epoch_checkpoint,
-    write_leader_epoch_checkpoint,
+    write_atomic,
 )
 
 UNDEFINED_EPOCH = -1
@@ -15,10 +17,16 @@ UNDEFINED_EPOCH_OFFSET = -1
 
 
 class LeaderEpochCache:
-    """Ascending (epoch, start offset) pairs: the first offset written in each leader epoch."""
+    """Ascending (epoch, start offset) pairs: the first offset written in each leader epoch.
 
-    def __init__(self, path: str) -> None:
+    ``write`` takes the checkpoint's new content when it changes (the log's MetadataWriter,
+    which makes it durable before the log's data); without it the file is written and fsync'd
+    at once.
+    """
+
+    def __init__(self, path: str, write: Callable[[bytes], None] | None = None) -> None:
         self.path = path
+        self._write = write
         try:
             self._entries: list[tuple[int, int]] = read_leader_epoch_checkpoint(path)
         except CheckpointError:
@@ -58,8 +66,12 @@ class LeaderEpochCache:
         return True
 
     def flush(self) -> None:
-        """Write the checkpoint file (tmp + fsync + rename)."""
-        write_leader_epoch_checkpoint(self.path, self._entries)
+        """Write the checkpoint file (tmp + fsync + rename), or hand it to ``write``."""
+        data = format_leader_epoch_checkpoint(self._entries)
+        if self._write is not None:
+            self._write(data)
+        else:
+            write_atomic(self.path, data)
         self._dirty = False
 
     def flush_if_dirty(self) -> None:

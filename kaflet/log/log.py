@@ -33,12 +33,15 @@ from typing import NamedTuple
 from kaflet.log.checkpoints import (
     LEADER_EPOCH_CHECKPOINT,
     PARTITION_METADATA,
+    format_partition_metadata,
+    fsync_dir,
     read_partition_metadata,
-    write_partition_metadata,
+    write_atomic,
 )
 from kaflet.log.config import LONG_MAX, LogConfig
 from kaflet.log.errors import LogError, OffsetOutOfRangeError, UnexpectedAppendOffsetError
 from kaflet.log.leader_epoch import LeaderEpochCache
+from kaflet.log.metadata_writer import MetadataWriter
 from kaflet.log.producer_state import ProducerStateManager
 from kaflet.log.segment import (
     CLEANED_SUFFIX,
@@ -185,6 +188,7 @@ class Log:
         high_watermark: int | None = None,
         topic_id: str | None = None,
         executor: Executor | None = None,
+        metadata_writer: MetadataWriter | None = None,
         now_ms: Callable[[], int] = _now_ms,
     ) -> None:
         self.dir = directory
@@ -192,7 +196,11 @@ class Log:
         self.topic, self.partition = name if name else (os.path.basename(directory), 0)
         self.config = config
         self._executor = executor
+        self._writer = metadata_writer
         self._time = now_ms
+        # A directory created here is only durable in its parent once fsync'd: the first
+        # flush does it, before any of the log's data counts as flushed.
+        self._parent_synced = os.path.isdir(directory)
         os.makedirs(directory, exist_ok=True)
         self._segments: list[LogSegment] = []
         self._bases: list[int] = []
@@ -201,13 +209,14 @@ class Log:
         # (unlink after ms, paths): segments renamed ``.deleted`` by retention/DeleteRecords.
         self._pending_file_deletes: list[tuple[int, list[str]]] = []
         self._closed = False
-        self.leader_epoch_cache = LeaderEpochCache(os.path.join(directory, LEADER_EPOCH_CHECKPOINT))
+        self.leader_epoch_cache = LeaderEpochCache(
+            os.path.join(directory, LEADER_EPOCH_CHECKPOINT),
+            None if metadata_writer is None else lambda data: self._write_file(LEADER_EPOCH_CHECKPOINT, data))
         self.producer_state = ProducerStateManager(directory)
         self.topic_id = topic_id
         if topic_id is not None:
-            path = os.path.join(directory, PARTITION_METADATA)
-            if read_partition_metadata(path) != topic_id:
-                write_partition_metadata(path, topic_id)
+            if read_partition_metadata(os.path.join(directory, PARTITION_METADATA)) != topic_id:
+                self._write_file(PARTITION_METADATA, format_partition_metadata(topic_id))
         else:
             try:
                 self.topic_id = read_partition_metadata(os.path.join(directory, PARTITION_METADATA))
@@ -218,6 +227,13 @@ class Log:
         # (or the log start offset) and the partition (replication/partition.py) moves it.
         self._high_watermark = max(self.log_start_offset, min(high_watermark or 0, self._leo))
         self._last_flush_ms = self._time()
+
+    def _write_file(self, name: str, data: bytes) -> None:
+        """Replace one of the log's small files atomically; durable before the log's data."""
+        if self._writer is not None:
+            self._writer.write(self, self.dir, name, data)
+        else:
+            write_atomic(os.path.join(self.dir, name), data)
 
     # ------------------------------------------------------------------ loading
 
@@ -350,7 +366,8 @@ class Log:
                     replayed += 1
         ps.map_end_offset = self._leo
         ps.delete_snapshots_before(self._segments[0].base_offset)
-        if replayed or snap is None:
+        # An empty log needs no snapshot (Kafka writes none for a new log either).
+        if replayed or (snap is None and self._leo > self.log_start_offset):
             ps.take_snapshot(self._leo)
         self.leader_epoch_cache.flush_if_dirty()
 
@@ -400,7 +417,7 @@ class Log:
 
     def assign_topic_id(self, topic_id: str) -> None:
         """Give a log created without a topic id its id (written to ``partition.metadata``)."""
-        write_partition_metadata(os.path.join(self.dir, PARTITION_METADATA), topic_id)
+        self._write_file(PARTITION_METADATA, format_partition_metadata(topic_id))
         self.topic_id = topic_id
 
     def update_config(self, config: LogConfig) -> None:
@@ -804,23 +821,49 @@ class Log:
     # ------------------------------------------------------------------ flush
 
     def _unflushed_segments(self) -> list[LogSegment]:
+        if self._recovery_point >= self._leo:
+            return []
         return self._segments[self._segment_index_for(self._recovery_point):]
 
+    def _dirs_to_sync(self, segments: list[LogSegment]) -> list[str]:
+        """Directories whose entries a flush of ``segments`` must make durable (Kafka's
+        LocalLog.flush fsyncs the log's directory when it flushes a new segment; the first
+        flush of a new log also its parent, which holds the log's directory)."""
+        if not segments:
+            return []
+        dirs = []
+        if not self._parent_synced:
+            dirs.append(os.path.dirname(self.dir.rstrip("/")) or ".")
+        if not self._parent_synced or any(s.base_offset >= self._recovery_point for s in segments):
+            dirs.append(self.dir)
+        return dirs
+
     @staticmethod
-    def _fsync_segments(segments: list[LogSegment]) -> None:
+    def _fsync_segments(segments: list[LogSegment], dirs: list[str]) -> None:
         for seg in segments:
             try:
                 seg.flush()
             except OSError:
                 if not seg.closed:  # a segment deleted meanwhile (truncation) needs no fsync
                     raise
+        for d in dirs:
+            try:
+                fsync_dir(d)
+            except FileNotFoundError:
+                pass  # renamed for deletion meanwhile
 
     async def _flush_once(self) -> None:
         try:
             end = self._leo
+            if self._writer is not None:
+                # partition.metadata and the epoch entries of every offset below ``end`` are
+                # durable before the recovery point moves past them.
+                await self._writer.wait(self)
             segs = self._unflushed_segments()
+            dirs = self._dirs_to_sync(segs)
             loop = asyncio.get_running_loop()
-            await loop.run_in_executor(self._executor, self._fsync_segments, segs)
+            await loop.run_in_executor(self._executor, self._fsync_segments, segs, dirs)
+            self._parent_synced = self._parent_synced or bool(segs)
             self._recovery_point = min(max(self._recovery_point, end), self._leo)
             self._last_flush_ms = self._time()
         finally:
@@ -840,10 +883,18 @@ class Log:
         """fsync everything appended so far."""
         await self.flush_until(None)
 
-    def flush_sync(self) -> None:
-        """Blocking flush of everything (startup, shutdown, tests)."""
+    def flush_sync(self, sync_parent: bool = True) -> None:
+        """Blocking flush of everything (startup, shutdown, tests). ``sync_parent=False``: the
+        caller fsyncs the log dir holding this log's directory itself (once for all logs)."""
+        if self._writer is not None:
+            self._writer.write_now(self)
         end = self._leo
-        self._fsync_segments(self._unflushed_segments())
+        segs = self._unflushed_segments()
+        dirs = self._dirs_to_sync(segs)
+        if dirs and not sync_parent and not self._parent_synced:
+            dirs = dirs[1:]
+        self._fsync_segments(segs, dirs)
+        self._parent_synced = self._parent_synced or bool(segs) or not sync_parent
         self._recovery_point = max(self._recovery_point, end)
         self._last_flush_ms = self._time()
 
@@ -1081,17 +1132,31 @@ class Log:
         ps.delete_snapshots_after(self._leo)
         self._load_producer_state()
 
-    def close(self, sync: bool = False) -> None:
+    def close(self, sync: bool = False, *, deleting: bool = False) -> None:
         """Snapshot producer state at the LEO, trim indexes, release files.
 
         ``sync`` fsyncs the snapshot and indexes (clean shutdown; call ``flush_sync`` first).
+        ``deleting``: the log is about to be deleted, so its files are only released (Kafka's
+        asyncDelete takes no snapshot either), and its metadata writes not yet started are
+        dropped.
         """
         if self._closed:
             return
         self._closed = True
-        self.producer_state.map_end_offset = self._leo
+        if deleting:
+            if self._writer is not None:
+                self._writer.discard(self)
+            for seg in self._segments:
+                seg.close_handlers()
+            return
+        ps = self.producer_state
+        ps.map_end_offset = self._leo
         try:
-            self.producer_state.take_snapshot(self._leo, fsync=sync)
+            # As Kafka's takeSnapshot: only when the map moved past the newest snapshot (or the
+            # log start offset, without one), so an idle or empty log costs no write.
+            offsets = ps.snapshot_offsets()
+            if self._leo > (offsets[-1] if offsets else self.log_start_offset):
+                ps.take_snapshot(self._leo, fsync=sync)
             self.leader_epoch_cache.flush_if_dirty()
         finally:
             for seg in self._segments:

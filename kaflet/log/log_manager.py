@@ -22,6 +22,12 @@ Compaction: ``LogCleaner`` (cleaner_manager.py) runs ``log.cleaner.threads`` thr
 
 Shutdown (``shutdown()``, blocking): stop the cleaner, flush every log, close it (producer snapshots, trimmed
 indexes), write the checkpoints (high watermarks included), write an empty ``.kafka_cleanshutdown`` per dir, unlock.
+The logs are flushed and closed on several threads at once, so their fsyncs are committed together.
+
+Nothing here fsyncs on the event loop: a log's small files (``partition.metadata``,
+``leader-epoch-checkpoint``) and the log dir after a deletion's rename go through the
+``MetadataWriter`` (batched, on its threads, durable before the data they describe), data
+through ``Log.flush_until`` (in the executor).
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ import shutil
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from concurrent.futures import Executor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any
 
 from kaflet.log.checkpoints import (
@@ -50,11 +56,14 @@ from kaflet.log.cleaner import CleanerConfig
 from kaflet.log.cleaner_manager import LogCleaner
 from kaflet.log.config import LogConfig
 from kaflet.log.log import Log, parse_topic_partition, unlink_files
+from kaflet.log.metadata_writer import MetadataWriter
 
 log = logging.getLogger(__name__)
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
+#: Threads that flush and close the logs at shutdown (their fsyncs are committed together).
+SHUTDOWN_THREADS = 8
 DELETE_DIR_SUFFIX = "-delete"
 FUTURE_DIR_SUFFIX = "-future"
 STRAY_DIR_SUFFIX = "-stray"
@@ -118,6 +127,8 @@ class LogManager:
         self._locks: dict[str, int] = {}
         self._pending_deletes: list[tuple[str, int]] = []  # (path, delete after ms)
         self._started = False
+        #: Writes the logs' small files and directory fsyncs off the event loop.
+        self.metadata_writer = MetadataWriter()
         self.cleaner_config = cleaner_config if cleaner_config is not None else CleanerConfig()
         #: The log cleaner (compaction); created at startup when log.cleaner.enable is true.
         self.cleaner: LogCleaner | None = None
@@ -200,6 +211,7 @@ class LogManager:
                 had_clean_shutdown=clean,
                 high_watermark=high_watermarks.get(tp),
                 executor=self._executor,
+                metadata_writer=self.metadata_writer,
                 now_ms=self._time,
             )
             self._logs[tp] = lg
@@ -236,11 +248,14 @@ class LogManager:
             return lg
         cfg = config if isinstance(config, LogConfig) else self.config_for(topic, config)
         d = self._choose_dir()
-        lg = Log(os.path.join(d, f"{topic}-{partition}"), cfg, had_clean_shutdown=True, topic_id=topic_id,
-                 executor=self._executor, now_ms=self._time)
+        lg = self._new_log(d, topic, partition, topic_id, cfg)
         self._logs[tp] = lg
         self._dir_of[tp] = d
         return lg
+
+    def _new_log(self, d: str, topic: str, partition: int, topic_id: str | None, cfg: LogConfig) -> Log:
+        return Log(os.path.join(d, f"{topic}-{partition}"), cfg, had_clean_shutdown=True, topic_id=topic_id,
+                   executor=self._executor, metadata_writer=self.metadata_writer, now_ms=self._time)
 
     def update_topic_config(self, topic: str, overrides: Mapping[str, Any] | None = None) -> None:
         """Re-read a topic's config into all its logs (after a config change)."""
@@ -258,11 +273,14 @@ class LogManager:
             return None
         if self.cleaner is not None:
             self.cleaner.forget(tp)  # a pass in progress notices the closed log and gives up
-        lg.close()
+        lg.close(deleting=True)
         suffix = f"-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
         new_dir = os.path.join(d, topic[: 255 - len(suffix)] + suffix)
         lg.rename_dir(new_dir)
-        fsync_dir(d)
+        # The rename is made durable by the next batch, one fsync of the dir for every deletion
+        # meanwhile (Kafka does not fsync it at all); until then a crash brings the log back,
+        # whole, and the controller deletes it again.
+        self.metadata_writer.sync_dir(d)
         delay = lg.config.file_delete_delay_ms
         self._pending_deletes.append((new_dir, self._time() + delay))
         return new_dir
@@ -419,10 +437,18 @@ class LogManager:
         """Flush and close every log, write checkpoints and the clean-shutdown marker.  Blocking."""
         if self.cleaner is not None:
             self.cleaner.stop()  # normally already stopped with run_background
-        for lg in self._logs.values():
-            if not lg.closed:
-                lg.flush_sync()
-                lg.close(sync=True)
+        # From here on the logs' small files are written and fsync'd where they change.
+        self.metadata_writer.close()
+
+        def close(lg: Log) -> None:
+            lg.flush_sync(sync_parent=False)  # the log dirs are fsync'd once, below
+            lg.close(sync=True)
+
+        logs = [lg for lg in self._logs.values() if not lg.closed]
+        with ThreadPoolExecutor(SHUTDOWN_THREADS, thread_name_prefix="kaflet-log-close") as pool:
+            # Nothing else touches the logs now: the loop is blocked in this call.
+            for future in [pool.submit(close, lg) for lg in logs]:
+                future.result()  # the first failure aborts: no clean-shutdown marker
         self.checkpoint_recovery_points()
         self.checkpoint_log_start_offsets()
         self.checkpoint_high_watermarks()

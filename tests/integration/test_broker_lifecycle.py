@@ -80,6 +80,16 @@ def test_unknown_server_properties_keys_are_reported(tmp_path):
         broker.kill()
 
 
+def _topic_id_on_disk(partition_dir, timeout: float = 10.0) -> str:
+    """The topic id in partition.metadata, which is written just after the log is created
+    (off the event loop, as Kafka 3.x flushes it from its scheduler)."""
+    path = partition_dir / "partition.metadata"
+    deadline = time.monotonic() + timeout
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return path.read_text().split("topic_id: ")[1]
+
+
 def test_delete_removes_data_and_recreate_gets_new_id(kaflet_broker):
     bootstrap = kaflet_broker.bootstrap
     name = f"del-{uuid.uuid4().hex[:6]}"
@@ -90,12 +100,12 @@ def test_delete_removes_data_and_recreate_gets_new_id(kaflet_broker):
     assert p.flush(30) == 0
     data_dir = kaflet_broker.data_dir
     assert (data_dir / f"{name}-0").is_dir()
-    first_id = (data_dir / f"{name}-0" / "partition.metadata").read_text().split("topic_id: ")[1]
+    first_id = _topic_id_on_disk(data_dir / f"{name}-0")
     admin = _admin(bootstrap)
     admin.delete_topics([name])[name].result(30)
     assert not (data_dir / f"{name}-0").exists()
     create_topic(bootstrap, name, 1)
-    second_id = (data_dir / f"{name}-0" / "partition.metadata").read_text().split("topic_id: ")[1]
+    second_id = _topic_id_on_disk(data_dir / f"{name}-0")
     assert second_id != first_id
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "x", "enable.partition.eof": True})
     c.assign([TopicPartition(name, 0, 0)])

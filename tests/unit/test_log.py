@@ -284,7 +284,7 @@ def test_snapshot_round_trip_and_format(tmp_path) -> None:  # type: ignore[no-un
     lg.append_as_leader(_pbatch(3, pid=1), 0)
     lg.flush_sync()
     crash = _crash_copy(lg.dir, os.path.join(d, "crash", "t-0"))
-    os.unlink(os.path.join(crash, "00000000000000000000.snapshot"))
+    assert not os.path.exists(os.path.join(crash, "00000000000000000000.snapshot"))  # none for a new log
     rec = Log(crash, _cfg(), had_clean_shutdown=False)
     assert rec.producer_state.producers[1].last_seq == 5
     assert rec.append_as_leader(_pbatch(3, pid=1), 0).duplicate
@@ -297,9 +297,9 @@ async def test_flush_until_group_commits(tmp_path) -> None:  # type: ignore[no-u
     calls = []
     orig = Log._fsync_segments
 
-    def counting(segs):  # type: ignore[no-untyped-def]
+    def counting(segs, dirs):  # type: ignore[no-untyped-def]
         calls.append(len(segs))
-        orig(segs)
+        orig(segs, dirs)
 
     lg._fsync_segments = counting  # type: ignore[method-assign]
     results = [lg.append_as_leader(_batch(), 0) for _ in range(5)]

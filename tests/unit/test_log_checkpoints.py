@@ -53,7 +53,7 @@ def test_leader_epoch_checkpoint(tmp_path) -> None:  # type: ignore[no-untyped-d
 
 def test_partition_metadata_bytes(tmp_path) -> None:  # type: ignore[no-untyped-def]
     p = str(tmp_path / cp.PARTITION_METADATA)
-    cp.write_partition_metadata(p, "AAAAAAAAAAAAAAAAAAAAAA")
+    cp.write_atomic(p, cp.format_partition_metadata("AAAAAAAAAAAAAAAAAAAAAA"))
     assert Path(p).read_bytes() == b"version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA"
     assert cp.read_partition_metadata(p) == "AAAAAAAAAAAAAAAAAAAAAA"
 
