@@ -39,7 +39,8 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any
 
@@ -62,6 +63,8 @@ log = logging.getLogger(__name__)
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
+#: Threads that create logs off the loop.
+CREATE_THREADS = 2
 #: Threads that flush and close the logs at shutdown (their fsyncs are committed together).
 SHUTDOWN_THREADS = 8
 DELETE_DIR_SUFFIX = "-delete"
@@ -127,6 +130,9 @@ class LogManager:
         self._locks: dict[str, int] = {}
         self._pending_deletes: list[tuple[str, int]] = []  # (path, delete after ms)
         self._started = False
+        self._shut_down = False
+        self._creating: set[TopicPartition] = set()  # logs being created on a thread
+        self._io_pool: ThreadPoolExecutor | None = None
         #: Writes the logs' small files and directory fsyncs off the event loop.
         self.metadata_writer = MetadataWriter()
         self.cleaner_config = cleaner_config if cleaner_config is not None else CleanerConfig()
@@ -243,6 +249,8 @@ class LogManager:
         tp = (topic, partition)
         lg = self._logs.get(tp)
         if lg is not None:
+            if topic_id is not None and lg.topic_id is None:
+                lg.assign_topic_id(topic_id)  # e.g. made by create_logs
             if config is not None:
                 lg.update_config(config if isinstance(config, LogConfig) else self.config_for(topic, config))
             return lg
@@ -256,6 +264,65 @@ class LogManager:
     def _new_log(self, d: str, topic: str, partition: int, topic_id: str | None, cfg: LogConfig) -> Log:
         return Log(os.path.join(d, f"{topic}-{partition}"), cfg, had_clean_shutdown=True, topic_id=topic_id,
                    executor=self._executor, metadata_writer=self.metadata_writer, now_ms=self._time)
+
+    async def create_logs(self, wanted: Iterable[TopicPartition]) -> None:
+        """Create the logs among ``wanted`` that do not exist yet, their directories and files
+        on threads, as Kafka creates logs on its request threads (on the one event loop, a
+        LeaderAndIsr for 1,000 new partitions stalled every client for seconds of file
+        creation); ``get_or_create_log`` then finds them and gives them their topic id, so
+        ``partition.metadata`` goes to the MetadataWriter in the same batch as the log's
+        first epoch entry. A log that cannot be created here is left to ``get_or_create_log``
+        to try again and report."""
+        counts = Counter({d: 0 for d in self.log_dirs})
+        counts.update(self._dir_of.values())
+        plans: list[tuple[TopicPartition, str, LogConfig]] = []
+        for tp in wanted:
+            if tp in self._logs or tp in self._creating:
+                continue
+            d = min(self.log_dirs, key=lambda x: counts[x])
+            counts[d] += 1
+            plans.append((tp, d, self.config_for(tp[0])))
+        if not plans:
+            return
+        loop = asyncio.get_running_loop()
+        if self._io_pool is None:
+            self._io_pool = ThreadPoolExecutor(CREATE_THREADS, thread_name_prefix="kaflet-log-create")
+        self._creating.update(tp for tp, _, _ in plans)
+        futures = []
+        # A few jobs, not one per log: each completion wakes the loop, and the work is mostly
+        # waiting for the file system (more threads would only contend for the GIL).
+        for i in range(min(CREATE_THREADS, len(plans))):
+            fut = loop.run_in_executor(self._io_pool, self._new_logs, plans[i::CREATE_THREADS])
+            # Registered by a callback, so a cancelled caller leaves no log unregistered.
+            fut.add_done_callback(self._created)
+            futures.append(fut)
+        await asyncio.shield(asyncio.gather(*futures, return_exceptions=True))
+
+    def _new_logs(self, plans: list[tuple[TopicPartition, str, LogConfig]]
+                  ) -> list[tuple[TopicPartition, str, Log | OSError]]:
+        # On a thread: a new empty log writes no file through the MetadataWriter (no topic id
+        # yet, no epoch entry, no producer snapshot), which only the loop may use.
+        out: list[tuple[TopicPartition, str, Log | OSError]] = []
+        for tp, d, cfg in plans:
+            try:
+                out.append((tp, d, self._new_log(d, tp[0], tp[1], None, cfg)))
+            except OSError as exc:
+                out.append((tp, d, exc))
+        return out
+
+    def _created(self, fut: asyncio.Future[list[tuple[TopicPartition, str, Log | OSError]]]) -> None:
+        if fut.cancelled() or fut.exception() is not None:
+            self._creating.clear()  # not expected: the job catches OSError; let the loop retry
+            return
+        for tp, d, lg in fut.result():
+            self._creating.discard(tp)
+            if isinstance(lg, OSError):
+                log.debug("creating the log of %s-%d on a thread failed: %s", *tp, lg)
+            elif tp in self._logs or self._shut_down:
+                lg.close(deleting=True)  # made meanwhile on the loop (same files), or too late
+            else:
+                self._logs[tp] = lg
+                self._dir_of[tp] = d
 
     def update_topic_config(self, topic: str, overrides: Mapping[str, Any] | None = None) -> None:
         """Re-read a topic's config into all its logs (after a config change)."""
@@ -437,6 +504,10 @@ class LogManager:
         """Flush and close every log, write checkpoints and the clean-shutdown marker.  Blocking."""
         if self.cleaner is not None:
             self.cleaner.stop()  # normally already stopped with run_background
+        self._shut_down = True
+        if self._io_pool is not None:
+            self._io_pool.shutdown(wait=True)  # logs being created: they are not registered
+            self._io_pool = None
         # From here on the logs' small files are written and fsync'd where they change.
         self.metadata_writer.close()
 

@@ -147,6 +147,18 @@ class ReplicaManager:
 
     # -- LeaderAndIsr -------------------------------------------------------------------------
 
+    async def create_logs(self, request: Any, broker_epoch: int) -> None:
+        """Create, off the event loop, the logs a LeaderAndIsr v5 request will give this broker
+        (``LogManager.create_logs``), before ``become_leader_or_follower`` applies it; a
+        request it will refuse creates nothing."""
+        if _is_stale_broker_epoch(request.broker_epoch, broker_epoch) or request.controller_epoch < self.controller_epoch:
+            return
+        await self.log_manager.create_logs(
+            (t.topic_name, ps.partition_index) for t in request.topic_states if is_valid(t.topic_name)
+            for ps in t.partition_states
+            if ps.partition_index >= 0 and self.broker_id in ps.replicas
+            and (t.topic_name, ps.partition_index) not in self.partitions)
+
     def become_leader_or_follower(self, request: Any, broker_epoch: int) -> Any:
         """Apply a LeaderAndIsr v5 request (Kafka's ``becomeLeaderOrFollower``); returns the
         response object."""

@@ -56,6 +56,7 @@ async def process(broker: Broker, api_key: int, request: Any) -> Any:
         await broker.config_admin.load_topic_configs(
             t.topic_name for t in request.topic_states
             if any(logs.get_log(t.topic_name, ps.partition_index) is None for ps in t.partition_states))
+        await broker.replica_manager.create_logs(request, broker.broker_epoch)
     return _APIS[api_key][0](broker, request)
 
 

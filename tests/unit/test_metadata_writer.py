@@ -1,6 +1,6 @@
 """MetadataWriter and what uses it: a log's small files and directory fsyncs leave the event loop,
 in batches, and are durable before the data they describe (partition.metadata and epoch entries
-before a flush moves the recovery point); clean shutdown on threads."""
+before a flush moves the recovery point); log creation on threads; clean shutdown on threads."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import asyncio
 import os
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -156,6 +157,63 @@ async def test_flush_sync_writes_the_logs_metadata_first(tmp_path: Path) -> None
     assert read_partition_metadata(os.path.join(lg.dir, "partition.metadata")) == TOPIC_ID
     assert read_leader_epoch_checkpoint(os.path.join(lg.dir, "leader-epoch-checkpoint")) == [(1, 0)]
     assert not lm.metadata_writer.pending(lg)
+    lm.shutdown()
+
+
+async def test_create_logs_on_threads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    dirs = [str(tmp_path / "a"), str(tmp_path / "b")]
+    lm = LogManager(dirs)
+    lm.startup()
+    loop_thread = threading.get_ident()
+    made_on: set[int] = set()
+    real_new_log = lm._new_log
+
+    def new_log(*args: Any) -> Any:
+        made_on.add(threading.get_ident())
+        return real_new_log(*args)
+
+    existing = lm.get_or_create_log("t", 0)
+    monkeypatch.setattr(lm, "_new_log", new_log)
+    await lm.create_logs(("t", p) for p in range(40))
+    assert loop_thread not in made_on and len(made_on) >= 1
+    assert lm.get_log("t", 0) is existing
+    assert [lm.log_dir_of("t", p) for p in range(40)].count(dirs[0]) == 20  # balanced
+    lg = lm.get_log("t", 7)
+    assert lg is not None and lg.topic_id is None
+    # The replica manager's get_or_create_log gives it the request's topic id.
+    assert lm.get_or_create_log("t", 7, topic_id=TOPIC_ID) is lg and lg.topic_id == TOPIC_ID
+    await lm.metadata_writer.wait(lg)
+    assert read_partition_metadata(os.path.join(lg.dir, "partition.metadata")) == TOPIC_ID
+    lg.append_as_leader(_batch(), 0)
+    lm.shutdown()
+    lm2 = LogManager(dirs)
+    lm2.startup()
+    again = lm2.get_log("t", 7)
+    assert again is not None and again.topic_id == TOPIC_ID and again.log_end_offset == 4
+    assert len(lm2.all_logs()) == 40
+    lm2.shutdown()
+
+
+async def test_a_log_made_meanwhile_on_the_loop_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lm = LogManager([str(tmp_path)])
+    lm.startup()
+    started, release = threading.Event(), threading.Event()
+    real_new_log = lm._new_log
+
+    def slow(*args: Any) -> Any:
+        started.set()
+        release.wait(10)
+        return real_new_log(*args)
+
+    monkeypatch.setattr(lm, "_new_log", slow)
+    creating = asyncio.create_task(lm.create_logs([("t", 0)]))
+    await asyncio.to_thread(started.wait, 10)
+    monkeypatch.setattr(lm, "_new_log", real_new_log)
+    mine = lm.get_or_create_log("t", 0, topic_id=TOPIC_ID)
+    release.set()
+    await creating
+    assert lm.get_log("t", 0) is mine and not mine.closed
+    mine.append_as_leader(_batch(), 0)
     lm.shutdown()
 
 

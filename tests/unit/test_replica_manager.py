@@ -92,6 +92,20 @@ async def test_leader_and_isr_creates_leads_and_follows(b1: Broker1) -> None:
     assert b1.rm.controller_epoch == 3
 
 
+async def test_logs_of_a_leader_and_isr_are_created_before_it_is_applied(b1: Broker1) -> None:
+    states = [_state(0, 1, 1), _state(1, 2, 1), _state(2, 2, 1, replicas=[2, 3])]
+    await b1.rm.create_logs(leader_and_isr(3, T, states, broker_epoch=49), broker_epoch=50)  # stale: nothing
+    assert b1.logs.all_logs() == {}
+    await b1.rm.create_logs(leader_and_isr(3, "../escape", [_state(0, 1, 1)]), broker_epoch=50)
+    await b1.rm.create_logs(leader_and_isr(3, T, states), broker_epoch=50)
+    made = b1.logs.all_logs()
+    assert set(made) == {(T, 0), (T, 1)}  # not partition 2: broker 1 is not among its replicas
+    assert b1.rm.get(T, 0) is None  # only the logs: the request is applied next
+    assert b1.apply(3, states) == {0: E.NONE, 1: E.NONE, 2: E.UNKNOWN_TOPIC_OR_PARTITION}
+    assert b1.part(0).log is made[(T, 0)] and b1.part(1).log is made[(T, 1)]
+    assert made[(T, 0)].topic_id == uuid_to_str(TOPIC_ID.bytes)
+
+
 async def test_stale_and_foreign_partition_states_get_kafkas_errors(b1: Broker1) -> None:
     b1.apply(3, [_state(0, 1, 5)])
     errors = b1.apply(3, [_state(0, 1, 5), _state(1, 1, 0, replicas=[2, 3])])
