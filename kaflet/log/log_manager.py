@@ -224,6 +224,8 @@ class LogManager:
             self._dir_of[tp] = d
         if clean:
             os.unlink(clean_file)
+            # Must be durable before anything is appended, or a crash would pass for a clean
+            # shutdown and skip recovery. One fsync per log dir at start-up, before serving.
             fsync_dir(d)
 
     # ------------------------------------------------------------------ access
