@@ -78,6 +78,18 @@ class CleaningAbortedError(Exception):
     for the group in progress."""
 
 
+#: The broker configs a running cleaner takes at run time (Kafka's LogCleaner.ReconfigurableConfigs,
+#: less message.max.bytes, which bounds Kafka's read buffer; kaflet's grows to the largest batch).
+RECONFIGURABLE_CONFIGS = (
+    "log.cleaner.threads",
+    "log.cleaner.dedupe.buffer.size",
+    "log.cleaner.io.buffer.load.factor",
+    "log.cleaner.io.buffer.size",
+    "log.cleaner.io.max.bytes.per.second",
+    "log.cleaner.backoff.ms",
+)
+
+
 @dataclass(frozen=True, slots=True)
 class CleanerConfig:
     """Broker-level ``log.cleaner.*`` settings (Kafka's names with '.' -> '_')."""
@@ -102,6 +114,38 @@ class CleanerConfig:
             io_max_bytes_per_second=float(values["log.cleaner.io.max.bytes.per.second"]),
             backoff_ms=int(values["log.cleaner.backoff.ms"]),
         )
+
+    def _rate(self) -> str:
+        return ("unlimited" if self.io_max_bytes_per_second >= 1.7976931348623157e308
+                else f"{self.io_max_bytes_per_second:g} bytes/s")
+
+    def describe(self) -> str:
+        """The settings, as the cleaner's start-up line prints them."""
+        rate = self._rate()
+        return (f"{self.threads} thread(s), dedupe buffer {self.dedupe_buffer_size} bytes (load factor "
+                f"{self.io_buffer_load_factor:g}), io buffer {self.io_buffer_size} bytes, io max {rate}, "
+                f"backoff {self.backoff_ms} ms")
+
+    def changes(self, new: CleanerConfig) -> list[str]:
+        """``<broker config> <old> -> <new>`` for each setting ``new`` changes."""
+        pairs = [("log.cleaner.threads", self.threads, new.threads),
+                 ("log.cleaner.dedupe.buffer.size", self.dedupe_buffer_size, new.dedupe_buffer_size),
+                 ("log.cleaner.io.buffer.load.factor", self.io_buffer_load_factor, new.io_buffer_load_factor),
+                 ("log.cleaner.io.buffer.size", self.io_buffer_size, new.io_buffer_size),
+                 ("log.cleaner.io.max.bytes.per.second", self._rate(), new._rate()),
+                 ("log.cleaner.backoff.ms", self.backoff_ms, new.backoff_ms)]
+        return [f"{name} {old} -> {value}" for name, old, value in pairs if old != value]
+
+    def check_reconfiguration(self, new: CleanerConfig) -> str | None:
+        """Why ``new`` may not replace this config at run time (Kafka's
+        LogCleaner.validateReconfiguration), or None."""
+        if new.threads < 1:
+            return "Log cleaner threads should be at least 1"
+        if new.threads < self.threads // 2:
+            return f"Log cleaner threads cannot be reduced to less than half the current value {self.threads}"
+        if new.threads > self.threads * 2:
+            return f"Log cleaner threads cannot be increased to more than double the current value {self.threads}"
+        return None
 
 
 class Throttler:

@@ -158,8 +158,10 @@ class LogCleaner:
         self._dir_of = dir_of
         self._time = now_ms
         self._stop = threading.Event()
+        self._lifecycle = threading.Lock()  # start, stop and reconfigure one at a time
         self._lock = threading.Lock()  # guards the dicts below and the checkpoint files
         self._threads: list[threading.Thread] = []
+        self._running = False  # started and not stopped (with no threads when threads=0)
         self._workers: list[WorkerCleaner] = []
         self._in_progress: set[TopicPartition] = set()
         self._next_horizon: dict[TopicPartition, int] = {}
@@ -194,18 +196,42 @@ class LogCleaner:
 
     def start(self, loop: asyncio.AbstractEventLoop | None) -> None:
         """Start the threads; ``loop`` owns the logs (None: the threads touch logs directly)."""
+        with self._lifecycle:
+            self._start(loop)
+
+    def _start(self, loop: asyncio.AbstractEventLoop | None) -> None:
         if self._threads or not self.config.enable:
             return
         self._stop.clear()
         self._owner = _OwnerCall(loop, self._stop.is_set)
-        for i in range(max(1, self.config.threads)):
+        # log.cleaner.threads=0 (a start-up value; at run time it must stay >= 1): no thread,
+        # as in Kafka, so compacted logs are not cleaned.
+        for i in range(self.config.threads):
             t = threading.Thread(target=self._run, name=f"kafka-log-cleaner-thread-{i}", daemon=True)
             t.start()
             self._threads.append(t)
-        log.info("log cleaner started with %d thread(s)", len(self._threads))
+        self._running = True
+        log.info("log cleaner started with %s", self.config.describe())
+
+    def reconfigure(self, config: CleanerConfig) -> None:
+        """Kafka's LogCleaner.reconfigure: stop the threads (a pass in progress is abandoned, as
+        Kafka's checkDone aborts it at shutdown; the next pass does it again) and start them
+        with ``config``. Not running (yet, or any more): only the config changes. Blocking."""
+        with self._lifecycle:
+            old, self.config = self.config, config
+            if not self._running:
+                return
+            log.info("reconfiguring the log cleaner: %s", ", ".join(old.changes(config)))
+            self._stop_threads(30.0)
+            self._start(self._owner.loop)
 
     def stop(self, timeout: float = 30.0) -> None:
         """Stop and join the threads (an unfinished pass is abandoned safely).  Blocking."""
+        with self._lifecycle:
+            self._stop_threads(timeout)
+
+    def _stop_threads(self, timeout: float) -> None:
+        self._running = False
         self._stop.set()
         deadline = time.monotonic() + timeout
         for t in self._threads:

@@ -583,3 +583,44 @@ def test_worker_error_is_raised_in_the_broker(tmp_path: Path) -> None:
     finally:
         w.close()
     assert not _files(lg, CLEANED_SUFFIX)
+
+
+# ---------------------------------------------------------------- reconfiguration
+
+
+def test_reconfiguration_rules_and_changes() -> None:
+    two = CleanerConfig(threads=2)
+    assert two.check_reconfiguration(CleanerConfig(threads=0)) == "Log cleaner threads should be at least 1"
+    assert "reduced to less than half the current value 4" in (
+        CleanerConfig(threads=4).check_reconfiguration(CleanerConfig(threads=1)) or "")
+    assert "more than double the current value 2" in (two.check_reconfiguration(CleanerConfig(threads=5)) or "")
+    assert two.check_reconfiguration(CleanerConfig(threads=4, io_max_bytes_per_second=1000)) is None
+    assert CleanerConfig().changes(CleanerConfig(threads=2, io_max_bytes_per_second=1000)) == [
+        "log.cleaner.threads 1 -> 2", "log.cleaner.io.max.bytes.per.second unlimited -> 1000 bytes/s"]
+
+
+def test_reconfigure_restarts_the_threads_with_the_new_config(tmp_path: Path) -> None:
+    logs: dict[tuple[str, int], Log] = {}
+    cleaner = LogCleaner(CleanerConfig(backoff_ms=10), [str(tmp_path)], lambda: logs, lambda tp: str(tmp_path))
+    cleaner.reconfigure(CleanerConfig(threads=2, backoff_ms=10))  # not started: only the config changes
+    assert cleaner.config.threads == 2 and not cleaner.running
+    cleaner.start(None)
+    try:
+        first = list(cleaner._threads)
+        assert len(first) == 2
+        cleaner.reconfigure(CleanerConfig(threads=3, io_max_bytes_per_second=5000, backoff_ms=10))
+        assert not any(t.is_alive() for t in first)
+        assert len(cleaner._threads) == 3 and cleaner.running
+        assert cleaner.config.io_max_bytes_per_second == 5000
+    finally:
+        cleaner.stop()
+    assert not cleaner.running
+    cleaner.reconfigure(CleanerConfig(threads=2))  # stopped: stays stopped
+    assert not cleaner.running
+
+
+def test_no_cleaner_thread_with_zero_threads(tmp_path: Path) -> None:
+    cleaner = LogCleaner(CleanerConfig(threads=0), [str(tmp_path)], dict, lambda tp: str(tmp_path))
+    cleaner.start(None)
+    assert not cleaner.running  # as Kafka: log.cleaner.threads=0 at start-up cleans nothing
+    cleaner.stop()
