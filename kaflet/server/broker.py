@@ -274,6 +274,12 @@ class Broker:
 
         cfg = self.config
         try:
+            # The dynamic log.cleaner.* configs too (loaded just before), as Kafka starts with them.
+            cleaner_config = self.config_admin.cleaner_config()
+        except ConfigError as exc:
+            log.error("dynamic log cleaner configs not applied: %s", exc)
+            cleaner_config = CleanerConfig.from_broker(cfg)
+        try:
             manager = LogManager(
                 self.log_dirs,
                 self.config_admin.topic_defaults(),
@@ -284,7 +290,7 @@ class Broker:
                 # Started by the first LeaderAndIsr, as Kafka's ReplicaManager does.
                 high_watermark_checkpoints=False,
                 retention_check_interval_ms=cfg["log.retention.check.interval.ms"],
-                cleaner_config=CleanerConfig.from_broker(cfg),
+                cleaner_config=cleaner_config,
             )
             manager.startup()
             # Only a fully loaded manager may write the clean-shutdown marker at stop.

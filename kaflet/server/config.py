@@ -301,6 +301,11 @@ class BrokerConfig:
     def __getitem__(self, name: str) -> Any:
         return self.values[name]
 
+    @classmethod
+    def parse_value(cls, name: str, raw: str) -> Any:
+        """One value of a key kaflet acts on, parsed and checked as at start-up (ConfigError)."""
+        return cls._parse(BROKER_CONFIGS[name], raw)
+
     def report_unknown(self) -> None:
         """Log one line per supplied key that kaflet does not act on: Kafka's keys that kaflet
         ignores, and (as Kafka words it) keys that are not Kafka configs at all."""

@@ -22,6 +22,7 @@ from kaflet.metadata.errors import AdminError
 from kaflet.metadata.topic_names import validate as validate_topic_name
 from kaflet.metadata.tree import NodeExistsError, NoNodeError, WatchEvent
 from kaflet.protocol.errors import ErrorCode
+from kaflet.server.config import ConfigError
 from kaflet.server.dynamic_config import (
     RESOURCE_BROKER,
     RESOURCE_TOPIC,
@@ -32,6 +33,7 @@ from kaflet.server.dynamic_config import (
     describe_broker,
     describe_broker_default,
     describe_topic,
+    effective_cleaner_config,
     effective_topic_defaults,
     report_dynamic_key,
     validate_broker_update,
@@ -39,6 +41,7 @@ from kaflet.server.dynamic_config import (
 from kaflet.server.topic_config import InvalidConfigError, report_not_enforced, validate_topic_configs
 
 if TYPE_CHECKING:
+    from kaflet.log.cleaner import CleanerConfig
     from kaflet.server.broker import Broker
 
 log = logging.getLogger("kaflet.configs")
@@ -63,6 +66,9 @@ class ConfigAdmin:
         self._last_seq = -1
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        # The cleaner settings to restart the log cleaner with, and the task doing it.
+        self._cleaner_target: CleanerConfig | None = None
+        self._cleaner_task: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ start-up and defaults
 
@@ -105,6 +111,10 @@ class ConfigAdmin:
     def _set_topic_overrides(self, topic: str, overrides: dict[str, str]) -> None:
         self.topic_overrides[topic] = overrides
         report_not_enforced(overrides)
+
+    def cleaner_config(self, dynamic: DynamicBrokerConfig | None = None) -> CleanerConfig:
+        """The log cleaner's settings with the dynamic ``log.cleaner.*`` configs (ConfigError)."""
+        return effective_cleaner_config(self.broker.config, dynamic or self.dynamic)
 
     def topic_entries(self, overrides: Mapping[str, str]) -> list[ConfigEntry]:
         """Every config of a topic with these overrides, as DescribeConfigs reports it."""
@@ -212,6 +222,7 @@ class ConfigAdmin:
             per_broker = entity != zkdata.DEFAULT_ENTITY
             new = validate_broker_update(change(await self._read(_BROKERS, entity)), name, per_broker,
                                          password_encoder="password.encoder.secret" in self.broker.config.originals)
+            self._check_cleaner_update(name, per_broker, new)
             if validate_only:
                 return
             log.info("updating %s with new configuration: %s",
@@ -220,6 +231,27 @@ class ConfigAdmin:
             await self.apply_entity(f"{_BROKERS}/{entity}")
         else:
             raise self._unsupported(resource_type, "alter")
+
+    def _check_cleaner_update(self, name: str, per_broker: bool, new: Mapping[str, str]) -> None:
+        """Kafka's LogCleaner.validateReconfiguration of the settings this broker's cleaner
+        would get (a refusal is INVALID_REQUEST, as Kafka's "Invalid dynamic configuration")."""
+        cleaner = self.broker.log_manager.cleaner if self.broker.log_manager is not None else None
+        if cleaner is None:
+            return  # log.cleaner.enable=false: no cleaner to reconfigure, as in Kafka
+        after = DynamicBrokerConfig(self.dynamic.broker_id, {})
+        after.update(default=new if not per_broker else self.dynamic.default,
+                     per_broker=new if per_broker else self.dynamic.per_broker)
+        current = self._cleaner_target or cleaner.config
+        try:
+            wanted = self.cleaner_config(after)
+        except ConfigError as exc:
+            raise ConfigRequestError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        reason = current.check_reconfiguration(wanted) if wanted != current else None
+        if reason is not None:
+            raise ConfigRequestError(
+                ErrorCode.INVALID_REQUEST,
+                f"Invalid config value for resource ConfigResource(type=BROKER, name='{name}'): "
+                f"Invalid dynamic configuration: {reason}")
 
     # ------------------------------------------------------------------ applying changes
 
@@ -240,6 +272,7 @@ class ConfigAdmin:
                 return  # another broker's own configs
             self._report_dynamic()
             self._refresh_defaults()
+            self._refresh_cleaner()
         elif entity_type in _QUOTA_ENTITIES:
             quotas = getattr(self.broker, "quota_configs", None)
             if quotas is not None:
@@ -258,6 +291,46 @@ class ConfigAdmin:
             log.error("dynamic broker configs not applied to the logs: %s", exc)
             return
         self._refresh_logs(sorted({t for t, _ in lm.all_logs()}))
+
+    def _refresh_cleaner(self) -> None:
+        """New dynamic cleaner settings: restart the log cleaner with them (Kafka's
+        LogCleaner.reconfigure), in the background; a restart in progress is followed by
+        another when the settings changed again meanwhile."""
+        lm = self.broker.log_manager
+        cleaner = lm.cleaner if lm is not None else None
+        if cleaner is None:
+            return
+        try:
+            wanted = self.cleaner_config()
+        except ConfigError as exc:
+            log.error("dynamic log cleaner configs not applied: %s", exc)
+            return
+        current = self._cleaner_target or cleaner.config
+        if wanted == current:
+            return
+        # Checked by the broker that took the AlterConfigs; one that only hears of the change
+        # keeps its cleaner when it does not hold for it (Kafka logs and skips it too).
+        reason = current.check_reconfiguration(wanted)
+        if reason is not None:
+            log.error("dynamic log cleaner configs not applied: %s", reason)
+            return
+        self._cleaner_target = wanted
+        if self._cleaner_task is None:
+            self._cleaner_task = asyncio.create_task(self._reconfigure_cleaner(), name="kaflet-cleaner-reconfigure")
+
+    async def _reconfigure_cleaner(self) -> None:
+        lm = self.broker.log_manager
+        try:
+            while (target := self._cleaner_target) is not None and lm.cleaner is not None:
+                # Off the loop: stopping joins the cleaner threads, which may wait for the loop.
+                await asyncio.get_running_loop().run_in_executor(None, lm.cleaner.reconfigure, target)
+                lm.cleaner_config = target
+                if self._cleaner_target == target:
+                    self._cleaner_target = None
+        except Exception:
+            log.exception("reconfiguring the log cleaner failed")
+        finally:
+            self._cleaner_task = None
 
     def _refresh_logs(self, topics: list[str]) -> None:
         lm = self.broker.log_manager
@@ -289,6 +362,8 @@ class ConfigAdmin:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+        if self._cleaner_task is not None:
+            await self._cleaner_task  # a restart under way finishes (the cleaner stops after)
 
     def _on_change(self, _event: WatchEvent) -> None:
         self._wake.set()

@@ -20,9 +20,12 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
+from kaflet.log.cleaner import RECONFIGURABLE_CONFIGS as CLEANER_CONFIGS
+from kaflet.log.cleaner import CleanerConfig
 from kaflet.server.config import (
     BROKER_CONFIGS,
     UNIT_SYNONYMS,
+    BrokerConfig,
     log_not_acted_on,
     log_unknown_dynamic,
     parse_bool,
@@ -250,6 +253,19 @@ def effective_topic_defaults(static_defaults: Mapping[str, str], dynamic: Dynami
     return {**static_defaults, **dynamic.topic_default_overlay()}
 
 
+def effective_cleaner_config(static: BrokerConfig, dynamic: DynamicBrokerConfig) -> CleanerConfig:
+    """The log cleaner's settings: server.properties with the dynamic ``log.cleaner.*`` values
+    Kafka's cleaner takes at run time (per broker first, then the cluster default). Raises
+    ConfigError for a stored value kaflet cannot use."""
+    values = {name: static[name] for name in ("log.cleaner.enable", *CLEANER_CONFIGS)}
+    for name in CLEANER_CONFIGS:
+        for layer in (dynamic.per_broker, dynamic.default):
+            if name in layer:
+                values[name] = BrokerConfig.parse_value(name, layer[name])
+                break
+    return CleanerConfig.from_broker(values)
+
+
 # --------------------------------------------------------------------------------------------
 # describing
 
@@ -448,7 +464,10 @@ def validate_broker_update(props: Mapping[str, str | None], resource_name: str, 
 
 def applied_at_run_time(name: str) -> bool:
     """Whether kaflet applies a dynamic change of this broker config: the broker-level default
-    of a topic config it enforces reaches every log without an override (ConfigAdmin)."""
+    of a topic config it enforces reaches every log without an override, the cleaner's settings
+    restart the cleaner (ConfigAdmin)."""
+    if name in CLEANER_CONFIGS:
+        return True
     key = broker_keys().get(name)
     if key is None or key.topic_synonym is None:
         return False

@@ -8,7 +8,10 @@
 * produce requests are answered while a cleaning pass runs: between the broker's "beginning
   cleaning" and "cleaned" lines for a large log, acks=1 produce requests sent after the first
   line are acknowledged before the second appears. The latency figures (idle vs cleaning) are
-  measured by benchmarks/cleaning_latency.py, not asserted here.
+  measured by benchmarks/cleaning_latency.py, not asserted here;
+* log.cleaner.* changed with IncrementalAlterConfigs restart the running cleaner with them: a
+  throttle set low holds a pass back and raising it lets the log be cleaned; thread counts
+  Kafka refuses get INVALID_REQUEST; a restart keeps the stored values.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
 from tests.support.broker_process import BrokerProcess, running_broker
@@ -257,3 +260,56 @@ def test_produce_is_answered_while_a_pass_runs(tmp_path: Path) -> None:
         assert during == list(range(1, len(during) + 1))
         # ... and the pass did the work: 2,000 live keys kept out of the 80,000 records it read.
         assert m is not None and int(m.group(1)) > 0 and int(m.group(2)) <= 2000 < int(m.group(3))
+
+
+def _set_cleaner(admin: AdminClient, op: AlterConfigOpType = AlterConfigOpType.SET, **configs: str) -> None:
+    """IncrementalAlterConfigs of this broker's configs (log.cleaner.* are cluster-wide configs,
+    which Kafka also takes per broker; confluent-kafka cannot name the cluster default)."""
+    broker_id = str(next(iter(admin.list_topics(timeout=10).brokers)))
+    res = ConfigResource(ConfigResource.Type.BROKER, broker_id, incremental_configs=[
+        ConfigEntry("log.cleaner." + k.replace("_", "."), v, incremental_operation=op) for k, v in configs.items()])
+    admin.incremental_alter_configs([res])[res].result(10)
+
+
+def _wait_for_line(b: BrokerProcess, pattern: str, timeout: float = 60.0) -> re.Match[str]:
+    regex = re.compile(pattern)
+    deadline = time.monotonic() + timeout
+    while (m := regex.search(b.new_log())) is None:
+        assert time.monotonic() < deadline, f"no line matching {pattern!r} in:\n" + "\n".join(b.log_tail(10))
+        time.sleep(0.05)
+    return m
+
+
+def test_cleaner_settings_change_at_run_time(tmp_path: Path) -> None:
+    """log.cleaner.* changed by IncrementalAlterConfigs restart the running cleaner with them,
+    as Kafka's LogCleaner.reconfigure: a throttle set low holds a pass back, raised it lets the
+    log be cleaned; thread counts Kafka refuses are refused."""
+    with running_broker(tmp_path / "data", OVERRIDES) as b:
+        _wait_for_line(b, r"log cleaner started with 1 thread\(s\), .* io max unlimited, backoff 100 ms")
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        _set_cleaner(admin, threads="2", io_max_bytes_per_second="2000")
+        _wait_for_line(b, r"log cleaner started with 2 thread\(s\), .* io max 2000 bytes/s")
+
+        topic = _topic("throttled")
+        create_topic(b.bootstrap, topic, config={"cleanup.policy": "compact", "segment.bytes": "131072",
+                                                 "min.cleanable.dirty.ratio": "0.01"})
+        _produce(b.bootstrap, topic, [(b"key-%03d" % (i % 500), b"v" * 100) for i in range(20_000)])
+        # At 2,000 bytes/s the pass over these 2.7 MB would take over 20 minutes.
+        _wait_for_line(b, rf"beginning cleaning of log {re.escape(topic)}-0 ")
+        time.sleep(3)
+        assert f"cleaned {topic}-0 up to" not in b.new_log()
+
+        _set_cleaner(admin, AlterConfigOpType.DELETE, io_max_bytes_per_second="")
+        _wait_for_line(b, r"reconfiguring the log cleaner: log.cleaner.io.max.bytes.per.second 2000 bytes/s -> "
+                          r"unlimited")
+        m = _wait_for_line(b, rf"cleaned {re.escape(topic)}-0 up to offset \d+ .* (\d+) of (\d+) records kept")
+        assert int(m.group(1)) <= 500 < int(m.group(2))
+        # The thread count moves by at most a factor of two at a time and stays >= 1, as in Kafka.
+        for threads, why in (("0", "Log cleaner threads should be at least 1"),
+                             ("5", "cannot be increased to more than double the current value 2")):
+            with pytest.raises(KafkaException) as err:
+                _set_cleaner(admin, threads=threads)
+            assert err.value.args[0].code() == KafkaError.INVALID_REQUEST and why in err.value.args[0].str()
+        assert "log cleaner started with 2 thread(s)" in b.new_log()  # unchanged
+        b.restart()  # the stored dynamic configs are the cleaner's from the start
+        _wait_for_line(b, r"log cleaner started with 2 thread\(s\), .* io max unlimited")

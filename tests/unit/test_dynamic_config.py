@@ -243,3 +243,21 @@ def test_describe_broker_types_and_sensitivity() -> None:
     rate = entries["leader.replication.throttled.rate"]
     assert (rate.value, rate.kind, rate.read_only) == ("1000", 5, True)
     assert entries["replica.lag.time.max.ms"].value == "30000" and entries["replica.lag.time.max.ms"].read_only
+
+
+def test_cleaner_config_takes_the_dynamic_layers() -> None:
+    from kaflet.server.config import BrokerConfig, ConfigError
+    from kaflet.server.dynamic_config import applied_at_run_time, effective_cleaner_config
+
+    static = BrokerConfig({"log.cleaner.threads": "2", "log.cleaner.backoff.ms": "500"})
+    dyn = DynamicBrokerConfig(1, static.originals)
+    assert effective_cleaner_config(static, dyn).threads == 2
+    dyn.update(default={"log.cleaner.threads": "3", "log.cleaner.io.max.bytes.per.second": "1000.5"},
+               per_broker={"log.cleaner.threads": "4"})
+    cfg = effective_cleaner_config(static, dyn)
+    assert (cfg.threads, cfg.io_max_bytes_per_second, cfg.backoff_ms) == (4, 1000.5, 500)
+    dyn.update(default={"log.cleaner.dedupe.buffer.size": "0"}, per_broker={})
+    with pytest.raises(ConfigError):
+        effective_cleaner_config(static, dyn)
+    assert applied_at_run_time("log.cleaner.io.max.bytes.per.second") and applied_at_run_time("log.retention.ms")
+    assert not applied_at_run_time("log.cleaner.enable") and not applied_at_run_time("num.io.threads")
