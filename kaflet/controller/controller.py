@@ -389,11 +389,14 @@ class KafkaController:
             await self._on_controller_resignation()
 
     async def _should_defer_to_candidate(self) -> bool:
-        """Logi-Kafka: a broker that is not a listed candidate lets a live candidate go first."""
+        """Logi-Kafka: a broker that is not a listed candidate lets the candidates go first.
+
+        As the seed does, whether or not a candidate is registered yet: when brokers start
+        together a candidate may register a moment later than the others look. A candidate that
+        is down only costs the wait.
+        """
         candidates = await self.zk.get_controller_candidates()
-        if not candidates or self.broker_id in candidates:
-            return False
-        return bool(candidates & set(await self.zk.get_broker_ids()))
+        return bool(candidates) and self.broker_id not in candidates
 
     async def _elect(self, deferred: bool = False) -> None:
         self.active_controller_id = await self._read_controller_id()
@@ -402,8 +405,8 @@ class KafkaController:
                       self.active_controller_id)
             return
         if not deferred and self.config.candidate_wait_seconds > 0 and await self._should_defer_to_candidate():
-            log.info("Broker %d is not a preferred controller candidate and a candidate is alive: waiting %.1f s "
-                     "before competing", self.broker_id, self.config.candidate_wait_seconds)
+            log.info("Broker %d is not a preferred controller candidate: waiting %.1f s before competing",
+                     self.broker_id, self.config.candidate_wait_seconds)
             gen = self._generation
             self._schedule(self.config.candidate_wait_seconds, lambda: DeferredElection(gen))
             return

@@ -291,8 +291,11 @@ class Partition:
                              f"{self.topic}-{self.index} (replicas {self.replicas})")
         leo = self.log.log_end_offset if leader_end_offset is None else leader_end_offset
         previous = replica.log_end_offset
+        previous_start = replica.log_start_offset
         replica.update_fetch_state(fetch_offset, log_start_offset, now_ms, leo)
         self.maybe_expand_isr(replica)
+        if replica.log_start_offset != previous_start:
+            self.wake_fetchers()  # a DeleteRecords waiting for the low watermark re-checks it
         if replica.log_end_offset == previous:
             return False
         return self.maybe_increment_high_watermark(now_ms)
@@ -455,8 +458,14 @@ class Partition:
             raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
                              f"The offset {target} for partition {self.topic}-{self.index} is not valid")
         self.log.maybe_increment_log_start_offset(target)  # OffsetOutOfRangeError past the HW
-        # With followers this would be the smallest log start offset in the ISR.
         return int(self.log.log_start_offset)
+
+    def low_watermark(self, alive: Callable[[int], bool]) -> int:
+        """Kafka's lowWatermarkIfLeader: the smallest log start offset of this log and of the
+        followers on live brokers that have reported theirs (DeleteRecords answers with it)."""
+        starts = [r.log_start_offset for r in self.remote_replicas.values()
+                  if r.log_start_offset != UNKNOWN_OFFSET and alive(r.broker_id)]
+        return min([self.log.log_start_offset, *starts])
 
     # -- fetches waiting for data -----------------------------------------------------------
 

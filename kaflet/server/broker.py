@@ -179,7 +179,8 @@ class Broker:
         self.producer_ids = ProducerIdManager(self.tree, self.broker_id)
         # Before the controller starts: leaderships hand the coordinator its __consumer_offsets partitions.
         offsets_topic = OffsetsTopic(OffsetsTopicConfig.from_broker(cfg.values), self.topic_admin.create,
-                                     self.metadata_cache.partition_count, lambda: len(self.live_brokers()))
+                                     self.metadata_cache.partition_count, lambda: len(self.live_brokers()),
+                                     cap_replication_factor=not self.clustered)
         self.group_coordinator = GroupCoordinator(
             GroupConfig.from_broker(cfg.values),
             OffsetsTopicStore(self.replica_manager.get, cfg["offsets.commit.timeout.ms"]),

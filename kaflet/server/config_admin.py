@@ -44,6 +44,13 @@ if TYPE_CHECKING:
     from kaflet.log.cleaner import CleanerConfig
     from kaflet.server.broker import Broker
 
+UNCLEAN = "unclean.leader.election.enable"
+
+
+def _is_true(value: str | None) -> bool:
+    return value is not None and value.strip().lower() == "true"
+
+
 log = logging.getLogger("kaflet.configs")
 
 _TOPICS = zkdata.ConfigType.TOPIC
@@ -261,8 +268,12 @@ class ConfigAdmin:
         if entity_type == _TOPICS:
             if name not in self.broker.metadata_cache.topics:
                 return
-            self._set_topic_overrides(name, await self._read(_TOPICS, name))
+            overrides = await self._read(_TOPICS, name)
+            self._set_topic_overrides(name, overrides)
             self._refresh_logs([name])
+            if _is_true(overrides.get(UNCLEAN)) and self.broker.controller is not None:
+                # Kafka's TopicConfigHandler: the controller retries the topic's offline partitions.
+                self.broker.controller.enable_topic_unclean_leader_election(name)
         elif entity_type == _BROKERS:
             if name == zkdata.DEFAULT_ENTITY:
                 self.dynamic.update(default=await self._read(_BROKERS, name))
@@ -272,11 +283,24 @@ class ConfigAdmin:
                 return  # another broker's own configs
             self._report_dynamic()
             self._refresh_defaults()
+            self._refresh_controller()
             self._refresh_cleaner()
         elif entity_type in _QUOTA_ENTITIES:
             quotas = getattr(self.broker, "quota_configs", None)
             if quotas is not None:
                 await quotas.apply_entity(entity_type, name)
+
+    def _refresh_controller(self) -> None:
+        """The broker default of unclean.leader.election.enable reaches the controller; turned
+        on, it retries the offline partitions at once (Kafka's updateUncleanLeaderElection)."""
+        controller = self.broker.controller
+        if controller is None:
+            return
+        enabled = _is_true(self.dynamic.value(UNCLEAN))
+        was = controller.config.unclean_leader_election_enable
+        controller.config.unclean_leader_election_enable = enabled
+        if enabled and not was:
+            controller.enable_unclean_leader_election()
 
     def _refresh_defaults(self) -> None:
         """New broker-level topic defaults: every log without an override follows them."""

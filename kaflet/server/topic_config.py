@@ -36,7 +36,6 @@ NOT_ENFORCED: dict[str, str] = {
     "remote.log.delete.on.disable": "tiered storage is not implemented",
     "remote.storage.enable": "tiered storage is not implemented",
     "segment.jitter.ms": "segments roll without jitter",
-    "unclean.leader.election.enable": "leaders are elected from the ISR only",
 }
 
 # Kafka's LogConfig.validateNoInvalidRemoteStorageConfigsInZK, and remote.storage.enable on a

@@ -115,7 +115,7 @@ async def test_preferred_candidate_wins_on_zookeeper(members: list[Member]) -> N
     await until(lambda: m2.controller.is_active, what="candidate elected")
     await until(lambda: m1.controller.active_controller_id == 2, timeout=5, what="broker 1 sees broker 2")
     assert m1.channels == []
-    # The candidate's session ends: broker 1 takes over without waiting for a dead candidate.
+    # The candidate's session ends: broker 1 takes over after its wait.
     await m2.tree.close()
     await until(lambda: m1.controller.is_active, timeout=15, what="takeover by broker 1")
     assert m1.controller.epoch == 2

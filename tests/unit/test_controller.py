@@ -247,7 +247,7 @@ async def test_preferred_candidate_wins(tree: EmbeddedTree) -> None:
     await until(lambda: h1.controller.active_controller_id == 2, timeout=3, what="broker 1 sees the candidate")
     assert not h1.controller.is_active and h1.channels == []
     await h2.controller.shutdown()
-    # The candidate is gone: broker 1 does not wait for a dead one.
+    # The candidate is gone: broker 1 takes over after its wait.
     await tree.delete(zk.broker_path(2))
     await until(lambda: h1.controller.is_active, timeout=2, what="non-candidate takes over")
     await h1.controller.shutdown()

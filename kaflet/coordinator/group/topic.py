@@ -37,11 +37,14 @@ class OffsetsTopic:
 
     ``create_topic`` creates it; ``partition_count`` is how many partitions this broker's
     metadata shows for a topic (0: unknown); ``live_brokers`` how many brokers are up.
+    ``cap_replication_factor``: a broker alone creates it with the brokers it has (see ensure).
     """
 
     def __init__(self, config: OffsetsTopicConfig, create_topic: CreateTopic,
-                 partition_count: Callable[[str], int], live_brokers: Callable[[], int]) -> None:
+                 partition_count: Callable[[str], int], live_brokers: Callable[[], int],
+                 cap_replication_factor: bool = True) -> None:
         self.config = config
+        self._cap = cap_replication_factor
         self._create_topic = create_topic
         self._partition_count = partition_count
         self._live_brokers = live_brokers
@@ -61,9 +64,17 @@ class OffsetsTopic:
             cfg = self.config
             rf = cfg.replication_factor
             live = max(self._live_brokers(), 1)
+            if rf > live and not self._cap:
+                # Kafka's rule in a cluster: wait until enough brokers are up rather than create
+                # an under-replicated offsets topic for good (clients retry FindCoordinator).
+                log.warning("Number of alive brokers '%d' does not meet the required replication factor '%d' for "
+                            "the offsets topic (configured via 'offsets.topic.replication.factor'). This error "
+                            "can be ignored if the cluster is starting up and not all brokers are up yet.",
+                            live, rf)
+                return False
             if rf > live:
-                # Kafka refuses to create the topic until enough brokers are up; a single
-                # broker would then never serve groups, so the factor is capped (said once).
+                # A broker alone would never serve groups with Kafka's default of 3, so the
+                # factor is capped (said once).
                 if not self._cap_logged:
                     log.info("offsets.topic.replication.factor is %d but only %d broker(s) are live; creating %s "
                              "with replication factor %d", rf, live, GROUP_METADATA_TOPIC, live)

@@ -3,14 +3,17 @@
 Per partition, as Kafka answers: UNKNOWN_TOPIC_OR_PARTITION if the broker does not host it,
 NOT_LEADER_OR_FOLLOWER, INVALID_TOPIC_EXCEPTION for internal topics, POLICY_VIOLATION when
 cleanup.policy lacks ``delete``, OFFSET_OUT_OF_RANGE for an offset below -1 or above the high
-watermark.  On success the low watermark (the new log start offset) comes back once the whole
-segments below it are gone and the start offset is checkpointed.  With one replica the low
-watermark is reached at once, so the request never waits for ``timeout_ms``.
+watermark.  On success the answer is the low watermark, once the whole segments below the new
+start are gone, the start offset is checkpointed and, as Kafka's DelayedDeleteRecords, every
+follower on a live broker has moved its own log start that far (followers take the leader's
+with their next fetch); REQUEST_TIMED_OUT if that takes longer than ``timeout_ms``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from typing import Any
 
 from kaflet.metadata.topic_names import is_internal
@@ -34,11 +37,12 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
     TR = R.DeleteRecordsTopicResult
     topics = []
     deletable = ctx.authorized(AclOperation.DELETE, ResourceType.TOPIC, (t.name for t in req.topics))
+    deadline = time.monotonic() + max(req.timeout_ms, 0) / 1000
     for t in req.topics:
         parts = []
         for p in t.partitions:
             if t.name in deletable:
-                code, low = await _delete(ctx, t.name, p.partition_index, p.offset)
+                code, low = await _delete(ctx, t.name, p.partition_index, p.offset, deadline)
             else:
                 code, low = ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1
             parts.append(TR.DeleteRecordsPartitionResult(partition_index=p.partition_index, low_watermark=low,
@@ -47,7 +51,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
     return R(topics=topics)
 
 
-async def _delete(ctx: RequestContext, topic: str, index: int, offset: int) -> tuple[int, int]:
+async def _delete(ctx: RequestContext, topic: str, index: int, offset: int, deadline: float) -> tuple[int, int]:
     broker: Any = ctx.broker
     partition = broker.replica_manager.get(topic, index)
     if partition is None:
@@ -62,4 +66,21 @@ async def _delete(ctx: RequestContext, topic: str, index: int, offset: int) -> t
     except OSError:
         log.exception("DeleteRecords on %s-%d failed", topic, index)
         return ErrorCode.KAFKA_STORAGE_ERROR, -1
+    brokers = broker.metadata_cache.brokers
+    while (low := partition.low_watermark(brokers.__contains__)) < partition.log.log_start_offset:
+        if not partition.is_leader:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, -1
+        changed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def wake(_partition: Any, fut: asyncio.Future[None] = changed) -> None:
+            if not fut.done():
+                fut.set_result(None)
+
+        partition.data_waiter(wake)
+        try:
+            await asyncio.wait_for(changed, deadline - time.monotonic())
+        except TimeoutError:
+            return ErrorCode.REQUEST_TIMED_OUT, low
+        finally:
+            partition.forget_waiter(wake)
     return ErrorCode.NONE, low
