@@ -9,11 +9,13 @@ SIGTERM (their controlled shutdown), SIGKILL after ``--stop-timeout``, then ZooK
 
 from __future__ import annotations
 
+import contextlib
 import re
 import signal
 import socket
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 
@@ -39,8 +41,33 @@ class _Stop(Exception):
     """SIGTERM or SIGINT arrived: shut the cluster down."""
 
 
+# While a process is being spawned a signal must not interrupt Popen between the fork and the
+# assignment of its result (the child would run on, unknown to the shutdown): it is held back
+# and raised right after.
+_spawning = False
+_held: str | None = None
+
+
 def _on_signal(signum: int, _frame: FrameType | None) -> None:
-    raise _Stop(signal.Signals(signum).name)
+    global _held
+    name = signal.Signals(signum).name
+    if _spawning:
+        _held = name
+        return
+    raise _Stop(name)
+
+
+@contextlib.contextmanager
+def _spawn() -> Iterator[None]:
+    global _spawning, _held
+    _spawning = True
+    try:
+        yield
+    finally:
+        _spawning = False
+        held, _held = _held, None
+        if held is not None:
+            raise _Stop(held)
 
 
 def _parse_zookeeper(value: str | None) -> tuple[str, str] | None:
@@ -119,7 +146,8 @@ def dev_cluster(count: int, zookeeper: str | None, base_port: int, data_dir: Pat
             # Known before it starts: a signal during its start-up still finds it to stop.
             port = DEFAULT_ZOOKEEPER_PORT if _port_free(DEFAULT_ZOOKEEPER_PORT) else None
             zk = ZooKeeperServer(port=port, tick_time_ms=2000, data_dir=data_dir / "zookeeper")
-            _start_zookeeper(zk, start_timeout)
+            with _spawn():  # held back until ZooKeeper is up (about a second) or failed
+                _start_zookeeper(zk, start_timeout)
             hosts, chroot = zk.connect_string, DEFAULT_CHROOT
         else:
             hosts, chroot = external
@@ -130,7 +158,8 @@ def dev_cluster(count: int, zookeeper: str | None, base_port: int, data_dir: Pat
                       "zookeeper.connect": connect, **extra}
             brokers[i] = BrokerProcess(data_dir / f"broker-{i}", config, log_path=data_dir / f"broker-{i}.log",
                                        own_session=True)
-            brokers[i].launch()
+            with _spawn():
+                brokers[i].launch()
         deadline = time.monotonic() + start_timeout
         for i, broker in brokers.items():
             try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -155,8 +156,9 @@ class ZooKeeperTree(MetadataTree):
         self._watch_bridges: dict[tuple[str, str, WatchCallback], Callable[[WatchedEvent], None]] = {}
         # Watches kazoo dropped when the connection to a server was lost (it does not set them
         # again on the next server, as ZooKeeper's Java client does): fired on reconnection so
-        # their owners re-read and watch again. Guarded by the GIL; touched on kazoo's threads.
+        # their owners re-read and watch again. Touched on kazoo's threads, under the lock.
         self._lost_watches: list[tuple[str, str, WatchCallback]] = []
+        self._lost_lock = threading.Lock()
 
     @classmethod
     async def connect(cls, connect: str, **kwargs: Any) -> ZooKeeperTree:
@@ -200,8 +202,9 @@ class ZooKeeperTree(MetadataTree):
             return
         if self.on_state_change is not None:
             loop.call_soon_threadsafe(self.on_state_change, str(state))
-        if state == KazooState.CONNECTED and self._lost_watches:
-            lost, self._lost_watches = self._lost_watches, []
+        if state == KazooState.CONNECTED:
+            with self._lost_lock:
+                lost, self._lost_watches = self._lost_watches, []
             for kind, path, watch in lost:
                 event = WatchEvent(EventType.CHILD if kind == "child" else EventType.CHANGED, path)
                 loop.call_soon_threadsafe(deliver_watch, watch, event)
@@ -281,9 +284,13 @@ class ZooKeeperTree(MetadataTree):
                 # A NONE event: kazoo dropped every watch on a lost connection. Whatever changed
                 # meanwhile would go unnoticed, so the watch fires once connected again (now, if
                 # the client reconnected before kazoo's callback thread got here).
-                if not self._client.connected:
-                    self._lost_watches.append(key)
-                    return
+                with self._lost_lock:
+                    # kazoo marks the client connected before it tells the state listeners, so
+                    # under the lock either the listener will take this watch, or it already ran
+                    # and the client shows connected.
+                    if not self._client.connected:
+                        self._lost_watches.append(key)
+                        return
                 kind = EventType.CHILD if key[0] == "child" else EventType.CHANGED
             if not loop.is_closed():
                 loop.call_soon_threadsafe(deliver_watch, watch, WatchEvent(kind, ev.path or path))

@@ -45,7 +45,8 @@ def test_confluent_kafka_fails_exactly_the_keyless_records(kaflet_broker: Broker
     topic = _topic("cmp")
     create_topic(bootstrap, topic, 2, {"cleanup.policy": "compact"})
     # One request: partition 0's batch has two records without a key, partition 1's has none.
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 200, "compression.type": codec})
+    # A long linger keeps each partition's five records in one batch even on a loaded machine.
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 2000, "compression.type": codec})
     results: dict[bytes, int | None] = {}
 
     def on_delivery(err: KafkaError | None, msg) -> None:  # type: ignore[no-untyped-def]
