@@ -25,3 +25,40 @@ def fresh_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
         yield broker
     finally:
         broker.kill()
+
+
+_BROKER_TROUBLE = ("Traceback", " ERROR ", " CRITICAL ")
+
+
+def _broker_processes(item: pytest.Item) -> list[BrokerProcess]:
+    found: list[BrokerProcess] = []
+    for value in getattr(item, "funcargs", {}).values():
+        if isinstance(value, BrokerProcess):
+            found.append(value)
+        for attr in ("brokers", "broker_list"):
+            group = getattr(value, attr, None)
+            if isinstance(group, dict):
+                group = list(group.values())
+            if isinstance(group, list):
+                found.extend(b for b in group if isinstance(b, BrokerProcess))
+    return found
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """On a failure, attach the errors the test's brokers logged (CI keeps no broker logs)."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.when != "call" or not report.failed:
+        return
+    for broker in _broker_processes(item):
+        try:
+            lines = broker.log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        keep: list[str] = []
+        for i, line in enumerate(lines):
+            if any(mark in line for mark in _BROKER_TROUBLE):
+                keep.extend(lines[i:i + 25] if "Traceback" in line else [line])
+        if keep:
+            report.sections.append((f"errors logged by {broker.log_path.name}", "\n".join(keep[-200:])))

@@ -192,18 +192,24 @@ async def create_topic(
     config_path = zk.topic_config_path(name)
     config_data = zk.entity_config_json(dict(configs or {}))
     # Set-or-create, as Kafka's setOrCreateEntityConfigs: a config left over by an unfinished
-    # deletion is overwritten.
-    cstat = await tree.exists(config_path)
-    config_op: Op = (
-        SetOp(config_path, config_data, cstat.version)
-        if cstat is not None
-        else CreateOp(config_path, config_data)
-    )
-    try:
-        await tree.multi([config_op, CreateOp(zk.topic_path(name), zk.topic_json(final, topic_id))])
-    except (NodeExistsError, BadVersionError) as e:
-        # Someone created the topic (or its config) concurrently.
-        raise TopicExistsError(f"Topic '{name}' already exists.") from e
+    # deletion is overwritten. The deletion may remove that config between our look and our
+    # write (NoNode), or a racing writer may create it (NodeExists): look again and retry.
+    topic_op = CreateOp(zk.topic_path(name), zk.topic_json(final, topic_id))
+    for attempt in range(5):
+        config_op: Op = (
+            SetOp(config_path, config_data)
+            if await tree.exists(config_path) is not None
+            else CreateOp(config_path, config_data)
+        )
+        try:
+            await tree.multi([config_op, topic_op])
+            break
+        except NoNodeError:
+            if attempt == 4:
+                raise
+        except NodeExistsError as e:
+            if await tree.exists(zk.topic_path(name)) is not None or attempt == 4:
+                raise TopicExistsError(f"Topic '{name}' already exists.") from e
     log.info("Created topic %s (id %s) with %d partitions", name, topic_id, len(final))
     return TopicCreated(topic_id, final)
 
