@@ -1,0 +1,391 @@
+"""Faults on a real ZooKeeper + 3-broker cluster: no acknowledged record is lost, none is
+stored twice, and unmodified clients keep working.
+
+Each test produces with an idempotent acks=all producer (tests/support/faults.py) to a topic
+with replication factor 3 and min.insync.replicas=2, injects a fault by PID (SIGKILL, SIGTERM)
+or by cutting a network namespace, and then reads every partition back with a fresh consumer.
+The cluster runs with short timeouts (FAST_FAILOVER) so each test takes seconds, not minutes.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaConsumer
+from kafka import TopicPartition as KPTopicPartition
+
+from kaflet.coordinator.group.hashing import partition_for
+from kaflet.protocol import codec
+from kaflet.protocol.api_keys import ApiKey
+from kaflet.protocol.errors import ErrorCode
+from tests.support.cluster import Cluster
+from tests.support.faults import (
+    FAST_FAILOVER,
+    AckedProducer,
+    check_delivery,
+    payload_number,
+    read_partitions,
+    replica_log_bytes,
+)
+from tests.support.netns import Network
+from tests.support.raw_client import RawClient
+
+pytestmark = pytest.mark.timeout(240)
+
+ASSIGNMENT = [[1, 2, 3], [2, 3, 1], [3, 1, 2]]
+
+
+@pytest.fixture
+def producers() -> Iterator[Callable[..., AckedProducer]]:
+    """``make(cluster, topic, partitions, **kwargs)`` starts an AckedProducer; any left running
+    by a failing test is stopped before the cluster goes."""
+    made: list[AckedProducer] = []
+
+    def make(cluster: Cluster, topic: str, partitions: int = 3, **kwargs: Any) -> AckedProducer:
+        producer = AckedProducer(cluster.bootstrap, topic, partitions, make=cluster.in_client_host, **kwargs)
+        made.append(producer)
+        return producer.start()
+
+    yield make
+    for producer in made:
+        producer.close()
+
+
+def new_topic(cluster: Cluster, assignment: list[list[int]] = ASSIGNMENT, min_isr: int = 2,
+              configs: dict[str, str] | None = None) -> str:
+    name = f"f-{uuid.uuid4().hex[:8]}"
+    admin = cluster.in_client_host(AdminClient, {"bootstrap.servers": cluster.bootstrap})
+    topic = NewTopic(name, num_partitions=len(assignment), replica_assignment=assignment,
+                     config={"min.insync.replicas": str(min_isr), **(configs or {})})
+    admin.create_topics([topic], request_timeout=30)[name].result(timeout=40)
+    for p, replicas in enumerate(assignment):
+        cluster.wait_for_isr(name, p, replicas, timeout=30)
+    return name
+
+
+def verify(cluster: Cluster, producer: AckedProducer, topic: str, partitions: int) -> None:
+    """Stop the producer, read everything back, and check the delivery reports against it: no
+    acknowledged record missing and, from an idempotent producer, none stored twice (a plain
+    producer's retries may store a record twice, as in Kafka)."""
+    delivered = producer.stop()
+    stored = read_partitions(cluster.bootstrap, topic, range(partitions), make=cluster.in_client_host)
+    verdict = check_delivery(delivered, stored, producer.tag)
+    if not producer.idempotent:
+        verdict.duplicated.clear()
+    assert verdict.ok, f"producer {producer.tag}: {verdict}\nfailures: {producer.failure_summary()}\n{cluster.state([topic])}"
+    assert verdict.acked > 0
+    assert not [e for e in producer.errors if "FATAL" in e.upper()], producer.errors
+
+
+def wait_all_in_sync(cluster: Cluster, topic: str, assignment: list[list[int]] = ASSIGNMENT,
+                     timeout: float = 60) -> None:
+    for p, replicas in enumerate(assignment):
+        cluster.wait_for_isr(topic, p, replicas, timeout=timeout)
+
+
+def assert_replicas_identical(cluster: Cluster, topic: str, assignment: list[list[int]] = ASSIGNMENT,
+                              timeout: float = 30) -> None:
+    """Once production stopped and every replica is back in the ISR, each replica holds exactly
+    the leader's log (a returning broker truncated what was never replicated, then caught up)."""
+    for p, replicas in enumerate(assignment):
+        def same(p: int = p, replicas: list[int] = replicas) -> bool:
+            logs = {b: replica_log_bytes(cluster.broker(b).data_dir, topic, p) for b in replicas}
+            return len(set(logs.values())) == 1
+        cluster.wait_until(same, timeout, f"identical replicas of {topic}-{p}", topics=[topic])
+
+
+@pytest.mark.parametrize("victim", ["leader", "follower", "controller"])
+def test_sigkill_loses_no_acknowledged_record(cluster_factory: Callable[..., Cluster],
+                                              producers: Callable[..., AckedProducer], victim: str) -> None:
+    cluster = cluster_factory(3, overrides=FAST_FAILOVER)
+    topic = new_topic(cluster)
+    producer = producers(cluster, topic)
+    producer.wait_acked(300)
+    controller = cluster.wait_for_controller()
+    leader = cluster.leader(topic, 0)
+    assert leader is not None
+    if victim == "leader":
+        target = leader if leader != controller else cluster.leader(topic, 1)
+    elif victim == "follower":
+        target = next(b for b in ASSIGNMENT[0] if b not in (leader, controller))
+    else:
+        target = controller
+    assert target is not None
+    cluster.kill(target)
+    if victim == "controller":
+        cluster.wait_for_controller(exclude=(target,))
+    for p in range(3):
+        cluster.wait_until(lambda p=p: target not in cluster.isr(topic, p) and cluster.leader(topic, p) not in
+                           (None, target), 30, f"{target} out of {topic}-{p}", topics=[topic])
+    producer.wait_more(300)  # the survivors take every write: min.insync.replicas=2 still holds
+    cluster.start_broker(target)
+    wait_all_in_sync(cluster, topic)
+    producer.wait_more(200)
+    verify(cluster, producer, topic, 3)
+    assert_replicas_identical(cluster, topic)
+
+
+def leader_other_than_controller(cluster: Cluster, topic: str) -> int:
+    """A broker that leads a partition of ``topic`` and is not the controller (each broker leads
+    one partition of an ASSIGNMENT topic)."""
+    controller = cluster.wait_for_controller()
+    leaders = {cluster.wait_for_leader(topic, p) for p in range(len(ASSIGNMENT))}
+    return min(leaders - {controller})
+
+
+def wait_preferred_leaders(cluster: Cluster, topic: str, assignment: list[list[int]] = ASSIGNMENT,
+                           timeout: float = 60) -> None:
+    for p, replicas in enumerate(assignment):
+        cluster.wait_until(lambda p=p, r=replicas: cluster.leader(topic, p) == r[0], timeout,
+                           f"the preferred leader {replicas[0]} back on {topic}-{p}", topics=[topic])
+
+
+@pytest.mark.parametrize("victim", ["leader", "controller"])
+def test_sigterm_moves_leaderships_first_and_preferred_leaders_return(
+        cluster_factory: Callable[..., Cluster], producers: Callable[..., AckedProducer], victim: str) -> None:
+    # Auto leader rebalance every second (Kafka checks every 300 s by default).
+    cluster = cluster_factory(3, overrides={**FAST_FAILOVER, "leader.imbalance.check.interval.seconds": "1"})
+    topic = new_topic(cluster)
+    idempotent = producers(cluster, topic)
+    # A plain producer with a few retries: a leader that goes away without warning would
+    # exhaust them; one that hands its leadership over first costs at most a metadata refresh.
+    retrying = producers(cluster, topic, tag="r", rate=100, config={"enable.idempotence": False, "retries": 3,
+                                                            "max.in.flight.requests.per.connection": 1})
+    idempotent.wait_acked(300)
+    retrying.wait_acked(100)
+    target = cluster.wait_for_controller() if victim == "controller" else leader_other_than_controller(cluster, topic)
+    assert cluster.stop(target) == 0
+    log = cluster.broker(target).new_log()
+    assert "controlled shutdown succeeded" in log, log[-3000:]
+    # Its leaderships were handed over before it exited; leaving the ISRs may take the
+    # controller a moment more (a follower that is shutting down still fetches, as in Kafka).
+    for p in range(3):
+        assert cluster.leader(topic, p) not in (None, target), cluster.state([topic])
+    for p in range(3):
+        cluster.wait_until(lambda p=p: target not in cluster.isr(topic, p), 30, f"{target} out of the ISR of {topic}-{p}")
+    idempotent.wait_more(300)
+    retrying.wait_more(100)
+    cluster.start_broker(target)
+    wait_all_in_sync(cluster, topic)
+    wait_preferred_leaders(cluster, topic)  # auto.leader.rebalance.enable brings them back
+    idempotent.wait_more(300)
+    retrying.wait_more(100)
+    for producer in (idempotent, retrying):
+        verify(cluster, producer, topic, 3)
+        assert producer.failure_summary() == {}
+
+
+def test_not_enough_replicas_with_two_brokers_down_then_recovery(
+        cluster_factory: Callable[..., Cluster], producers: Callable[..., AckedProducer]) -> None:
+    cluster = cluster_factory(3, overrides=FAST_FAILOVER)
+    topic = new_topic(cluster)
+    producer = producers(cluster, topic)
+    producer.wait_acked(300)
+    survivor = 1
+    for bid in (2, 3):
+        cluster.kill(bid)
+    for p in range(3):
+        cluster.wait_until(lambda p=p: cluster.isr(topic, p) == [survivor] and cluster.leader(topic, p) == survivor,
+                           60, f"{topic}-{p} down to its ISR [{survivor}]", topics=[topic])
+    # A producer that does not retry sees the error itself.
+    reports: list[Any] = []
+    probe = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "retries": 0,
+                      "enable.idempotence": False, "message.timeout.ms": 20_000})
+    for p in range(3):
+        probe.produce(topic, b"probe", partition=p, on_delivery=lambda err, msg: reports.append(err))
+    assert probe.flush(30) == 0
+    assert [e.code() if e else None for e in reports] == [KafkaError.NOT_ENOUGH_REPLICAS] * 3, reports
+    stalled = producer.log.counts()[0]
+    time.sleep(1)
+    assert producer.log.counts()[0] == stalled  # nothing acknowledged while the ISR is short
+    cluster.start_broker(2)
+    for p in range(3):
+        cluster.wait_until(lambda p=p: sorted(cluster.isr(topic, p)) == [1, 2], 60,
+                           f"broker 2 back in the ISR of {topic}-{p}", topics=[topic])
+    producer.wait_more(300)  # the waiting records go through, then new ones
+    cluster.start_broker(3)
+    wait_all_in_sync(cluster, topic)
+    verify(cluster, producer, topic, 3)
+    assert_replicas_identical(cluster, topic)
+
+
+def test_zookeeper_node_and_broker_killed(cluster_factory: Callable[..., Cluster],
+                                          producers: Callable[..., AckedProducer]) -> None:
+    cluster = cluster_factory(3, overrides=FAST_FAILOVER, ensemble=3)
+    ensemble = cluster.zookeeper
+    topic = new_topic(cluster)
+    producer = producers(cluster, topic)
+    producer.wait_acked(300)
+    zk_leader = ensemble.leader_id()  # type: ignore[union-attr]
+    ensemble.kill(zk_leader)  # type: ignore[union-attr]
+    ensemble.wait_for_leader(exclude=(zk_leader,))  # type: ignore[union-attr]
+    producer.wait_more(200)
+    # With one ZooKeeper node down the controller still moves leaderships.
+    target = leader_other_than_controller(cluster, topic)
+    cluster.kill(target)
+    for p in range(3):
+        cluster.wait_until(lambda p=p: cluster.leader(topic, p) not in (None, target), 30,
+                           f"{topic}-{p} led by a live broker", topics=[topic])
+    producer.wait_more(300)
+    ensemble.restart(zk_leader)  # type: ignore[union-attr]
+    cluster.start_broker(target)
+    wait_all_in_sync(cluster, topic)
+    assert sorted(cluster.registered_brokers()) == [1, 2, 3]
+    producer.wait_more(200)
+    verify(cluster, producer, topic, 3)
+    assert_replicas_identical(cluster, topic)
+
+
+def test_session_expiry_of_a_partitioned_leader(network: Network, tmp_path: Path,
+                                                producers: Callable[..., AckedProducer]) -> None:
+    cluster = Cluster(tmp_path / "c", 3, network=network, overrides=FAST_FAILOVER)
+    try:
+        cluster.start(timeout=90)
+        cluster.wait_for_registered([1, 2, 3])
+        topic = new_topic(cluster)
+        producer = producers(cluster, topic)
+        producer.wait_acked(300)
+        target = leader_other_than_controller(cluster, topic)
+        led = [p for p in range(3) if cluster.leader(topic, p) == target]
+        network.cut(target)  # longer than zookeeper.session.timeout.ms: its session expires
+        cluster.wait_for_registered(sorted({1, 2, 3} - {target}), timeout=60)
+        for p in led:
+            cluster.wait_for_leader(topic, p, timeout=60, exclude=(target,))
+        producer.wait_more(300, timeout=90)
+        network.restore(target)
+        cluster.wait_for_registered([1, 2, 3], timeout=60)
+        wait_all_in_sync(cluster, topic, timeout=90)
+        producer.wait_more(200)
+        verify(cluster, producer, topic, 3)
+        # What the cut leader had appended but never replicated is gone from it.
+        assert_replicas_identical(cluster, topic)
+    finally:
+        cluster.close()
+
+
+def offset_fetch(bootstrap: str, group: str, topic: str, partitions: int) -> tuple[int, dict[int, int]]:
+    """OffsetFetch v5 sent to one broker: (top-level error, committed offset by partition)."""
+    R = codec.request_class(ApiKey.OFFSET_FETCH)
+    client = RawClient(bootstrap)
+    try:
+        resp = client.request(ApiKey.OFFSET_FETCH, 5, R(group_id=group, topics=[
+            R.OffsetFetchRequestTopic(name=topic, partition_indexes=list(range(partitions)))]))
+    finally:
+        client.close()
+    offsets = {p.partition_index: p.committed_offset for t in resp.topics for p in t.partitions}
+    return resp.error_code, offsets
+
+
+class GroupMember:
+    """One consumer of a group through an unmodified client, committing synchronously."""
+
+    def __init__(self, client: str, bootstrap: str, group: str, topic: str) -> None:
+        self.client = client
+        self.seen: list[int] = []
+        if client == "confluent-kafka":
+            self.c: Any = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                                    "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                                    "session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
+            self.c.subscribe([topic])
+        else:
+            self.c = KafkaConsumer(topic, bootstrap_servers=bootstrap.split(","), group_id=group,
+                                   auto_offset_reset="earliest", enable_auto_commit=False,
+                                   session_timeout_ms=6000, heartbeat_interval_ms=500,
+                                   request_timeout_ms=10_000, retry_backoff_ms=200)
+
+    def consume(self, count: int = 0, timeout: float = 60.0, until: Callable[[], bool] | None = None) -> None:
+        """Read ``count`` more records (or until ``until()`` holds), committing after each poll
+        (retrying commits that fail while the coordinator moves, as applications do)."""
+        want = len(self.seen) + count
+        done = until or (lambda: len(self.seen) >= want)
+        deadline = time.monotonic() + timeout
+        while not done():
+            assert time.monotonic() < deadline, f"{self.client}: {len(self.seen)} records after {timeout:g}s"
+            if self.client == "confluent-kafka":
+                msgs = self.c.consume(200, 0.5)
+                for m in msgs:
+                    assert not m.error(), m.error()
+                    self.seen.append(payload_number(m.value()))  # type: ignore[arg-type]
+            else:
+                batches = self.c.poll(timeout_ms=500, max_records=200)
+                msgs = [m for records in batches.values() for m in records]
+                self.seen += [payload_number(m.value) for m in msgs]  # type: ignore[misc]
+            if msgs:
+                self.commit(deadline)
+
+    def commit(self, deadline: float) -> None:
+        while True:
+            try:
+                if self.client == "confluent-kafka":
+                    self.c.commit(asynchronous=False)
+                else:
+                    self.c.commit()
+                return
+            except Exception:  # NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, timeouts
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
+    def committed(self, topic: str, partitions: int) -> dict[int, int]:
+        if self.client == "confluent-kafka":
+            tps = self.c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=20)
+            return {tp.partition: tp.offset for tp in tps}
+        return {p: self.c.committed(KPTopicPartition(topic, p)) for p in range(partitions)}
+
+    def positions(self, topic: str, partitions: int) -> dict[int, int]:
+        if self.client == "confluent-kafka":
+            return {tp.partition: tp.offset for tp in self.c.position([TopicPartition(topic, p) for p in range(partitions)])}
+        return {p: self.c.position(KPTopicPartition(topic, p)) for p in range(partitions)}
+
+    def close(self) -> None:
+        self.c.close()
+
+
+@pytest.mark.parametrize("client", ["confluent-kafka", "kafka-python"])
+def test_group_coordinator_follows_its_offsets_partition(
+        cluster_factory: Callable[..., Cluster], producers: Callable[..., AckedProducer], client: str) -> None:
+    cluster = cluster_factory(3, overrides={**FAST_FAILOVER, "leader.imbalance.check.interval.seconds": "1"})
+    topic = new_topic(cluster)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    producer = producers(cluster, topic, rate=200)
+    producer.wait_acked(300)
+    member = GroupMember(client, cluster.bootstrap, group, topic)
+    try:
+        member.consume(200)
+        offsets_partition = partition_for(group, int(FAST_FAILOVER["offsets.topic.num.partitions"]))
+        coordinator = cluster.wait_for_leader("__consumer_offsets", offsets_partition)
+        before = member.committed(topic, 3)
+        assert before == member.positions(topic, 3) and sum(o for o in before.values() if o > 0) >= 200, before
+
+        cluster.kill(coordinator)
+        successor = cluster.wait_for_leader("__consumer_offsets", offsets_partition, exclude=(coordinator,))
+        # The new leader loaded the group: what was committed is there.
+        assert cluster.wait_until(lambda: member.committed(topic, 3) == before, 60,
+                                  "the committed offsets from the new coordinator")
+        member.consume(300)  # consuming and committing go on through the new coordinator
+
+        cluster.start_broker(coordinator)
+        # The preferred leader takes the partition back, and with it the group.
+        cluster.wait_until(lambda: cluster.leader("__consumer_offsets", offsets_partition) == coordinator, 60,
+                           "the offsets partition back on its preferred leader")
+        member.consume(200)
+        delivered = producer.stop()
+        member.consume(until=lambda: set(delivered.acked) <= set(member.seen))
+        final = member.committed(topic, 3)
+        assert final == member.positions(topic, 3) and min(final.values()) > 0, final
+
+        def not_coordinator() -> bool:
+            return offset_fetch(cluster.broker(successor).bootstrap, group, topic, 3)[0] == ErrorCode.NOT_COORDINATOR
+
+        cluster.wait_until(not_coordinator, 30, f"broker {successor} to answer NOT_COORDINATOR for {group}")
+        assert offset_fetch(cluster.broker(coordinator).bootstrap, group, topic, 3) == (ErrorCode.NONE, final)
+    finally:
+        member.close()
+
