@@ -21,6 +21,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KPTopicPartition
 
+from kaflet.cli.broker_process import BrokerProcess
 from kaflet.coordinator.group.hashing import partition_for
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
@@ -389,3 +390,28 @@ def test_group_coordinator_follows_its_offsets_partition(
     finally:
         member.close()
 
+
+def test_restart_right_after_sigkill(cluster_factory: Callable[..., Cluster], tmp_path: Path) -> None:
+    cluster = cluster_factory(3, overrides=FAST_FAILOVER)
+    topic = new_topic(cluster)
+    old_registration = cluster.broker_registration(2)
+    cluster.kill(2)
+    # Its previous session still holds /brokers/ids/2 for up to the session timeout.
+    assert 2 in cluster.registered_brokers()
+    cluster.start_broker(2)
+    cluster.wait_for_registered([1, 2, 3])
+    assert cluster.broker_registration(2) != old_registration
+    wait_all_in_sync(cluster, topic)
+
+    # A second broker with a live broker's id waits, then refuses to start in Kafka's words.
+    twin = BrokerProcess(tmp_path / "twin", {"broker.id": "1", "zookeeper.connect": cluster.zk_connect,
+                                             "zookeeper.session.timeout.ms": "1000"})
+    try:
+        with pytest.raises(RuntimeError) as refused:
+            twin.start(timeout=30)
+        assert "Error while creating ephemeral at /brokers/ids/1, node already exists" in str(refused.value)
+        assert "is another broker running with broker.id 1?" in str(refused.value)
+        assert "Traceback" not in twin.new_log()
+    finally:
+        twin.kill()
+    assert cluster.registered_brokers() == [1, 2, 3]
