@@ -53,17 +53,17 @@ def payload_number(value: bytes, tag: str = "m") -> int | None:
 
 @dataclass
 class DeliveryLog:
-    """What the delivery reports said: acknowledged payload number -> (partition, offset), and
-    failed payload number -> error name."""
+    """What the delivery reports said: acknowledged payload number -> (partition, offset; None
+    when the client acknowledged it without one), and failed payload number -> error name."""
 
-    acked: dict[int, tuple[int, int]] = field(default_factory=dict)
+    acked: dict[int, tuple[int, int | None]] = field(default_factory=dict)
     failed: dict[int, str] = field(default_factory=dict)
     sent: int = 0
     #: time.monotonic() of each successful delivery report, by partition, in order.
     ack_times: dict[int, list[float]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def record(self, n: int, err: KafkaError | None, partition: int, offset: int) -> None:
+    def record(self, n: int, err: KafkaError | None, partition: int, offset: int | None) -> None:
         now = time.monotonic()
         with self.lock:
             if err is None:
@@ -254,7 +254,10 @@ def check_delivery(log: DeliveryLog, stored: dict[int, list[tuple[int, bytes]]],
     with log.lock:
         acked = dict(log.acked)
     missing = sorted(n for n in acked if n not in where)
-    misplaced = [(n, acked[n], where[n][0]) for n in sorted(acked) if n in where and acked[n] not in where[n]]
+    # An offset of None: librdkafka acknowledged the record implicitly (a later batch of the
+    # idempotent producer succeeded after this one's request failed), so no offset was reported.
+    misplaced = [(n, acked[n], where[n][0]) for n in sorted(acked)
+                 if n in where and acked[n][1] is not None and acked[n] not in where[n]]
     return DeliveryCheck(len(acked), sum(len(w) for w in where.values()), missing,
                          {n: len(w) for n, w in sorted(where.items()) if len(w) > 1}, misplaced)
 
