@@ -257,19 +257,31 @@ def test_session_expiry_of_a_partitioned_leader(network: Network, tmp_path: Path
         producer = producers(cluster, topic)
         producer.wait_acked(300)
         target = leader_other_than_controller(cluster, topic)
-        led = [p for p in range(3) if cluster.leader(topic, p) == target]
-        network.cut(target)  # longer than zookeeper.session.timeout.ms: its session expires
+        (led,) = [p for p in range(3) if cluster.leader(topic, p) == target]
+        # First its followers lose it: what it appends now (acks=1, never acknowledged by the
+        # acks=all producer) stays on it alone, a suffix the next leader will not have.
+        for other in {1, 2, 3} - {target}:
+            network.cut_pair(target, other)
+        unreplicated = cluster.in_client_host(Producer, {"bootstrap.servers": cluster.bootstrap, "acks": "1"})
+        for i in range(20):
+            unreplicated.produce(topic, b"unreplicated-%d" % i, partition=led)
+        assert unreplicated.flush(10) == 0
+        network.cut(target)  # then everyone, for longer than zookeeper.session.timeout.ms
         cluster.wait_for_registered(sorted({1, 2, 3} - {target}), timeout=60)
-        for p in led:
-            cluster.wait_for_leader(topic, p, timeout=60, exclude=(target,))
+        cluster.wait_for_leader(topic, led, timeout=60, exclude=(target,))
         producer.wait_more(300, timeout=90)
+        for other in {1, 2, 3} - {target}:
+            network.restore_pair(target, other)
         network.restore(target)
         cluster.wait_for_registered([1, 2, 3], timeout=60)
         wait_all_in_sync(cluster, topic, timeout=90)
         producer.wait_more(200)
         verify(cluster, producer, topic, 3)
-        # What the cut leader had appended but never replicated is gone from it.
+        # The returning broker truncated its suffix to where its successor's epoch starts.
         assert_replicas_identical(cluster, topic)
+        assert f"truncating {topic}-{led} to offset " in cluster.broker(target).new_log()
+        records = read_partitions(cluster.bootstrap, topic, [led], make=cluster.in_client_host)[led]
+        assert not [v for _, v in records if v.startswith(b"unreplicated-")]
     finally:
         cluster.close()
 
