@@ -24,7 +24,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KPTopicPartition
 
-from kaflet.cli.broker_process import BrokerProcess
+from kaflet.cli.broker_process import BrokerProcess, stop_brokers
 from kaflet.coordinator.group.hashing import partition_for
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
@@ -503,3 +503,51 @@ def test_soak_random_faults(cluster_factory: Callable[..., Cluster], producers: 
     member.consume(until=lambda: acked <= set(member.seen), timeout=120)
     assert member.committed(topic, 3) == member.positions(topic, 3)
     member.close()
+
+
+@pytest.mark.slow
+def test_whole_cluster_restarts(cluster_factory: Callable[..., Cluster],
+                                producers: Callable[..., AckedProducer]) -> None:
+    """Every broker stopped (SIGTERM) and started again, then every broker SIGKILLed at once
+    (a power cut the page cache survives) and started again; the producer rides both out."""
+    cluster = cluster_factory(3, overrides=FAST_FAILOVER)
+    topic = new_topic(cluster)
+    producer = producers(cluster, topic)
+    producer.wait_acked(300)
+    for stop in (lambda: stop_brokers(list(cluster.brokers.values()), timeout=60),
+                 lambda: [cluster.kill(b) for b in (1, 2, 3)]):
+        stop()
+        for b in (1, 2, 3):
+            cluster.broker(b).launch()
+        for b in (1, 2, 3):
+            cluster.broker(b).wait_started(60)
+        wait_all_in_sync(cluster, topic)
+        producer.wait_more(300)
+    verify(cluster, producer, topic, 3)
+    assert_replicas_identical(cluster, topic)
+
+
+@pytest.mark.slow
+def test_whole_zookeeper_ensemble_down(cluster_factory: Callable[..., Cluster],
+                                       producers: Callable[..., AckedProducer]) -> None:
+    """Every ZooKeeper node killed, once for less and once for longer than the brokers'
+    session timeout: the leaders keep taking writes meanwhile, and the brokers register again
+    (new sessions) when ZooKeeper is back."""
+    cluster = cluster_factory(3, overrides=FAST_FAILOVER, ensemble=3)
+    ensemble = cluster.zookeeper
+    topic = new_topic(cluster)
+    producer = producers(cluster, topic)
+    producer.wait_acked(300)
+    for outage in (3.0, 10.0):
+        for node in (1, 2, 3):
+            ensemble.kill(node)  # type: ignore[union-attr]
+        producer.wait_more(300)
+        time.sleep(outage)
+        for node in (1, 2, 3):
+            ensemble.server(node).launch()  # type: ignore[union-attr]
+        ensemble.wait_for_leader(timeout=60)  # type: ignore[union-attr]
+        cluster.wait_for_registered([1, 2, 3], timeout=60)
+        wait_all_in_sync(cluster, topic)
+        producer.wait_more(300)
+    verify(cluster, producer, topic, 3)
+    assert_replicas_identical(cluster, topic)
