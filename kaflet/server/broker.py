@@ -192,7 +192,7 @@ class Broker:
         if self.authorizer is not None:
             # ACLs are loaded before the first request is served, so none slips through unchecked.
             await self.authorizer.start(self.tree)
-        await self._register_broker()
+        await self._register_at_start()
         self.controller = KafkaController(
             self.broker_id, self.tree, self._controller_channel,
             ControllerConfig.from_broker_config(cfg.values, self._inter_broker_listener()))
@@ -314,6 +314,41 @@ class Broker:
         if stat is not None:
             self.broker_epoch = stat.czxid
         self.metadata_cache.brokers = {self.broker_id: info}
+
+    async def _register_at_start(self) -> None:
+        """Register, waiting out a registration left by this broker's previous process.
+
+        A broker restarted soon after a crash finds its old ephemeral ``/brokers/ids/<id>``
+        still there until ZooKeeper expires the dead session (within the session timeout).
+        Kafka refuses to start then ("node already exists and owner ... does not match current
+        session"); kaflet waits up to twice zookeeper.session.timeout.ms for the node to go, so a
+        supervisor's quick restart works, and refuses in the same words if it stays (a live broker
+        with the same broker.id holds it).
+        """
+        path = zkdata.broker_path(self.broker_id)
+        wait_s = 2 * self.config["zookeeper.session.timeout.ms"] / 1000 if self.clustered else 0.0
+        deadline = asyncio.get_running_loop().time() + wait_s
+        waiting = False
+        while True:
+            try:
+                await self._register_broker()
+                return
+            except NodeExistsError:
+                stat = await self.tree.exists(path)
+                if stat is None:
+                    continue  # expired meanwhile
+                if asyncio.get_running_loop().time() >= deadline:
+                    owner = getattr(self.tree, "session_id", None)
+                    raise BrokerStartError(
+                        f"Error while creating ephemeral at {path}, node already exists and owner "
+                        f"'{stat.ephemeral_owner}' does not match current session '{owner}': is another broker "
+                        f"running with broker.id {self.broker_id}?") from None
+                if not waiting:
+                    waiting = True
+                    log.info("%s is still registered by session %#x (a previous run of this broker whose session "
+                             "has not expired yet?); waiting up to %.0f s for it to go", path, stat.ephemeral_owner,
+                             wait_s)
+                await asyncio.sleep(0.2)
 
     async def _open_tree(self, first_log_dir: str) -> MetadataTree:
         if not self.clustered:

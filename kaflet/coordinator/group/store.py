@@ -2,8 +2,9 @@
 
 Writes go through the partition's ordinary leader append path (producer id -1, acks=all
 semantics) and are answered once the high watermark covers them (the delayed produce of
-``kaflet.replication``), as Kafka answers a commit only when it is replicated. Loading replays a partition from its log start to its high
-watermark: the last record per key wins and a null value (tombstone) deletes.
+``kaflet.replication``), as Kafka answers a commit only when it is replicated. Loading replays a
+partition from its log start to its log end (see ``OffsetsTopicStore.load``): the last record per
+key wins and a null value (tombstone) deletes.
 """
 
 from __future__ import annotations
@@ -105,13 +106,17 @@ class OffsetsTopicStore:
         return error
 
     async def load(self, partition: int) -> LoadedPartition:
+        """Replay the partition up to its log end offset, as Kafka's loader does: a broker that
+        has just become leader holds every write the old leader acknowledged, but its high
+        watermark may still lag behind (a follower learns it one fetch later), so a replay to
+        the high watermark would bring back offsets older than the last ones committed."""
         loaded = LoadedPartition()
         part = self._partition(GROUP_METADATA_TOPIC, partition)
         if part is None:
             return loaded
         plog = part.log
         offset = plog.log_start_offset
-        end = plog.high_watermark
+        end = plog.log_end_offset
         while offset < end:
             data = b"".join(r.read_bytes() for r in plog.read(offset, _LOAD_CHUNK_BYTES, end).regions)
             if not data:
