@@ -532,8 +532,12 @@ def print_cluster_ratios(results: list[Result]) -> None:
 
 def run_cluster(groups: list[list[Scenario]], args: argparse.Namespace, workdir: Path,
                 results: list[Result]) -> None:
-    """Start ZooKeeper and ``args.brokers`` brokers, run each group's scenarios in turn,
-    ``args.repeat`` times, and stop everything (also on Ctrl-C and SIGTERM)."""
+    """Start ZooKeeper and ``args.brokers`` brokers (unless ``--bootstrap`` names a running
+    cluster), run each group's scenarios in turn, ``args.repeat`` times, and stop everything
+    started (also on Ctrl-C and SIGTERM)."""
+    if args.bootstrap:
+        _run_cluster_groups(args.bootstrap, args.pid or [], groups, args, results)
+        return
     overrides = dict(kv.split("=", 1) for kv in args.broker_override or [])
     cluster = ClusterProcesses(workdir / "cluster", args.brokers, overrides)
     try:
@@ -544,20 +548,7 @@ def run_cluster(groups: list[list[Scenario]], args: argparse.Namespace, workdir:
         for i, broker in enumerate(cluster.brokers, 1):
             print(f"[cluster] broker {i} pid {broker.pid} on {broker.bootstrap}, log {broker.log_path}",
                   file=sys.stderr, flush=True)
-        with RssSampler(cluster.pids) as rss:
-            for group in groups:
-                runs: dict[str, list[Result]] = {sc.name: [] for sc in group}
-                for i in range(args.repeat):
-                    for sc in group:
-                        run = f" (run {i + 1}/{args.repeat})" if args.repeat > 1 else ""
-                        print(f"[cluster] {sc.name}{run} ...", file=sys.stderr, flush=True)
-                        rss.take_peak()
-                        res = run_scenario("cluster", cluster.bootstrap, sc, args)
-                        res.rss_mb = rss.take_peak() / 1e6
-                        runs[sc.name].append(res)
-                results.extend(median_run(r) for r in runs.values())
-        print("[cluster] broker RSS at the end: " + ", ".join(
-            f"{i} {rss_bytes(pid) / 1e6:.0f} MB" for i, pid in enumerate(cluster.pids, 1)), file=sys.stderr)
+        _run_cluster_groups(cluster.bootstrap, cluster.pids, groups, args, results)
     finally:
         # A second Ctrl-C must not cut the shutdown short and leave processes running.
         previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -566,6 +557,25 @@ def run_cluster(groups: list[list[Scenario]], args: argparse.Namespace, workdir:
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+
+
+def _run_cluster_groups(bootstrap: str, pids: list[int], groups: list[list[Scenario]], args: argparse.Namespace,
+                        results: list[Result]) -> None:
+    with RssSampler(pids) as rss:
+        for group in groups:
+            runs: dict[str, list[Result]] = {sc.name: [] for sc in group}
+            for i in range(args.repeat):
+                for sc in group:
+                    run = f" (run {i + 1}/{args.repeat})" if args.repeat > 1 else ""
+                    print(f"[cluster] {sc.name}{run} ...", file=sys.stderr, flush=True)
+                    rss.take_peak()
+                    res = run_scenario("cluster", bootstrap, sc, args)
+                    res.rss_mb = rss.take_peak() / 1e6 if pids else None
+                    runs[sc.name].append(res)
+            results.extend(median_run(r) for r in runs.values())
+    if pids:
+        print("[cluster] broker RSS at the end: " + ", ".join(f"pid {pid} {rss_bytes(pid) / 1e6:.0f} MB"
+                                                             for pid in pids), file=sys.stderr)
 
 
 # ------------------------------------------------------------------ main
@@ -644,12 +654,15 @@ def run_targets(targets: dict[str, str | None], scenarios: list[Scenario], args:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__)
-    where = p.add_mutually_exclusive_group(required=True)
-    where.add_argument("--bootstrap", metavar="HOST:PORT", help="benchmark an already running broker")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--bootstrap", metavar="HOST:PORT", help="benchmark an already running broker (or cluster)")
     where.add_argument("--target", choices=["kaflet", "tansu", "both"], help="start the broker(s) ourselves")
-    where.add_argument("--cluster", action="store_true",
-                       help="start ZooKeeper and --brokers kaflet brokers; compare RF=3 acks=all with RF=1 acks=1")
+    p.add_argument("--cluster", action="store_true",
+                   help="compare RF=3 acks=all with RF=1 acks=1 on a cluster: ZooKeeper and --brokers kaflet "
+                        "brokers started here, or the running cluster --bootstrap names")
     p.add_argument("--brokers", type=int, default=3, help="--cluster: number of brokers")
+    p.add_argument("--pid", type=int, action="append",
+                   help="--cluster --bootstrap: a broker process whose RSS to report (repeatable)")
     p.add_argument("--broker-override", action="append", metavar="KEY=VALUE",
                    help="--cluster: a server.properties key for every broker (repeatable)")
     p.add_argument("--quick", action="store_true", help="smoke run: few messages, short latency run")
@@ -667,6 +680,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.repeat < 1:
         p.error("--repeat must be at least 1")
+    if not (args.bootstrap or args.target or args.cluster):
+        p.error("one of --bootstrap, --target or --cluster is required")
+    if args.cluster and args.target:
+        p.error("--cluster starts its own brokers: no --target")
     if args.brokers < 3 and args.cluster:
         p.error("--cluster needs at least 3 brokers (RF=3)")
     if any("=" not in kv for kv in args.broker_override or []):
