@@ -228,19 +228,34 @@ class Connection:
 
     async def _write(self, chunks: Sequence[Chunk]) -> None:
         total = 0
-        for c in chunks:
-            total += c.size if hasattr(c, "size") else len(c)  # type: ignore[arg-type]
-        pending = bytearray(_SIZE.pack(total))
+        regions = False
         for c in chunks:
             if isinstance(c, bytes | bytearray | memoryview):
-                pending += c
-                continue
+                total += len(c)
+            else:
+                total += c.size
+                regions = True
+        pending = bytearray(_SIZE.pack(total))
+        if not regions:
+            for c in chunks:
+                pending += c  # type: ignore[arg-type]
+            await self.channel.sendall(pending)
+            return
+        # Bytes and file regions go out in several calls: corked, they leave as full segments.
+        self.channel.cork(True)
+        try:
+            for c in chunks:
+                if isinstance(c, bytes | bytearray | memoryview):
+                    pending += c
+                    continue
+                if pending:
+                    await self.channel.sendall(pending)
+                    pending = bytearray()
+                await self.channel.send_region(c)
             if pending:
                 await self.channel.sendall(pending)
-                pending = bytearray()
-            await self.channel.send_region(c)
-        if pending:
-            await self.channel.sendall(pending)
+        finally:
+            self.channel.cork(False)
 
     def abort(self) -> None:
         """Stop serving from outside: cancel the connection's task, which closes the socket.
