@@ -126,6 +126,8 @@ class LoopbackLeader:
                        timeout_s: float | None = None) -> memoryview:
         self._check()
         assert api_key == ApiKey.FETCH
+        if isinstance(request, bytes | bytearray | memoryview):  # encoded by the fetcher itself
+            request = codec.decode_request(api_key, version, memoryview(request))
         self.requests.append((api_key, request))
         chunks = await self._fetch(request, version)
         self._check()
