@@ -218,7 +218,7 @@ class LoopbackLeader:
                     fut.set_result(None)
 
             for part in waitable:
-                part.data_waiter(wake)
+                part.data_waiter(wake, req.replica_id >= 0)
             try:
                 async with asyncio.timeout(remaining):
                     await fut
@@ -226,4 +226,4 @@ class LoopbackLeader:
                 pass
             finally:
                 for part in waitable:
-                    part.forget_waiter(wake)
+                    part.forget_waiter(wake, req.replica_id >= 0)
