@@ -81,6 +81,8 @@ class Result:
     size: int = 0
     #: --cluster: the largest resident set of any broker while the scenario ran (MB).
     rss_mb: float | None = None
+    #: --cluster: CPU time (user + system) the brokers used during the scenario, in all (s).
+    cpu_s: float | None = None
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -233,6 +235,16 @@ def rss_bytes(pid: int) -> int:
     except (OSError, ValueError):
         pass
     return 0
+
+
+def cpu_seconds(pid: int) -> float:
+    """A process's CPU time so far (utime + stime), 0 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rpartition(")")[2].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class RssSampler:
@@ -471,7 +483,8 @@ def print_results(results: list[Result]) -> None:
     w = max([24, *(len(r.scenario) for r in results)])
     rss = any(r.rss_mb is not None for r in results)
     header = (f"{'target':<7} {'scenario':<{w}} {'msgs':>8} {'prod msg/s':>11} {'prod MB/s':>9} "
-              f"{'p50 ms':>8} {'p99 ms':>8} {'cons msg/s':>11} {'cons MB/s':>9}" + (f" {'RSS MB':>7}" if rss else ""))
+              f"{'p50 ms':>8} {'p99 ms':>8} {'cons msg/s':>11} {'cons MB/s':>9}"
+              + (f" {'RSS MB':>7} {'CPU s':>6}" if rss else ""))
     print(header)
     print("-" * len(header))
     for r in results:
@@ -479,7 +492,7 @@ def print_results(results: list[Result]) -> None:
         print(f"{r.target:<7} {r.scenario:<{w}} {r.produced:>8} {_fmt(pr, ',.0f'):>11} "
               f"{_fmt(pr and pr * r.size / MB, '.1f'):>9} {_fmt(r.p50_ms, '.2f'):>8} {_fmt(r.p99_ms, '.2f'):>8} "
               f"{_fmt(cr, ',.0f'):>11} {_fmt(cr and cr * r.size / MB, '.1f'):>9}"
-              + (f" {_fmt(r.rss_mb, '.0f'):>7}" if rss else ""))
+              + (f" {_fmt(r.rss_mb, '.0f'):>7} {_fmt(r.cpu_s, '.1f'):>6}" if rss else ""))
         for note in r.notes:
             print(f"{'':<7}   note: {note}")
 
@@ -569,8 +582,11 @@ def _run_cluster_groups(bootstrap: str, pids: list[int], groups: list[list[Scena
                     run = f" (run {i + 1}/{args.repeat})" if args.repeat > 1 else ""
                     print(f"[cluster] {sc.name}{run} ...", file=sys.stderr, flush=True)
                     rss.take_peak()
+                    cpu = sum(cpu_seconds(p) for p in pids)
                     res = run_scenario("cluster", bootstrap, sc, args)
-                    res.rss_mb = rss.take_peak() / 1e6 if pids else None
+                    if pids:
+                        res.rss_mb = rss.take_peak() / 1e6
+                        res.cpu_s = sum(cpu_seconds(p) for p in pids) - cpu
                     runs[sc.name].append(res)
             results.extend(median_run(r) for r in runs.values())
     if pids:
@@ -608,7 +624,7 @@ def median_run(runs: list[Result]) -> Result:
     out = Result(prod.target, prod.scenario, produced=prod.produced, produce_s=prod.produce_s,
                  produce_errors=prod.produce_errors, p50_ms=prod.p50_ms, p99_ms=prod.p99_ms,
                  consumed=cons.consumed, consume_s=cons.consume_s, size=prod.size,
-                 rss_mb=max((r.rss_mb for r in runs if r.rss_mb is not None), default=None))
+                 rss_mb=max((r.rss_mb for r in runs if r.rss_mb is not None), default=None), cpu_s=prod.cpu_s)
     spread = [f"median of {len(runs)} runs"]
     for name, rates in (("prod", [r.produce_rate for r in runs]), ("cons", [r.consume_rate for r in runs])):
         known = [x for x in rates if x is not None]
