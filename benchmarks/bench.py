@@ -9,12 +9,14 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -59,6 +61,9 @@ class Scenario:
     time_limit_s: float
     rate: int = 0  # >0: paced latency run at this many msgs/s, no consume phase
     duration_s: float = 0.0
+    replication: int = 1  # the topic's replication factor
+    min_insync: int = 0  # the topic's min.insync.replicas (0: the broker's default)
+    warm_up: bool = False  # one acknowledged record per partition before the clock starts
 
 
 @dataclass
@@ -75,6 +80,10 @@ class Result:
     consumed: int = 0
     consume_s: float = 0.0
     size: int = 0
+    #: --cluster: the largest resident set of any broker while the scenario ran (MB).
+    rss_mb: float | None = None
+    #: --cluster: CPU time (user + system) the brokers used during the scenario, in all (s).
+    cpu_s: float | None = None
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -168,6 +177,110 @@ class BrokerProcess:
         self._log.close()
 
 
+class ClusterProcesses:
+    """--cluster: a ZooKeeper server and ``count`` kaflet brokers (ids 1..N), started with the
+    process code of `kaflet dev-cluster` (kaflet.metadata.zk_testing, kaflet.cli.broker_process),
+    each in its own session and stopped by PID: brokers with SIGTERM (SIGKILL if they hang),
+    then ZooKeeper."""
+
+    def __init__(self, workdir: Path, count: int, overrides: dict[str, str]) -> None:
+        from kaflet.cli.broker_process import BrokerProcess
+        from kaflet.metadata.zk_testing import ZooKeeperServer
+
+        self.zookeeper = ZooKeeperServer(tick_time_ms=2000, data_dir=workdir / "zookeeper")
+        self.brokers = [BrokerProcess(workdir / f"broker-{i}", {"broker.id": str(i), **overrides},
+                                      log_path=workdir / f"broker-{i}.log", own_session=True)
+                        for i in range(1, count + 1)]
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers)
+
+    @property
+    def pids(self) -> list[int]:
+        return [b.proc.pid for b in self.brokers if b.proc is not None]
+
+    def start(self, timeout_s: float = 60.0) -> None:
+        self.zookeeper.start(timeout_s)
+        for broker in self.brokers:
+            broker.overrides["zookeeper.connect"] = self.zookeeper.connect_string + "/kaflet"
+            broker.launch()
+        deadline = time.monotonic() + timeout_s
+        for broker in self.brokers:
+            broker.wait_started(max(1.0, deadline - time.monotonic()))
+        # Listening is not enough: every broker must be registered and known to the others.
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, **_QUIET})
+        while len(admin.list_topics(timeout=5).brokers) < len(self.brokers):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the cluster did not form within {timeout_s:g} s")
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        from kaflet.cli.broker_process import stop_brokers
+
+        try:
+            stop_brokers(self.brokers, timeout=20)
+        finally:
+            for broker in self.brokers:
+                broker.kill()
+            self.zookeeper.stop()
+
+
+def rss_bytes(pid: int) -> int:
+    """A process's resident set (VmRSS), 0 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def cpu_seconds(pid: int) -> float:
+    """A process's CPU time so far (utime + stime), 0 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rpartition(")")[2].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class RssSampler:
+    """Samples the resident set of some processes a few times a second in a thread;
+    ``take_peak()`` gives the largest one seen since its previous call."""
+
+    def __init__(self, pids: list[int], interval_s: float = 0.2) -> None:
+        self.pids = pids
+        self.interval_s = interval_s
+        self._peak = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            rss = max((rss_bytes(p) for p in self.pids), default=0)
+            with self._lock:
+                self._peak = max(self._peak, rss)
+
+    def take_peak(self) -> int:
+        now = max((rss_bytes(p) for p in self.pids), default=0)
+        with self._lock:
+            peak, self._peak = max(self._peak, now), 0
+        return peak
+
+    def __enter__(self) -> RssSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 # ------------------------------------------------------------------ scenarios
 
 
@@ -186,21 +299,40 @@ def make_scenarios(args: argparse.Namespace) -> list[Scenario]:
     return scenarios
 
 
+def make_cluster_scenarios(args: argparse.Namespace) -> list[list[Scenario]]:
+    """--cluster: 1 KiB records at RF=1 acks=1 and RF=3 acks=all (min.insync.replicas=2), in
+    pairs that take turns run by run, so both sides of a ratio see the same machine."""
+    rf1, rf3 = ("RF=1 acks=1", 1, "1", 0), ("RF=3 acks=all", 3, "all", 2)
+    groups = [[Scenario(f"1KiB p{partitions} {label}", 1024, partitions, acks, args.messages, args.time_limit,
+                        replication=rf, min_insync=min_isr, warm_up=True)
+               for label, rf, acks, min_isr in (rf1, rf3)]
+              for partitions in (1, 6)]
+    groups.append([Scenario(f"1KiB {args.latency_rate}/s {label}", 1024, 1, acks,
+                            int(args.latency_rate * args.latency_seconds), args.latency_seconds + 30,
+                            rate=args.latency_rate, duration_s=args.latency_seconds, replication=rf,
+                            min_insync=min_isr, warm_up=True)
+                   for label, rf, acks, min_isr in (rf1, rf3)])
+    if args.only:
+        groups = [[s for s in g if any(o in s.name for o in args.only)] for g in groups]
+    return [g for g in groups if g]
+
+
 def create_topic(admin: AdminClient, partitions: int, timeout_s: float = 15.0,
-                 config: dict[str, str] | None = None) -> str:
+                 config: dict[str, str] | None = None, replication: int = 1) -> str:
     topic = f"bench-{uuid.uuid4().hex[:10]}"
-    admin.create_topics([NewTopic(topic, partitions, 1, config=config or {})],
+    admin.create_topics([NewTopic(topic, partitions, replication, config=config or {})],
                         request_timeout=timeout_s)[topic].result(timeout_s)
-    # Wait until every partition has a leader so the first batches are not retried.
+    # Wait until every partition has a leader and its whole ISR, so the first batches are
+    # neither retried nor refused for want of in-sync replicas.
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         meta = admin.list_topics(topic, timeout=5).topics.get(topic)
         if meta and meta.error is None and len(meta.partitions) == partitions and all(
-            p.leader >= 0 for p in meta.partitions.values()
+            p.leader >= 0 and len(p.isrs) >= replication for p in meta.partitions.values()
         ):
             return topic
         time.sleep(0.1)
-    raise RuntimeError(f"topic {topic} has no leaders after {timeout_s:g} s")
+    raise RuntimeError(f"topic {topic} has no leaders (or not all its replicas in sync) after {timeout_s:g} s")
 
 
 def producer_config(bootstrap: str, acks: str, args: argparse.Namespace) -> dict[str, object]:
@@ -235,6 +367,22 @@ class Deliveries:
         latency = msg.latency()
         if latency is not None:
             self.latencies.append(latency)
+
+
+def warm_up(bootstrap: str, topic: str, sc: Scenario, args: argparse.Namespace) -> int:
+    """Write one record to each partition with the scenario's acks and wait for it; returns how
+    many. A new topic's ISR is complete at once, but its followers may not fetch yet: one whose
+    first fetch reached the leader before the leader's metadata named the topic backs off for
+    replica.fetch.backoff.ms (1 s, as in Kafka), and acks=all waits for it. Measured from a cold
+    start, that second falls on whichever run hit it."""
+    producer = Producer(producer_config(bootstrap, sc.acks, args))
+    dr = Deliveries()
+    for partition in range(sc.partitions):
+        producer.produce(topic, os.urandom(sc.size), partition=partition, on_delivery=dr)
+    left = producer.flush(30)
+    if left or dr.errors:
+        raise RuntimeError(f"warm-up records not acknowledged: {dr.first_error or f'{left} left'}")
+    return sc.partitions
 
 
 def produce_phase(bootstrap: str, topic: str, sc: Scenario, args: argparse.Namespace, res: Result) -> None:
@@ -326,10 +474,13 @@ def run_scenario(target: str, bootstrap: str, sc: Scenario, args: argparse.Names
     admin = AdminClient({"bootstrap.servers": bootstrap, **_QUIET})
     topic = ""
     try:
-        topic = create_topic(admin, sc.partitions)
+        config = {"min.insync.replicas": str(sc.min_insync)} if sc.min_insync else None
+        topic = create_topic(admin, sc.partitions, config=config, replication=sc.replication)
+        warm = warm_up(bootstrap, topic, sc, args) if sc.warm_up else 0
         produce_phase(bootstrap, topic, sc, args, res)
         if not sc.rate and res.produced:
-            consume_phase(bootstrap, topic, sc, res.produced, res)
+            consume_phase(bootstrap, topic, sc, res.produced + warm, res)
+            res.consumed = max(0, res.consumed - warm)
     except (KafkaException, RuntimeError) as exc:
         res.notes.append(f"failed: {exc}")
     finally:
@@ -348,15 +499,19 @@ def _fmt(value: float | None, spec: str) -> str:
 
 
 def print_results(results: list[Result]) -> None:
-    header = (f"{'target':<7} {'scenario':<24} {'msgs':>8} {'prod msg/s':>11} {'prod MB/s':>9} "
-              f"{'p50 ms':>8} {'p99 ms':>8} {'cons msg/s':>11} {'cons MB/s':>9}")
+    w = max([24, *(len(r.scenario) for r in results)])
+    rss = any(r.rss_mb is not None for r in results)
+    header = (f"{'target':<7} {'scenario':<{w}} {'msgs':>8} {'prod msg/s':>11} {'prod MB/s':>9} "
+              f"{'p50 ms':>8} {'p99 ms':>8} {'cons msg/s':>11} {'cons MB/s':>9}"
+              + (f" {'RSS MB':>7} {'CPU s':>6}" if rss else ""))
     print(header)
     print("-" * len(header))
     for r in results:
         pr, cr = r.produce_rate, r.consume_rate
-        print(f"{r.target:<7} {r.scenario:<24} {r.produced:>8} {_fmt(pr, ',.0f'):>11} "
+        print(f"{r.target:<7} {r.scenario:<{w}} {r.produced:>8} {_fmt(pr, ',.0f'):>11} "
               f"{_fmt(pr and pr * r.size / MB, '.1f'):>9} {_fmt(r.p50_ms, '.2f'):>8} {_fmt(r.p99_ms, '.2f'):>8} "
-              f"{_fmt(cr, ',.0f'):>11} {_fmt(cr and cr * r.size / MB, '.1f'):>9}")
+              f"{_fmt(cr, ',.0f'):>11} {_fmt(cr and cr * r.size / MB, '.1f'):>9}"
+              + (f" {_fmt(r.rss_mb, '.0f'):>7} {_fmt(r.cpu_s, '.1f'):>6}" if rss else ""))
         for note in r.notes:
             print(f"{'':<7}   note: {note}")
 
@@ -379,6 +534,83 @@ def print_ratios(results: list[Result]) -> None:
             continue
         print(f"{name:<24} {_ratio(k.produce_rate, t.produce_rate):>10} {_ratio(k.consume_rate, t.consume_rate):>10} "
               f"{_ratio(k.p50_ms, t.p50_ms):>8} {_ratio(k.p99_ms, t.p99_ms):>8}")
+
+
+_REPLICATION = re.compile(r" RF=\d+ acks=\S+$")
+
+
+def print_cluster_ratios(results: list[Result]) -> None:
+    """--cluster: each RF=3 acks=all figure against its RF=1 acks=1 twin from the same run."""
+    pairs: dict[str, dict[str, Result]] = {}
+    for r in results:
+        m = _REPLICATION.search(r.scenario)
+        if m:
+            pairs.setdefault(r.scenario[: m.start()], {})[m.group().strip()] = r
+    print("\nRF=3 acks=all / RF=1 acks=1 (throughput: 1x = replication costs nothing; latency: lower is better)")
+    w = max([12, *(len(k) for k in pairs)])
+    header = f"{'scenario':<{w}} {'prod msg/s':>10} {'cons msg/s':>10} {'p50':>8} {'p99':>8}"
+    print(header)
+    print("-" * len(header))
+    for name, twins in pairs.items():
+        one, three = twins.get("RF=1 acks=1"), twins.get("RF=3 acks=all")
+        if one is None or three is None:
+            continue
+        paced = one.consume_rate is None and three.consume_rate is None
+        print(f"{name:<{w}} {_ratio(three.produce_rate, one.produce_rate) if not paced else '-':>10} "
+              f"{_ratio(three.consume_rate, one.consume_rate):>10} "
+              f"{_ratio(three.p50_ms, one.p50_ms) if paced else '-':>8} "
+              f"{_ratio(three.p99_ms, one.p99_ms) if paced else '-':>8}")
+
+
+def run_cluster(groups: list[list[Scenario]], args: argparse.Namespace, workdir: Path,
+                results: list[Result]) -> None:
+    """Start ZooKeeper and ``args.brokers`` brokers (unless ``--bootstrap`` names a running
+    cluster), run each group's scenarios in turn, ``args.repeat`` times, and stop everything
+    started (also on Ctrl-C and SIGTERM)."""
+    if args.bootstrap:
+        _run_cluster_groups(args.bootstrap, args.pid or [], groups, args, results)
+        return
+    overrides = dict(kv.split("=", 1) for kv in args.broker_override or [])
+    cluster = ClusterProcesses(workdir / "cluster", args.brokers, overrides)
+    try:
+        try:
+            cluster.start()
+        except (RuntimeError, TimeoutError) as exc:
+            raise RuntimeError(f"the cluster did not start: {exc}") from None
+        for i, broker in enumerate(cluster.brokers, 1):
+            print(f"[cluster] broker {i} pid {broker.pid} on {broker.bootstrap}, log {broker.log_path}",
+                  file=sys.stderr, flush=True)
+        _run_cluster_groups(cluster.bootstrap, cluster.pids, groups, args, results)
+    finally:
+        # A second Ctrl-C must not cut the shutdown short and leave processes running.
+        previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            cluster.stop()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
+def _run_cluster_groups(bootstrap: str, pids: list[int], groups: list[list[Scenario]], args: argparse.Namespace,
+                        results: list[Result]) -> None:
+    with RssSampler(pids) as rss:
+        for group in groups:
+            runs: dict[str, list[Result]] = {sc.name: [] for sc in group}
+            for i in range(args.repeat):
+                for sc in group:
+                    run = f" (run {i + 1}/{args.repeat})" if args.repeat > 1 else ""
+                    print(f"[cluster] {sc.name}{run} ...", file=sys.stderr, flush=True)
+                    rss.take_peak()
+                    cpu = sum(cpu_seconds(p) for p in pids)
+                    res = run_scenario("cluster", bootstrap, sc, args)
+                    if pids:
+                        res.rss_mb = rss.take_peak() / 1e6
+                        res.cpu_s = sum(cpu_seconds(p) for p in pids) - cpu
+                    runs[sc.name].append(res)
+            results.extend(median_run(r) for r in runs.values())
+    if pids:
+        print("[cluster] broker RSS at the end: " + ", ".join(f"pid {pid} {rss_bytes(pid) / 1e6:.0f} MB"
+                                                             for pid in pids), file=sys.stderr)
 
 
 # ------------------------------------------------------------------ main
@@ -410,7 +642,8 @@ def median_run(runs: list[Result]) -> Result:
     cons = middle(lambda r: r.consume_rate)
     out = Result(prod.target, prod.scenario, produced=prod.produced, produce_s=prod.produce_s,
                  produce_errors=prod.produce_errors, p50_ms=prod.p50_ms, p99_ms=prod.p99_ms,
-                 consumed=cons.consumed, consume_s=cons.consume_s, size=prod.size)
+                 consumed=cons.consumed, consume_s=cons.consume_s, size=prod.size,
+                 rss_mb=max((r.rss_mb for r in runs if r.rss_mb is not None), default=None), cpu_s=prod.cpu_s)
     spread = [f"median of {len(runs)} runs"]
     for name, rates in (("prod", [r.produce_rate for r in runs]), ("cons", [r.consume_rate for r in runs])):
         known = [x for x in rates if x is not None]
@@ -456,9 +689,17 @@ def run_targets(targets: dict[str, str | None], scenarios: list[Scenario], args:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__)
-    where = p.add_mutually_exclusive_group(required=True)
-    where.add_argument("--bootstrap", metavar="HOST:PORT", help="benchmark an already running broker")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--bootstrap", metavar="HOST:PORT", help="benchmark an already running broker (or cluster)")
     where.add_argument("--target", choices=["kaflet", "tansu", "both"], help="start the broker(s) ourselves")
+    p.add_argument("--cluster", action="store_true",
+                   help="compare RF=3 acks=all with RF=1 acks=1 on a cluster: ZooKeeper and --brokers kaflet "
+                        "brokers started here, or the running cluster --bootstrap names")
+    p.add_argument("--brokers", type=int, default=3, help="--cluster: number of brokers")
+    p.add_argument("--pid", type=int, action="append",
+                   help="--cluster --bootstrap: a broker process whose RSS to report (repeatable)")
+    p.add_argument("--broker-override", action="append", metavar="KEY=VALUE",
+                   help="--cluster: a server.properties key for every broker (repeatable)")
     p.add_argument("--quick", action="store_true", help="smoke run: few messages, short latency run")
     p.add_argument("--messages", type=int, default=100_000, help="messages per throughput scenario")
     p.add_argument("--time-limit", type=float, default=30.0, help="seconds per produce/consume phase")
@@ -474,6 +715,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.repeat < 1:
         p.error("--repeat must be at least 1")
+    if not (args.bootstrap or args.target or args.cluster):
+        p.error("one of --bootstrap, --target or --cluster is required")
+    if args.cluster and args.target:
+        p.error("--cluster starts its own brokers: no --target")
+    if args.brokers < 3 and args.cluster:
+        p.error("--cluster needs at least 3 brokers (RF=3)")
+    if any("=" not in kv for kv in args.broker_override or []):
+        p.error("--broker-override takes KEY=VALUE")
     if args.quick:
         args.messages = min(args.messages, 5_000)
         args.time_limit = min(args.time_limit, 5.0)
@@ -487,7 +736,8 @@ def _raise_interrupt(_signum: int, _frame: object) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    scenarios = make_scenarios(args)
+    groups = make_cluster_scenarios(args) if args.cluster else []
+    scenarios = [] if args.cluster else make_scenarios(args)
     # SIGTERM takes the same clean-up path as Ctrl-C: started brokers get killed.
     signal.signal(signal.SIGTERM, _raise_interrupt)
     # Also when started from a shell that set SIGINT to ignored (background jobs).
@@ -496,23 +746,30 @@ def main(argv: list[str] | None = None) -> int:
     results: list[Result] = []
     interrupted = False
     try:
-        if args.bootstrap:
-            targets: dict[str, str | None] = {"broker": args.bootstrap}
+        if args.cluster:
+            run_cluster(groups, args, workdir, results)
         else:
-            targets = dict.fromkeys(["kaflet", "tansu"] if args.target == "both" else [args.target])
-        run_targets(targets, scenarios, args, workdir, results)
+            if args.bootstrap:
+                targets: dict[str, str | None] = {"broker": args.bootstrap}
+            else:
+                targets = dict.fromkeys(["kaflet", "tansu"] if args.target == "both" else [args.target])
+            run_targets(targets, scenarios, args, workdir, results)
     except KeyboardInterrupt:
         interrupted = True
         print("\ninterrupted; partial results:", file=sys.stderr)
+    except RuntimeError as exc:  # a cluster that did not start or form
+        print(f"[cluster] {exc}", file=sys.stderr)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     print(f"\nlinger.ms={args.linger_ms} batch.size={args.batch_size} compression={args.compression} "
           f"messages/scenario={args.messages} time-limit={args.time_limit:g}s")
-    order = {name: i for i, name in enumerate(["broker", "kaflet", "tansu"])}
+    order = {name: i for i, name in enumerate(["broker", "kaflet", "tansu", "cluster"])}
     results.sort(key=lambda r: order[r.target])  # stable: scenarios keep their order per target
     print_results(results)
     if args.target == "both":
         print_ratios(results)
+    if args.cluster:
+        print_cluster_ratios(results)
     if args.json:
         Path(args.json).write_text(json.dumps([asdict(r) for r in results], indent=2))
     if interrupted:

@@ -11,11 +11,14 @@ through TLS instead.
 from __future__ import annotations
 
 import asyncio
+import io
+import os
 import socket
 import ssl
 from typing import Any, Protocol, cast
 
 _TLS_READ = 65536
+_TCP_CORK: int | None = getattr(socket, "TCP_CORK", None)
 _TLS_WRITE_CHUNK = 262144  # bounds the ciphertext buffered at once for a large response
 
 
@@ -55,20 +58,47 @@ class Channel:
         await self.loop.sock_sendall(self.sock, data)
 
     async def send_region(self, region: FileRegionLike) -> None:
-        """Send a file region, zero-copy when the platform allows."""
+        """Send a file region, zero-copy when the platform allows.
+
+        ``os.sendfile`` is called directly while the socket takes the bytes: the loop's
+        ``sock_sendfile`` costs an fstat, a writer registration, a loop iteration and an lseek
+        even when one call sent everything, which is the usual case of a follower's or a
+        caught-up consumer's fetch. Only a full socket buffer waits in the loop.
+        """
         if self.use_sendfile:
             try:
-                sent = await self.loop.sock_sendfile(self.sock, region.file, region.position, region.size,
-                                                     fallback=False)
-            except (asyncio.SendfileNotAvailableError, NotImplementedError):
+                in_fd = region.file.fileno()
+            except (AttributeError, io.UnsupportedOperation):
                 self.use_sendfile = False
             else:
-                if sent != region.size:
-                    # The file shrank under us (truncation): the frame length we announced is now
-                    # wrong, so the only safe move is to drop the connection.
-                    raise ConnectionError("log truncated while sending a fetch response")
+                await self._sendfile(in_fd, region)
                 return
         await self.sendall(_region_bytes(region))
+
+    async def _sendfile(self, in_fd: int, region: FileRegionLike) -> None:
+        out_fd = self.sock.fileno()
+        position, left = region.position, region.size
+        while left > 0:
+            try:
+                sent = os.sendfile(out_fd, in_fd, position, left)
+            except (BlockingIOError, InterruptedError):
+                sent = await self.loop.sock_sendfile(self.sock, region.file, position, left, fallback=False)
+            if sent == 0:
+                # The file shrank under us (truncation): the frame length we announced is now
+                # wrong, so the only safe move is to drop the connection.
+                raise ConnectionError("log truncated while sending a fetch response")
+            position += sent
+            left -= sent
+
+    def cork(self, on: bool) -> None:
+        """Hold partial segments back while a response is written in pieces (TCP_CORK), so a
+        fetch response of header, file region and trailer leaves as one segment and the peer
+        wakes once for it, not once per piece; uncorking sends what is held."""
+        if _TCP_CORK is not None:
+            try:
+                self.sock.setsockopt(socket.IPPROTO_TCP, _TCP_CORK, 1 if on else 0)
+            except OSError:
+                pass  # a closed socket: the write that follows reports it
 
     def peer_certificate(self) -> bytes | None:
         """The client's certificate (DER) when TLS client authentication gave one."""
@@ -203,6 +233,9 @@ class TlsChannel(Channel):
                 await self._flush()
         except ssl.SSLError as exc:
             raise TlsError(f"TLS error: {exc.reason or exc}") from None
+
+    def cork(self, on: bool) -> None:
+        """Nothing to do: the TLS channel writes whole records, each with one send."""
 
     def peer_certificate(self) -> bytes | None:
         try:

@@ -2,6 +2,12 @@
 
 Requests on a connection are handled one at a time and answered in order, as Kafka does (it
 mutes a channel while a request is in flight). Pipelined requests wait in the socket buffer.
+One exception: a handler may answer with a `DeferredResponse` once the request needs nothing
+more of the connection's order (a Produce whose batches are appended and that only waits for
+its followers or an fsync). The connection then reads the next request; if that is a Produce
+too it is handled at once (its batches are appended after the previous ones, as they would be),
+anything else waits until every deferred response has gone out. Responses always leave in
+request order.
 Bytes move through a `Channel` (channel.py): a plain socket driven with the loop's sock_* calls,
 so file regions go out with sendfile, or sans-io TLS over the same calls.
 
@@ -18,7 +24,8 @@ import socket
 import ssl
 import struct
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections import deque
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,9 +36,30 @@ log = logging.getLogger("kaflet.network")
 
 _SIZE = struct.Struct(">i")
 _READ_CHUNK = 65536
+#: Deferred responses a connection may owe before it stops reading (the requests behind them
+#: wait in the socket buffer, as all of them do under Kafka's one-at-a-time rule).
+MAX_DEFERRED = 8
+_PRODUCE_KEY = b"\x00\x00"  # api key 0, the first two bytes of a request header
 
 
 Chunk = bytes | bytearray | memoryview | FileRegionLike
+
+
+class DeferredResponse:
+    """A response that is not ready yet, for a request whose effects are all in place: the
+    connection goes on reading while ``completion`` finishes, and sends its result in turn.
+
+    A handler's completion gives its response object; the dispatcher wraps it in one that gives
+    the encoded chunks (or None: no response), which is what the connection receives."""
+
+    __slots__ = ("completion",)
+
+    def __init__(self, completion: Coroutine[Any, Any, Any]) -> None:
+        self.completion = completion
+
+
+#: What a connection's handler gives back for a request frame.
+HandlerResult = Sequence[Chunk] | DeferredResponse | None
 
 
 class FrameError(Exception):
@@ -65,7 +93,7 @@ class Connection:
         sock: socket.socket,
         peer: tuple[str, int],
         listener: str,
-        handler: Callable[[Connection, memoryview], Awaitable[Sequence[Chunk] | None]],
+        handler: Callable[[Connection, memoryview], Awaitable[HandlerResult]],
         max_request_bytes: int,
         conn_id: str,
         security: ListenerSecurity | None = None,
@@ -81,7 +109,7 @@ class Connection:
                                  if self.security.ssl_context is not None else Channel(sock))
         self.loop = asyncio.get_running_loop()
         self.last_active = time.monotonic()
-        self.busy = False
+        self._handling = False
         self.closed = False
         self.client_software: tuple[str, str] = ("", "")
         #: The authenticated principal, for the authorizer (ANONYMOUS until authenticated).
@@ -100,6 +128,16 @@ class Connection:
         self._start = 0
         self._end = 0
         self.task: asyncio.Task[None] | None = None
+        #: Completions of deferred responses, oldest first, and the task that sends them.
+        self._owed: deque[asyncio.Task[Sequence[Chunk] | None]] = deque()
+        self._sender: asyncio.Task[None] | None = None
+        self._sent: asyncio.Future[None] | None = None  # set when the sender has sent one
+
+    @property
+    def busy(self) -> bool:
+        """A request is being handled or a response is still owed (idle reaping and draining
+        leave the connection alone)."""
+        return self._handling or bool(self._owed)
 
     @property
     def use_sendfile(self) -> bool:
@@ -121,13 +159,23 @@ class Connection:
                     self._authenticated()
                 frame = await self._read_frame_in_time()
                 if frame is None:
+                    if self._owed:
+                        await self._settle(0)  # the peer stopped sending; what it asked for still goes out
                     return
-                self.busy = True
+                self._handling = True
                 self.last_active = time.monotonic()
-                chunks = await self.handler(self, frame)
-                if chunks is not None:
-                    await self._write(chunks)
-                self.busy = False
+                if self._owed:
+                    # Another Produce may go ahead of the answers owed (up to MAX_DEFERRED of them);
+                    # anything else waits until they are all out.
+                    await self._settle(MAX_DEFERRED - 1 if frame[:2] == _PRODUCE_KEY else 0)
+                result = await self.handler(self, frame)
+                if isinstance(result, DeferredResponse):
+                    self._owe(result.completion)
+                elif self._owed:
+                    self._owe(_ready(result))  # behind deferred responses: it waits its turn
+                elif result is not None:
+                    await self._write(result)
+                self._handling = False
                 self.last_active = time.monotonic()
                 if self.close_after_response:
                     await self.channel.linger_close(1.0)
@@ -144,8 +192,55 @@ class Connection:
             if not self.closed:
                 log.info("connection %s closed: %s", self.conn_id, exc.strerror or exc)
         finally:
-            self.busy = False
+            self._handling = False
+            self._drop_owed()
             self.close()
+
+    # -- deferred responses -------------------------------------------------------------------
+
+    def _owe(self, completion: Coroutine[Any, Any, Sequence[Chunk] | None]) -> None:
+        self._owed.append(self.loop.create_task(completion))
+        if self._sender is None or self._sender.done():
+            self._sender = self.loop.create_task(self._send_owed())
+
+    async def _send_owed(self) -> None:
+        """Send deferred responses as they complete, in request order. A response is taken off
+        the queue only once written, so the reading side never writes while this one does."""
+        owed = self._owed
+        try:
+            while owed:
+                chunks = await owed[0]
+                if chunks is not None:
+                    await self._write(chunks)
+                owed.popleft()
+                self.last_active = time.monotonic()
+                if self._sent is not None and not self._sent.done():
+                    self._sent.set_result(None)
+        except asyncio.CancelledError:
+            raise
+        except FrameError as exc:
+            log.warning("closing connection %s from %s:%d: %s", self.conn_id, self.peer[0], self.peer[1], exc)
+            self.abort()
+        except Exception as exc:  # the peer is gone, or the request failed: the connection ends
+            if not self.closed and not isinstance(exc, ConnectionError | OSError):
+                log.warning("closing connection %s: %s", self.conn_id, exc)
+            self.abort()
+
+    async def _settle(self, keep: int) -> None:
+        """Wait until at most ``keep`` deferred responses are still owed."""
+        while len(self._owed) > keep:
+            sender = self._sender
+            if sender is None or sender.done():  # it failed: the connection is being closed
+                raise ConnectionError("connection closed while responses were owed")
+            self._sent = self.loop.create_future()
+            # Woken by the next response sent, or by the sender's end (whatever ended it).
+            await asyncio.wait((self._sent, sender), return_when=asyncio.FIRST_COMPLETED)
+
+    def _drop_owed(self) -> None:
+        if self._sender is not None:
+            self._sender.cancel()
+        while self._owed:
+            self._owed.popleft().cancel()
 
     async def _sit_out_throttle(self) -> None:
         delay = self.throttled_until - time.monotonic()
@@ -228,19 +323,34 @@ class Connection:
 
     async def _write(self, chunks: Sequence[Chunk]) -> None:
         total = 0
-        for c in chunks:
-            total += c.size if hasattr(c, "size") else len(c)  # type: ignore[arg-type]
-        pending = bytearray(_SIZE.pack(total))
+        regions = False
         for c in chunks:
             if isinstance(c, bytes | bytearray | memoryview):
-                pending += c
-                continue
+                total += len(c)
+            else:
+                total += c.size
+                regions = True
+        pending = bytearray(_SIZE.pack(total))
+        if not regions:
+            for c in chunks:
+                pending += c  # type: ignore[arg-type]
+            await self.channel.sendall(pending)
+            return
+        # Bytes and file regions go out in several calls: corked, they leave as full segments.
+        self.channel.cork(True)
+        try:
+            for c in chunks:
+                if isinstance(c, bytes | bytearray | memoryview):
+                    pending += c
+                    continue
+                if pending:
+                    await self.channel.sendall(pending)
+                    pending = bytearray()
+                await self.channel.send_region(c)
             if pending:
                 await self.channel.sendall(pending)
-                pending = bytearray()
-            await self.channel.send_region(c)
-        if pending:
-            await self.channel.sendall(pending)
+        finally:
+            self.channel.cork(False)
 
     def abort(self) -> None:
         """Stop serving from outside: cancel the connection's task, which closes the socket.
@@ -270,4 +380,9 @@ def configure_socket(sock: socket.socket, send_buf: int, recv_buf: int) -> None:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, recv_buf)
 
 
-__all__ = ["Connection", "FrameError", "ListenerSecurity", "configure_socket", "Chunk", "FileRegionLike"]
+async def _ready(chunks: Sequence[Chunk] | None) -> Sequence[Chunk] | None:
+    return chunks
+
+
+__all__ = ["Connection", "DeferredResponse", "FrameError", "ListenerSecurity", "configure_socket", "Chunk",
+           "FileRegionLike", "HandlerResult"]

@@ -8,13 +8,13 @@ import itertools
 import logging
 import socket
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 
-from kaflet.network.connection import Chunk, Connection, ListenerSecurity, configure_socket
+from kaflet.network.connection import Connection, HandlerResult, ListenerSecurity, configure_socket
 
 log = logging.getLogger("kaflet.network")
 
-Handler = Callable[[Connection, memoryview], Awaitable[Sequence[Chunk] | None]]
+Handler = Callable[[Connection, memoryview], Awaitable[HandlerResult]]
 
 
 class Listener:

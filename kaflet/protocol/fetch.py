@@ -16,6 +16,7 @@ received buffer, so a follower appends what the leader sent without copying it.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
@@ -25,6 +26,21 @@ from kaflet.protocol.response import OwnEncoding
 #: The highest version the codec reads and writes.
 MAX_VERSION = 16
 ZERO_UUID = bytes(16)
+
+#: Fetch session ids and epochs (KIP-227): no session; the epoch of a full fetch that opens a
+#: session; the epoch of a fetch that closes one (and of a sessionless fetch).
+INVALID_SESSION_ID = 0
+INITIAL_EPOCH = 0
+FINAL_EPOCH = -1
+
+
+def next_epoch(epoch: int) -> int:
+    """The session epoch after ``epoch`` (Kafka's FetchMetadata.nextEpoch)."""
+    if epoch < 0:
+        return FINAL_EPOCH  # the epoch after the final one is the final one
+    if epoch == 0x7FFFFFFF:
+        return 1  # wraps past the initial epoch
+    return epoch + 1
 
 #: A partition of a fetch request, in wire order whatever the version:
 #: (partition, current_leader_epoch, fetch_offset, last_fetched_epoch, log_start_offset,
@@ -176,6 +192,47 @@ def decode_fetch_request(body: memoryview, version: int) -> FetchRequest:
             r.pos = end
     return FetchRequest(replica_id, replica_epoch, max_wait_ms, min_bytes, max_bytes, isolation_level,
                         session_id, session_epoch, topics, forgotten, rack_id, cluster_id)
+
+
+#: The request version ``encode_fetch_request`` writes (a replica fetcher's, by topic name).
+ENCODE_REQUEST_VERSION = 12
+_REQ_HEAD_V12 = struct.Struct(">iiiibii")  # replica id, max wait, min bytes, max bytes, isolation, session id/epoch
+_REQ_PART_V12 = struct.Struct(">iiqiqiB")  # a partition (wire order, as FetchPartition) + no tagged fields
+
+
+def encode_fetch_request(replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int, isolation_level: int,
+                         session_id: int, session_epoch: int,
+                         topics: Sequence[tuple[str, Sequence[FetchPartition]]],
+                         forgotten: Sequence[tuple[str, Sequence[int]]] = (),
+                         rack_id: str = "") -> bytes:
+    """Encode a Fetch v12 request body (a replica fetcher's): one struct pack per partition.
+
+    The encoding kafka-python's schema codec gives, at a fraction of its cost: a follower of
+    many partitions sends a request per leader every round trip (each partition whose position
+    changed, or all of them without a fetch session).
+    """
+    w = Writer()
+    buf = w.buf
+    buf += _REQ_HEAD_V12.pack(replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level, session_id,
+                              session_epoch)
+    w.array_len(len(topics), True)
+    pack = _REQ_PART_V12.pack
+    for name, parts in topics:
+        w.string(name, True)
+        w.array_len(len(parts), True)
+        for p in parts:
+            buf += pack(*p, 0)
+        buf.append(0)
+    w.array_len(len(forgotten), True)
+    for name, indexes in forgotten:
+        w.string(name, True)
+        w.array_len(len(indexes), True)
+        if indexes:
+            buf += struct.pack(f">{len(indexes)}i", *indexes)
+        buf.append(0)
+    w.string(rack_id, True)
+    buf.append(0)
+    return bytes(buf)
 
 
 class Region(Protocol):

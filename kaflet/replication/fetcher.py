@@ -46,10 +46,16 @@ from kaflet.network.client import BrokerConnectionError
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode, KafkaError, error_name
-from kaflet.protocol.fetch import FetchedPartition, decode_fetch_response
+from kaflet.protocol.fetch import (
+    FetchedPartition,
+    FetchPartition,
+    decode_fetch_response,
+    encode_fetch_request,
+)
 from kaflet.protocol.primitives import DecodeError
 from kaflet.protocol.records import RecordError
 from kaflet.replication.config import ReplicationConfig
+from kaflet.replication.fetch_session_handler import FetchSessionHandler
 from kaflet.replication.partition import Partition
 
 log = logging.getLogger("kaflet.fetcher")
@@ -63,6 +69,8 @@ LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 
 TopicPartition = tuple[str, int]
+#: Answers to a fetch whose session the leader no longer has; the next, full, fetch opens another.
+_SESSION_ERRORS = (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH)
 
 
 class LeaderConnection(Protocol):
@@ -193,8 +201,8 @@ class ReplicaFetcher:
         self._task: asyncio.Task[None] | None = None
         self._stopped = False
         self._failing = False
-        F = codec.request_class(ApiKey.FETCH)
-        self._fetch_request, self._fetch_topic, self._fetch_partition = F, F.FetchTopic, F.FetchTopic.FetchPartition
+        #: The incremental fetch session with the leader (KIP-227).
+        self._session = FetchSessionHandler(name)
 
     def __repr__(self) -> str:
         return f"ReplicaFetcher({self.name}, {len(self.states)} partitions)"
@@ -437,12 +445,13 @@ class ReplicaFetcher:
 
     # -- fetching -----------------------------------------------------------------------------
 
-    def build_fetch(self) -> tuple[Any, dict[TopicPartition, PartitionFetchState]] | None:
-        """The Fetch v12 request for the partitions ready to fetch, and their states as sent."""
+    def build_fetch(self) -> tuple[bytes, dict[TopicPartition, PartitionFetchState]] | None:
+        """The encoded Fetch v12 request for the partitions ready to fetch (in the fetch
+        session: only those whose position changed), and the states of all of them as sent."""
         now = time.monotonic()
         sent: dict[TopicPartition, PartitionFetchState] = {}
-        by_topic: dict[str, list[Any]] = {}
-        FP = self._fetch_partition
+        ready: dict[TopicPartition, FetchPartition] = {}
+        max_bytes = self.config.fetch_max_bytes
         for tp, st in self.states.items():
             if not st.ready_for_fetch(now):
                 continue
@@ -450,18 +459,20 @@ class ReplicaFetcher:
             if part is None:
                 continue
             sent[tp] = st
-            by_topic.setdefault(tp[0], []).append(FP(
-                partition=tp[1], current_leader_epoch=st.current_leader_epoch, fetch_offset=st.fetch_offset,
-                last_fetched_epoch=-1, log_start_offset=part.log.log_start_offset,
-                partition_max_bytes=self.config.fetch_max_bytes))
-        if not sent:
+            ready[tp] = (tp[1], st.current_leader_epoch, st.fetch_offset, -1, part.log.log_start_offset, max_bytes)
+        if not ready and not self._session.session_partitions:
             return None
+        data = self._session.build(ready)
+        by_topic: dict[str, list[FetchPartition]] = {}
+        for tp, fp in data.to_send.items():
+            by_topic.setdefault(tp[0], []).append(fp)
+        forgotten: dict[str, list[int]] = {}
+        for topic, index in data.to_forget:
+            forgotten.setdefault(topic, []).append(index)
         cfg = self.config
-        request = self._fetch_request(
-            replica_id=self.broker_id, max_wait_ms=cfg.fetch_wait_max_ms, min_bytes=cfg.fetch_min_bytes,
-            max_bytes=cfg.fetch_response_max_bytes, isolation_level=0, session_id=0, session_epoch=-1,
-            topics=[self._fetch_topic(topic=t, partitions=ps) for t, ps in by_topic.items()],
-            forgotten_topics_data=[], rack_id="")
+        request = encode_fetch_request(self.broker_id, cfg.fetch_wait_max_ms, cfg.fetch_min_bytes,
+                                       cfg.fetch_response_max_bytes, 0, data.metadata.session_id,
+                                       data.metadata.epoch, list(by_topic.items()), list(forgotten.items()))
         return request, sent
 
     async def maybe_fetch(self) -> bool:
@@ -476,13 +487,19 @@ class ReplicaFetcher:
             body = await conn.send_raw(ApiKey.FETCH, FETCH_VERSION, request, timeout_s=timeout_s)
             response = decode_fetch_response(body, FETCH_VERSION)
         except (BrokerConnectionError, DecodeError) as exc:
+            self._session.handle_error()
             self._connection_failed("Fetch", exc)
             self._delay(sent)
             return True
         self._connection_ok()
-        if response.error_code != ErrorCode.NONE:
-            log.warning("%s: Fetch answered %s", self.name, error_name(response.error_code))
-            self._delay(sent)
+        answered = ((topic, data.index) for topic, parts in response.topics for data in parts)
+        if not self._session.handle_response(response.error_code, response.session_id, answered,
+                                             response.throttle_time_ms):
+            # A lost session is replaced by the next (full) fetch at once; anything else backs off.
+            if response.error_code not in _SESSION_ERRORS:
+                if response.error_code != ErrorCode.NONE:
+                    log.warning("%s: Fetch answered %s", self.name, error_name(response.error_code))
+                self._delay(sent)
             return True
         errors: list[TopicPartition] = []
         for topic, parts in response.topics:

@@ -145,8 +145,10 @@ class Partition:
         self.leader_epoch_start_offset: int | None = None
         #: Followers by broker id (the assigned replicas other than this broker), while leader.
         self.remote_replicas: dict[int, Replica] = {}
-        # Fetches long-polling on this partition: each is called with it at the next change.
+        # Fetches long-polling on this partition: each is called with it at the next change,
+        # consumers' when the high watermark moves, followers' when the log end offset does.
         self._waiters: set[Callable[[Partition], None]] = set()
+        self._follower_waiters: set[Callable[[Partition], None]] = set()
         self._acks = HighWatermarkWaiters()
 
     def __repr__(self) -> str:
@@ -249,7 +251,7 @@ class Partition:
         """Move the high watermark to the smallest log end offset among the ISR and the followers
         caught up within ``replica.lag.time.max.ms`` (so one about to join the ISR is waited
         for), if that is higher; then answer the acks=all requests it satisfies and wake
-        waiting fetches. Returns whether it moved. Kafka's ``maybeIncrementLeaderHW``.
+        waiting consumer fetches. Returns whether it moved. Kafka's ``maybeIncrementLeaderHW``.
         """
         if not self.is_leader:
             return False
@@ -268,7 +270,7 @@ class Partition:
         hw = log.update_high_watermark(new_hw)
         if self._acks:
             self._acks.complete_up_to(hw, self._acks_error())
-        self.wake_fetchers()
+        self._wake_consumers()
         return True
 
     def update_follower_fetch_state(self, replica_id: int, fetch_offset: int, log_start_offset: int,
@@ -407,8 +409,8 @@ class Partition:
                     f"min.isr requirement of {min_isr} for partition {self.topic}-{self.index}",
                 )
         result = self.log.append_as_leader(records, self.leader_epoch, self._time())
-        if not self.maybe_increment_high_watermark():
-            self.wake_fetchers()  # followers wait for new data, not for the high watermark
+        self._wake_followers()
+        self.maybe_increment_high_watermark()
         return result
 
     # -- follower writes ----------------------------------------------------------------------
@@ -470,17 +472,31 @@ class Partition:
     # -- fetches waiting for data -----------------------------------------------------------
 
     def wake_fetchers(self) -> None:
-        """Tell every long-polling fetch that waits on this partition that it changed."""
-        if not self._waiters:
-            return
-        waiters, self._waiters = self._waiters, set()
-        for wake in waiters:
-            wake(self)
+        """Tell every long-polling fetch that waits on this partition that it changed
+        (leadership, removal)."""
+        self._wake_followers()
+        self._wake_consumers()
 
-    def data_waiter(self, wake: Callable[[Partition], None]) -> None:
-        """Register a callback called with this partition (once) at the next append, high
-        watermark move, leadership change or close; the fetch it belongs to re-reads it."""
-        self._waiters.add(wake)
+    def _wake_followers(self) -> None:
+        if self._follower_waiters:
+            waiters, self._follower_waiters = self._follower_waiters, set()
+            for wake in waiters:
+                wake(self)
 
-    def forget_waiter(self, wake: Callable[[Partition], None]) -> None:
-        self._waiters.discard(wake)
+    def _wake_consumers(self) -> None:
+        if self._waiters:
+            waiters, self._waiters = self._waiters, set()
+            for wake in waiters:
+                wake(self)
+
+    def data_waiter(self, wake: Callable[[Partition], None], follower: bool = False) -> None:
+        """Register a callback called with this partition (once) when what the fetch may read
+        grows, or at a leadership change or close; the fetch it belongs to re-reads it.
+
+        A follower reads up to the log end offset, so it is woken by appends; a consumer reads
+        up to the high watermark, so it is woken when that moves. Neither is woken for the
+        other's reason, which would only make it read nothing and wait again."""
+        (self._follower_waiters if follower else self._waiters).add(wake)
+
+    def forget_waiter(self, wake: Callable[[Partition], None], follower: bool = False) -> None:
+        (self._follower_waiters if follower else self._waiters).discard(wake)

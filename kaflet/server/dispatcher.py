@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, cast
+from collections.abc import Coroutine, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
-from kaflet.network.connection import Chunk, Connection, FrameError
+from kaflet.network.connection import Chunk, Connection, DeferredResponse, FrameError, HandlerResult
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
-from kaflet.protocol.header import parse_request_header, response_header
+from kaflet.protocol.header import RequestHeader, parse_request_header, response_header
 from kaflet.protocol.primitives import DecodeError
 from kaflet.protocol.response import encode_body
 from kaflet.quota.enforcement import QuotaEnforcer
@@ -45,7 +45,7 @@ class Dispatcher:
         self.broker = broker
         self.quotas = QuotaEnforcer(broker)
 
-    async def __call__(self, conn: Connection, frame: memoryview) -> Sequence[Chunk] | None:
+    async def __call__(self, conn: Connection, frame: memoryview) -> HandlerResult:
         sasl = conn.sasl
         if sasl is not None and sasl.state is SaslState.AUTHENTICATE_RAW:
             return await self._raw_token(conn, frame)
@@ -76,20 +76,30 @@ class Dispatcher:
         try:
             # Quotas: record what the request used, get the throttle time, mute if over quota.
             response, throttle_ms = await self.quotas.handle(ctx, module, body_view, len(frame))
-            if response is None:
-                return None
+        except Exception as exc:
+            raise _frame_error(exc, header, conn) from None
+        if isinstance(response, DeferredResponse):
+            # Only handed out with no quota in force (RequestContext.may_defer): throttle 0.
+            return DeferredResponse(self._complete(header, conn, response.completion))
+        return self._encode(header, conn, response, throttle_ms)
+
+    async def _complete(self, header: RequestHeader, conn: Connection,
+                        completion: Coroutine[Any, Any, Any]) -> Sequence[Chunk] | None:
+        try:
+            response = await completion
+        except Exception as exc:
+            raise _frame_error(exc, header, conn) from None
+        return self._encode(header, conn, response, 0)
+
+    @staticmethod
+    def _encode(header: RequestHeader, conn: Connection, response: Any, throttle_ms: int) -> Sequence[Chunk] | None:
+        if response is None:
+            return None
+        try:
             # Encoded once, now that the throttle time is known.
             result = encode_body(header.api_key, header.api_version, response, throttle_ms)
-        except (DecodeError, UnicodeDecodeError) as exc:
-            raise FrameError(f"malformed {ApiKey(header.api_key).name} v{header.api_version} request: {exc}") from None
-        except FrameError:
-            raise
-        except Exception:
-            log.exception(
-                "unexpected error handling %s v%d from %s; closing the connection",
-                ApiKey(header.api_key).name, header.api_version, conn.conn_id,
-            )
-            raise FrameError(f"internal error ({ErrorCode.UNKNOWN_SERVER_ERROR.name})") from None
+        except Exception as exc:
+            raise _frame_error(exc, header, conn) from None
         head = response_header(header.correlation_id, header.api_key, header.flexible)
         if isinstance(result, bytes | bytearray):
             return [head, result]
@@ -113,3 +123,14 @@ class Dispatcher:
             auth_log.debug("connection %s from %s authenticated as %s (%s)", conn.conn_id, conn.peer[0],
                           sasl.principal, sasl.mechanism)
         return [answer]
+
+
+def _frame_error(exc: Exception, header: RequestHeader, conn: Connection) -> FrameError:
+    """The FrameError that closes the connection after a handler failed (logged when unexpected)."""
+    if isinstance(exc, FrameError):
+        return exc
+    if isinstance(exc, DecodeError | UnicodeDecodeError):
+        return FrameError(f"malformed {ApiKey(header.api_key).name} v{header.api_version} request: {exc}")
+    log.error("unexpected error handling %s v%d from %s; closing the connection", ApiKey(header.api_key).name,
+              header.api_version, conn.conn_id, exc_info=exc)
+    return FrameError(f"internal error ({ErrorCode.UNKNOWN_SERVER_ERROR.name})")

@@ -38,19 +38,20 @@ from collections.abc import Callable, Iterable, Mapping
 
 from kaflet.protocol.errors import ErrorCode
 from kaflet.protocol.fetch import (
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    INVALID_SESSION_ID,
     FetchPartition,
     FetchResponse,
     NodeEndpoint,
     PartitionFetchData,
     Region,
     encode_fetch_response,
+    next_epoch,
     records_size,
 )
 from kaflet.protocol.response import OwnEncoding
 
-INVALID_SESSION_ID = 0
-INITIAL_EPOCH = 0
-FINAL_EPOCH = -1
 #: Kafka's KafkaServer.MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS: how long a session is safe from
 #: eviction after its creation, and how long it may go unused before it is stale.
 MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS = 120_000
@@ -58,15 +59,6 @@ MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS = 120_000
 #: A topic as a fetch request names it: its name (Fetch v7-v12) or its 16-byte id (v13+).
 TopicKey = str | bytes
 PartitionKey = tuple[TopicKey, int]
-
-
-def next_epoch(epoch: int) -> int:
-    """The session epoch after ``epoch`` (Kafka's FetchMetadata.nextEpoch)."""
-    if epoch < 0:
-        return FINAL_EPOCH  # the epoch after the final one is the final one
-    if epoch == 0x7FFFFFFF:
-        return 1  # wraps past the initial epoch
-    return epoch + 1
 
 
 class CachedPartition:

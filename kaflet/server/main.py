@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import signal
 import sys
@@ -32,6 +33,10 @@ async def serve(config: BrokerConfig) -> None:
     except BaseException:
         await broker.stop()
         raise
+    # What start-up built (modules, codec schemas, configs, the metadata) lives as long as the
+    # process: kept out of the collector, a full collection no longer walks it, which took
+    # 30-45 ms of the event loop each time (measured on a 3-broker cluster) and stalled requests.
+    gc.freeze()
     await stop.wait()
     logging.getLogger("kaflet.broker").info("shutting down")
     await broker.stop()

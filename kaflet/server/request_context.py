@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kaflet.protocol.header import RequestHeader
+from kaflet.quota.entity import QuotaType
 from kaflet.security.acl import CLUSTER_NAME, SUPPORTED_OPERATIONS, AclOperation, ResourceType
 from kaflet.security.authorizer import Action
 
@@ -30,6 +31,16 @@ class RequestContext:
     @property
     def listener(self) -> str:
         return self.conn.listener
+
+    def may_defer(self) -> bool:
+        """May the handler answer with a DeferredResponse (the connection reads on meanwhile)?
+
+        Not while a quota may apply: Kafka mutes a throttled connection after the response,
+        and the throttle time is only known once the request is complete.
+        """
+        manager = getattr(self.broker, "quota_manager", None)
+        return self.conn.authenticated and (
+            manager is None or not (manager.active(QuotaType.REQUEST) or manager.active(QuotaType.PRODUCE)))
 
     # -- authorization (Kafka's AuthHelper). Without an authorizer everything is allowed. ------
 

@@ -126,6 +126,8 @@ class LoopbackLeader:
                        timeout_s: float | None = None) -> memoryview:
         self._check()
         assert api_key == ApiKey.FETCH
+        if isinstance(request, bytes | bytearray | memoryview):  # encoded by the fetcher itself
+            request = codec.decode_request(api_key, version, memoryview(request))
         self.requests.append((api_key, request))
         chunks = await self._fetch(request, version)
         self._check()
@@ -216,7 +218,7 @@ class LoopbackLeader:
                     fut.set_result(None)
 
             for part in waitable:
-                part.data_waiter(wake)
+                part.data_waiter(wake, req.replica_id >= 0)
             try:
                 async with asyncio.timeout(remaining):
                     await fut
@@ -224,4 +226,4 @@ class LoopbackLeader:
                 pass
             finally:
                 for part in waitable:
-                    part.forget_waiter(wake)
+                    part.forget_waiter(wake, req.replica_id >= 0)

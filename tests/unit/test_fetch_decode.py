@@ -1,4 +1,5 @@
-"""The follower-side Fetch response decoder: round trips through kaflet's encoder and kafka-python's."""
+"""The follower-side Fetch codecs: the response decoder round trips through kaflet's encoder and
+kafka-python's; the request encoder writes the bytes kafka-python's codec writes."""
 
 from __future__ import annotations
 
@@ -11,12 +12,15 @@ from hypothesis import strategies as st
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.fetch import (
+    ENCODE_REQUEST_VERSION,
     AbortedTransaction,
     EpochEndOffset,
     LeaderIdAndEpoch,
     PartitionFetchData,
     SnapshotId,
+    decode_fetch_request,
     decode_fetch_response,
+    encode_fetch_request,
     encode_fetch_response,
 )
 from kaflet.protocol.primitives import DecodeError
@@ -167,3 +171,34 @@ def test_hostile_counts_are_bounded() -> None:
 def test_other_versions_are_refused(version: int) -> None:
     with pytest.raises(DecodeError):
         decode_fetch_response(b"", version)
+
+
+# ---------------------------------------------------------------- the follower's request encoder
+
+fetch_partitions = st.lists(st.tuples(st.integers(0, 2**31 - 1), i32, i64, i32, i64, i32), max_size=5)
+
+
+@settings(max_examples=200, deadline=None)
+@given(replica=i32, wait=i32, min_bytes=i32, max_bytes=i32, isolation=st.integers(0, 1), session_id=i32,
+       epoch=i32, topics=st.lists(st.tuples(st.text(min_size=1, max_size=30), fetch_partitions), max_size=3),
+       forgotten=st.lists(st.tuples(st.text(min_size=1, max_size=30), st.lists(i32, max_size=4)), max_size=3),
+       rack=st.text(max_size=10))
+def test_request_encoder_writes_what_kafka_pythons_codec_writes(
+        replica: int, wait: int, min_bytes: int, max_bytes: int, isolation: int, session_id: int, epoch: int,
+        topics: list[tuple[str, list[Any]]], forgotten: list[tuple[str, list[int]]], rack: str) -> None:
+    F = codec.request_class(ApiKey.FETCH)
+    FT, FP = F.FetchTopic, F.FetchTopic.FetchPartition
+    reference = F(replica_id=replica, max_wait_ms=wait, min_bytes=min_bytes, max_bytes=max_bytes,
+                  isolation_level=isolation, session_id=session_id, session_epoch=epoch,
+                  topics=[FT(topic=name, partitions=[
+                      FP(partition=p, current_leader_epoch=e, fetch_offset=o, last_fetched_epoch=le,
+                         log_start_offset=ls, partition_max_bytes=mb) for p, e, o, le, ls, mb in parts])
+                      for name, parts in topics],
+                  forgotten_topics_data=[F.ForgottenTopic(topic=name, partitions=ps) for name, ps in forgotten],
+                  rack_id=rack).encode(version=ENCODE_REQUEST_VERSION)
+    mine = encode_fetch_request(replica, wait, min_bytes, max_bytes, isolation, session_id, epoch, topics, forgotten,
+                                rack)
+    assert mine == bytes(reference)
+    decoded = decode_fetch_request(memoryview(mine), ENCODE_REQUEST_VERSION)
+    assert [(t.name, t.partitions) for t in decoded.topics] == [(n, list(ps)) for n, ps in topics]
+    assert [(f.name, f.partitions) for f in decoded.forgotten_topics] == forgotten

@@ -87,6 +87,31 @@ def test_high_watermark_is_the_smallest_end_offset_in_the_isr(tmp_path: Path) ->
     assert part.remote_replicas[2].log_end_offset == 4
 
 
+def test_waiting_fetches_are_woken_by_what_they_read_up_to(tmp_path: Path) -> None:
+    part = _partition(tmp_path, [1, 2, 3], [1, 2, 3])
+    woken: list[str] = []
+
+    def waiter(name: str, follower: bool) -> None:
+        part.data_waiter(lambda p: woken.append(name), follower)
+
+    waiter("follower", True)
+    waiter("consumer", False)
+    # An append grows what followers read (the log end), not what consumers read (the HW).
+    part.append(_batch(10), required_acks=-1)
+    assert woken == ["follower"]
+    waiter("follower", True)
+    part.update_follower_fetch_state(2, 10, 0, now_ms=1_000_100)
+    assert woken == ["follower"]  # the HW waits for replica 3
+    part.update_follower_fetch_state(3, 10, 0, now_ms=1_000_100)
+    assert part.log.high_watermark == 10 and woken == ["follower", "consumer"]
+    # A leadership change wakes everyone, once.
+    waiter("consumer", False)
+    part.make_follower(2, 1, [1, 2, 3])
+    assert sorted(woken[2:]) == ["consumer", "follower"]
+    part.close(E.NOT_LEADER_OR_FOLLOWER)
+    assert len(woken) == 4
+
+
 def test_caught_up_follower_outside_the_isr_is_waited_for(tmp_path: Path) -> None:
     clock = Clock()
     part = _partition(tmp_path, [1, 2], [1], clock)

@@ -86,7 +86,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> SessionFetchResponse:
         if waiting is None:
             # Each partition of the broker appears once (requests name a partition once).
             waiting = {part: i for i, (_, part, _) in enumerate(local) if part is not None}
-        woken = await _wait_for_data(waiting, remaining)
+        woken = await _wait_for_data(waiting, remaining, is_follower)
         if not woken:
             break  # timed out: nothing was appended, the answers stand
         # Only the partitions appended to (or removed) since the last pass can answer differently.
@@ -262,8 +262,8 @@ class _Waiter:
 
     __slots__ = ("future", "woken", "wake")
 
-    def __init__(self) -> None:
-        self.future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.future: asyncio.Future[None] = loop.create_future()
         self.woken: list[Partition] = []
         self.wake = self._wake  # one bound method, so every partition holds the same callback
 
@@ -272,19 +272,26 @@ class _Waiter:
         if not self.future.done():
             self.future.set_result(None)
 
+    def expire(self) -> None:
+        if not self.future.done():
+            self.future.set_result(None)
 
-async def _wait_for_data(partitions: dict[Partition, int], timeout: float) -> list[Partition]:
-    """Wait until one of the partitions is appended to (or removed), at most ``timeout`` seconds;
-    returns the partitions that were."""
-    waiter = _Waiter()
+
+async def _wait_for_data(partitions: dict[Partition, int], timeout: float, follower: bool) -> list[Partition]:
+    """Wait until what the fetch may read grows in one of the partitions (or one is removed),
+    at most ``timeout`` seconds; returns the partitions that changed (none: timed out)."""
+    loop = asyncio.get_running_loop()
+    waiter = _Waiter(loop)
     wake = waiter.wake
     for part in partitions:
-        part.data_waiter(wake)
+        part.data_waiter(wake, follower)
+    # A plain timer on the waiter's own future: every follower fetch waits here between two
+    # appends, and asyncio.wait_for would add a second future and its callbacks each time.
+    timer = loop.call_later(timeout, waiter.expire)
     try:
-        await asyncio.wait_for(waiter.future, timeout)
-    except TimeoutError:
-        pass
+        await waiter.future
     finally:
+        timer.cancel()
         for part in partitions:
-            part.forget_waiter(wake)
+            part.forget_waiter(wake, follower)
     return waiter.woken

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Coroutine
+from typing import Any
 
+from kaflet.network.connection import DeferredResponse
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode, KafkaError
 from kaflet.protocol.produce import PartitionProduceResult, ProduceResponse, decode_produce_request
@@ -21,12 +24,12 @@ MAX_VERSION = 10
 log = logging.getLogger("kaflet.produce")
 
 
-async def handle(ctx: RequestContext, body: memoryview) -> ProduceResponse | None:
+async def handle(ctx: RequestContext, body: memoryview) -> ProduceResponse | DeferredResponse | None:
     started = time.monotonic()
     req = decode_produce_request(body, ctx.version)
     broker = ctx.broker
     results: list[tuple[str, list[PartitionProduceResult]]] = []
-    flushes = []
+    flushes: list[tuple[PartitionProduceResult, Coroutine[Any, Any, None]]] = []
     # acks=all: (result, partition, offset the high watermark must reach) per appended batch.
     replicated: list[tuple[PartitionProduceResult, Partition, int]] = []
     any_error = False
@@ -87,6 +90,20 @@ async def handle(ctx: RequestContext, body: memoryview) -> ProduceResponse | Non
             # Kafka closes the connection so an acks=0 producer learns that something failed.
             ctx.conn.abort()
         return None
+    completion = _complete(ctx, results, flushes, replicated, req.timeout_ms, started)
+    waits = flushes or any(part.log.high_watermark < offset for _, part, offset in replicated)
+    if waits and ctx.may_defer():
+        # The batches are appended; what is left is waiting for fsync and followers, which the
+        # next Produce on this connection need not wait for to append its own.
+        return DeferredResponse(completion)
+    return await completion
+
+
+async def _complete(ctx: RequestContext, results: list[tuple[str, list[PartitionProduceResult]]],
+                    flushes: list[tuple[PartitionProduceResult, Coroutine[Any, Any, None]]],
+                    replicated: list[tuple[PartitionProduceResult, Partition, int]], timeout_ms: int,
+                    started: float) -> ProduceResponse:
+    """Wait for the fsyncs (flush.messages) and the acks=all high watermarks, then answer."""
     for res, flush in flushes:
         try:
             await flush
@@ -99,7 +116,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> ProduceResponse | Non
     replicated = [r for r in replicated if r[0].error_code == ErrorCode.NONE]
     if replicated:
         # Kafka's DelayedProduce: the request's timeout_ms counts from its arrival.
-        remaining_ms = req.timeout_ms - int((time.monotonic() - started) * 1000)
+        remaining_ms = timeout_ms - int((time.monotonic() - started) * 1000)
         errors = await wait_for_acks([(part, offset) for _, part, offset in replicated], remaining_ms)
         for (res, _, _), error in zip(replicated, errors, strict=True):
             if error != ErrorCode.NONE:
