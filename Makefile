@@ -17,12 +17,12 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check kaflet tests benchmarks
-	$(BIN)/mypy kaflet/protocol kaflet/log kaflet/metadata kaflet/network kaflet/server kaflet/security kaflet/quota kaflet/coordinator kaflet/replication kaflet/controller
+	$(BIN)/mypy kaflet/protocol kaflet/log kaflet/metadata kaflet/network kaflet/server kaflet/security kaflet/quota kaflet/coordinator kaflet/replication kaflet/controller kaflet/gateway
 	$(BIN)/pytest -q $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check kaflet tests benchmarks
-	$(BIN)/mypy kaflet/protocol kaflet/log kaflet/metadata kaflet/network kaflet/server kaflet/security kaflet/quota kaflet/coordinator kaflet/replication kaflet/controller
+	$(BIN)/mypy kaflet/protocol kaflet/log kaflet/metadata kaflet/network kaflet/server kaflet/security kaflet/quota kaflet/coordinator kaflet/replication kaflet/controller kaflet/gateway
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench.py $(ARGS)
