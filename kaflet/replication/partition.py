@@ -149,6 +149,8 @@ class Partition:
         # consumers' when the high watermark moves, followers' when the log end offset does.
         self._waiters: set[Callable[[Partition], None]] = set()
         self._follower_waiters: set[Callable[[Partition], None]] = set()
+        # DeleteRecords waiting for the followers' log start offsets (the low watermark).
+        self._log_start_waiters: set[Callable[[Partition], None]] = set()
         self._acks = HighWatermarkWaiters()
 
     def __repr__(self) -> str:
@@ -297,7 +299,7 @@ class Partition:
         replica.update_fetch_state(fetch_offset, log_start_offset, now_ms, leo)
         self.maybe_expand_isr(replica)
         if replica.log_start_offset != previous_start:
-            self.wake_fetchers()  # a DeleteRecords waiting for the low watermark re-checks it
+            self._wake(self._log_start_waiters)
         if replica.log_end_offset == previous:
             return False
         return self.maybe_increment_high_watermark(now_ms)
@@ -472,22 +474,32 @@ class Partition:
     # -- fetches waiting for data -----------------------------------------------------------
 
     def wake_fetchers(self) -> None:
-        """Tell every long-polling fetch that waits on this partition that it changed
-        (leadership, removal)."""
-        self._wake_followers()
-        self._wake_consumers()
+        """Tell every long-polling fetch (and DeleteRecords) that waits on this partition that
+        it changed (leadership, removal)."""
+        self._wake(self._follower_waiters)
+        self._wake(self._waiters)
+        self._wake(self._log_start_waiters)
 
     def _wake_followers(self) -> None:
-        if self._follower_waiters:
-            waiters, self._follower_waiters = self._follower_waiters, set()
-            for wake in waiters:
-                wake(self)
+        self._wake(self._follower_waiters)
 
     def _wake_consumers(self) -> None:
-        if self._waiters:
-            waiters, self._waiters = self._waiters, set()
-            for wake in waiters:
+        self._wake(self._waiters)
+
+    def _wake(self, waiters: set[Callable[[Partition], None]]) -> None:
+        if waiters:
+            woken = list(waiters)
+            waiters.clear()
+            for wake in woken:
                 wake(self)
+
+    def log_start_waiter(self, wake: Callable[[Partition], None]) -> None:
+        """Register a callback called with this partition (once) when a follower reports a new
+        log start offset, or at a leadership change or close (DeleteRecords' low watermark)."""
+        self._log_start_waiters.add(wake)
+
+    def forget_log_start_waiter(self, wake: Callable[[Partition], None]) -> None:
+        self._log_start_waiters.discard(wake)
 
     def data_waiter(self, wake: Callable[[Partition], None], follower: bool = False) -> None:
         """Register a callback called with this partition (once) when what the fetch may read

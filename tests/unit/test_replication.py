@@ -112,6 +112,21 @@ def test_waiting_fetches_are_woken_by_what_they_read_up_to(tmp_path: Path) -> No
     assert len(woken) == 4
 
 
+def test_a_follower_log_start_wakes_deletes_not_fetches(tmp_path: Path) -> None:
+    part = _partition(tmp_path, [1, 2], [1, 2])
+    woken: list[str] = []
+    part.data_waiter(lambda p: woken.append("follower"), True)
+    part.data_waiter(lambda p: woken.append("consumer"), False)
+    part.log_start_waiter(lambda p: woken.append("delete"))
+    part.update_follower_fetch_state(2, 0, 0, now_ms=1_000_100)  # first report of its log start
+    assert woken == ["delete"]
+    part.log_start_waiter(lambda p: woken.append("delete"))
+    part.update_follower_fetch_state(2, 0, 0, now_ms=1_000_200)  # unchanged: nobody
+    assert woken == ["delete"]
+    part.close(E.NOT_LEADER_OR_FOLLOWER)
+    assert sorted(woken) == ["consumer", "delete", "delete", "follower"]
+
+
 def test_caught_up_follower_outside_the_isr_is_waited_for(tmp_path: Path) -> None:
     clock = Clock()
     part = _partition(tmp_path, [1, 2], [1], clock)

@@ -76,11 +76,11 @@ async def _delete(ctx: RequestContext, topic: str, index: int, offset: int, dead
             if not fut.done():
                 fut.set_result(None)
 
-        partition.data_waiter(wake)
+        partition.log_start_waiter(wake)
         try:
             await asyncio.wait_for(changed, deadline - time.monotonic())
         except TimeoutError:
             return ErrorCode.REQUEST_TIMED_OUT, low
         finally:
-            partition.forget_waiter(wake)
+            partition.forget_log_start_waiter(wake)
     return ErrorCode.NONE, low
