@@ -36,6 +36,7 @@ log = logging.getLogger("kaflet.requests")
 auth_log = logging.getLogger("kaflet.security")
 
 _HANDSHAKE_APIS = (ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE)
+_TRAFFIC_APIS = (ApiKey.PRODUCE, ApiKey.FETCH)
 
 
 class Dispatcher:
@@ -72,6 +73,8 @@ class Dispatcher:
                 f"(supported: {module.MIN_VERSION}-{module.MAX_VERSION})"
             )
         ctx = RequestContext(self.broker, conn, header)
+        if self.broker.track_traffic and header.api_key in _TRAFFIC_APIS:
+            ctx.traffic = {}
         body_view = frame[header.body_offset :]
         try:
             # Quotas: record what the request used, get the throttle time, mute if over quota.

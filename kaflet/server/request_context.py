@@ -23,6 +23,9 @@ class RequestContext:
     broker: Broker
     conn: Connection
     header: RequestHeader
+    #: Produce and Fetch fill in the bytes they moved per topic when the broker tracks traffic
+    #: (the gateway's topic quotas and session report); None otherwise, so nothing is counted.
+    traffic: dict[str, int] | None = None
 
     @property
     def version(self) -> int:
@@ -40,7 +43,8 @@ class RequestContext:
         """
         manager = getattr(self.broker, "quota_manager", None)
         return self.conn.authenticated and (
-            manager is None or not (manager.active(QuotaType.REQUEST) or manager.active(QuotaType.PRODUCE)))
+            manager is None or not (manager.active(QuotaType.REQUEST) or manager.active(QuotaType.PRODUCE)
+                                    or manager.active_per_topic(QuotaType.PRODUCE)))
 
     # -- authorization (Kafka's AuthHelper). Without an authorizer everything is allowed. ------
 

@@ -100,6 +100,13 @@ async def handle(ctx: RequestContext, body: memoryview) -> SessionFetchResponse:
         total, failed = _read(again, max_bytes, total, storage_error, cache, replica_id)
 
     read: list[ResponsePartition] = [(cp, data) for cp, _, data in local]
+    traffic = ctx.traffic
+    if traffic is not None and not is_follower:
+        # A consumer's bytes per topic read (topics it fetched nothing from count with 0).
+        for cp, data in read:
+            name = cp.topic
+            if name is not None:
+                traffic[name] = traffic.get(name, 0) + (records_size(data.records) if data.records else 0)
     nodes: list[NodeEndpoint] = []
     if version >= 16 and failed:
         nodes = _current_leaders(read, cache, ctx.listener)
