@@ -19,6 +19,8 @@ from kaflet.coordinator.group.coordinator import GroupConfig, GroupCoordinator
 from kaflet.coordinator.group.store import GROUP_METADATA_TOPIC, OffsetsTopicStore
 from kaflet.coordinator.group.topic import OffsetsTopic, OffsetsTopicConfig
 from kaflet.coordinator.producer_id_manager import ProducerIdManager
+from kaflet.gateway.model import PartitionView
+from kaflet.gateway.partitions import PartitionRouter
 from kaflet.gateway.quotas import TopicQuotaManager
 from kaflet.log.log_manager import LogManager
 from kaflet.metadata import zkdata
@@ -93,6 +95,8 @@ class Broker:
         self.quota_manager: QuotaManager = KafkaQuotaManager(quota_settings)
         #: The Logi-Kafka gateway's features are on (gateway.url set).
         self.gateway_enabled = bool(config["gateway.url"])
+        #: Client numbering of topics with disabled partitions (use_partition_view); None: none.
+        self.partition_router: PartitionRouter | None = None
         #: Produce and Fetch report their bytes per topic (RequestContext.traffic).
         self.track_traffic = self.gateway_enabled
         if self.gateway_enabled:
@@ -219,6 +223,10 @@ class Broker:
         log.info("kaflet broker %d (cluster %s) listening on %s, data in %s",
                  self.broker_id, self.cluster_id, where, ", ".join(log_dirs))
         self.config.report_unknown()
+
+    def use_partition_view(self, view: PartitionView) -> None:
+        """Hide the partitions `view` disables from clients (the gateway's partition cache)."""
+        self.partition_router = PartitionRouter(view, self.metadata_cache.partition_count)
 
     def leader_share(self, topic: str) -> tuple[int, int]:
         """(partitions of the topic this broker leads, partitions of the topic); (0, 0): unknown."""

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from kaflet.gateway.partitions import PartitionTable
 from kaflet.protocol.header import RequestHeader
 from kaflet.quota.entity import QuotaType
 from kaflet.security.acl import CLUSTER_NAME, SUPPORTED_OPERATIONS, AclOperation, ResourceType
@@ -45,6 +46,11 @@ class RequestContext:
         return self.conn.authenticated and (
             manager is None or not (manager.active(QuotaType.REQUEST) or manager.active(QuotaType.PRODUCE)
                                     or manager.active_per_topic(QuotaType.PRODUCE)))
+
+    def partition_table(self, topic: str) -> PartitionTable | None:
+        """The client numbering of a topic with disabled partitions; None: clients see them all."""
+        router = self.broker.partition_router
+        return None if router is None else router.table(topic)
 
     # -- authorization (Kafka's AuthHelper). Without an authorizer everything is allowed. ------
 

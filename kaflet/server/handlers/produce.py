@@ -41,10 +41,11 @@ async def handle(ctx: RequestContext, body: memoryview) -> ProduceResponse | Def
     traffic = ctx.traffic
     for topic in req.topics:
         parts: list[PartitionProduceResult] = []
+        table = ctx.partition_table(topic.name)
         for p in topic.partitions:
-            res = PartitionProduceResult(p.index)
+            res = PartitionProduceResult(p.index)  # the answer keeps the client's number
             parts.append(res)
-            partition = broker.replica_manager.get(topic.name, p.index)
+            partition = broker.replica_manager.get(topic.name, p.index if table is None else table.to_real(p.index))
             try:
                 if txn_denied or topic.name not in writable:
                     partition = None  # nothing about the partition may leak into the answer
