@@ -19,9 +19,10 @@ from kaflet.coordinator.group.coordinator import GroupConfig, GroupCoordinator
 from kaflet.coordinator.group.store import GROUP_METADATA_TOPIC, OffsetsTopicStore
 from kaflet.coordinator.group.topic import OffsetsTopic, OffsetsTopicConfig
 from kaflet.coordinator.producer_id_manager import ProducerIdManager
-from kaflet.gateway.model import PartitionView
+from kaflet.gateway.model import ManagementService, PartitionView
 from kaflet.gateway.partitions import PartitionRouter
 from kaflet.gateway.quotas import TopicQuotaManager
+from kaflet.gateway.session_report import SessionReport
 from kaflet.log.log_manager import LogManager
 from kaflet.metadata import zkdata
 from kaflet.metadata.embedded import EmbeddedTree
@@ -99,7 +100,11 @@ class Broker:
         self.partition_router: PartitionRouter | None = None
         #: Produce and Fetch report their bytes per topic (RequestContext.traffic).
         self.track_traffic = self.gateway_enabled
+        #: Connections per topic reported to the management service (start_session_report).
+        self.session_report: SessionReport | None = None
         if self.gateway_enabled:
+            self.session_report = SessionReport(config["cluster.id"], lambda: self.broker_id,
+                                                config["session.report.ms"])
             # /config/clients/<appId>.<topic> quotas limit that application on that topic.
             self.quota_manager = TopicQuotaManager(self.quota_manager, quota_settings, self.leader_share,
                                                    config["cluster.id"])
@@ -223,6 +228,12 @@ class Broker:
         log.info("kaflet broker %d (cluster %s) listening on %s, data in %s",
                  self.broker_id, self.cluster_id, where, ", ".join(log_dirs))
         self.config.report_unknown()
+
+    def start_session_report(self, service: ManagementService) -> None:
+        """Report the connections to `service` every session.report.ms until the broker stops."""
+        if self.session_report is not None:
+            self._tasks.append(asyncio.create_task(self.session_report.run(service, self._stop_background),
+                                                   name="session-report"))
 
     def use_partition_view(self, view: PartitionView) -> None:
         """Hide the partitions `view` disables from clients (the gateway's partition cache)."""

@@ -81,6 +81,10 @@ class Dispatcher:
             response, throttle_ms = await self.quotas.handle(ctx, module, body_view, len(frame))
         except Exception as exc:
             raise _frame_error(exc, header, conn) from None
+        report = self.broker.session_report
+        if ctx.traffic and report is not None:
+            report.note(header.api_key, header.api_version, conn.principal.name, conn.peer[0], header.client_id,
+                        list(ctx.traffic))
         if isinstance(response, DeferredResponse):
             # Only handed out with no quota in force (RequestContext.may_defer): throttle 0.
             return DeferredResponse(self._complete(header, conn, response.completion))
