@@ -5,7 +5,7 @@ topic that clients must not see. Metadata leaves them out and numbers the remain
 in order (a topic of 4 with 1 and 2 disabled shows 0 -> 0 and 1 -> 3); requests naming a client
 partition are mapped back to the real one before they touch a log or the group coordinator, and
 their answers carry the client's number again. The seed maps Metadata and Produce; kaflet maps
-Fetch, ListOffsets, OffsetCommit and OffsetFetch as well, so consumers see the same numbering
+Fetch, ListOffsets, OffsetForLeaderEpoch, OffsetCommit and OffsetFetch as well, so consumers see the same numbering
 as producers and committed offsets stay with the real partition if the disabled set changes.
 
 A client number with no partition behind it maps to a negative index that no partition has, so

@@ -1,5 +1,5 @@
 """Disabled partitions with real clients: hidden from Metadata, the others renumbered, and
-Produce, Fetch, ListOffsets, OffsetCommit and OffsetFetch mapped back to the real partitions.
+Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, OffsetCommit and OffsetFetch mapped back to the real partitions.
 
 The broker runs in this process (kaflet.embedded_broker) so the test can hand it the
 PartitionView the gateway's partition cache provides, and look at its real partitions.
@@ -17,7 +17,11 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from kaflet.embedded_broker import embedded_broker
+from kaflet.protocol import codec
+from kaflet.protocol.api_keys import ApiKey
+from kaflet.protocol.errors import ErrorCode
 from kaflet.server.broker import Broker
+from tests.support.raw_client import RawClient
 from tests.support.topics import create_topic
 
 
@@ -64,6 +68,17 @@ def test_disabled_partitions_are_hidden_and_mapped(running: tuple[Broker, asynci
     # The client's partition 1 is the real partition 3; the disabled ones stay empty.
     ends = on_loop(loop, lambda: {i: broker.replica_manager.get(topic, i).log.log_end_offset for i in range(4)})
     assert ends == {0: 5, 1: 0, 2: 0, 3: 7}
+    # OffsetForLeaderEpoch as a consumer (replica id -1) asks it: the client's 1 is the real 3.
+    E = codec.request_class(ApiKey.OFFSET_FOR_LEADER_EPOCH)
+    rc = RawClient(b)
+    try:
+        answer = rc.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, 3, E(replica_id=-1, topics=[E.OffsetForLeaderTopic(
+            topic=topic, partitions=[E.OffsetForLeaderTopic.OffsetForLeaderPartition(
+                partition=i, current_leader_epoch=-1, leader_epoch=0) for i in (0, 1, 2)])]))
+    finally:
+        rc.close()
+    assert [(p.partition, p.error_code, p.end_offset) for p in answer.topics[0].partitions] == [
+        (0, 0, 5), (1, 0, 7), (2, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), -1)]
     with pytest.raises(KafkaException):
         producer.produce(topic, b"x", partition=2)  # librdkafka knows only 2 partitions
         producer.flush(5)
