@@ -13,48 +13,20 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from confluent_kafka import Consumer
 
 from tests.support.broker_process import BrokerProcess, running_broker
-from tests.support.quotas import MB, MeasuredProducer, alter
+from tests.support.gateway_apps import OVERRIDES, app_producer, sasl
+from tests.support.quotas import MB, alter
 from tests.support.topics import create_topic
-
-PASSWORDS = {"app_quota": "pw-quota", "app_free": "pw-free"}
-JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="admin-secret" '
-        'user_admin="admin-secret" ' + " ".join(f'user_{u}="{p}"' for u, p in PASSWORDS.items()) + ";")
 
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    overrides = {
-        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
-        "sasl.enabled.mechanisms": "PLAIN",
-        "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
-        # Nothing answers there: the quotas come from the metadata tree, not from the service.
-        "gateway.url": "http://127.0.0.1:9/gateway",
-        "cluster.id": "7",
-        "max.throttle.time.ms": "2000",
-        # 3 windows of 1 s keep a greedy client's averages within a few percent (test_quotas.py).
-        "quota.window.num": "3",
-        "quota.window.size.seconds": "1",
-    }
-    with running_broker(tmp_path_factory.mktemp("gateway-quotas") / "data", overrides) as b:
+    with running_broker(tmp_path_factory.mktemp("gateway-quotas") / "data", OVERRIDES) as b:
         yield b
-
-
-def sasl(broker: BrokerProcess, app: str) -> dict[str, Any]:
-    return {"bootstrap.servers": broker.bootstrap_for("SASL_PLAINTEXT"), "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanism": "PLAIN", "sasl.username": app, "sasl.password": PASSWORDS[app]}
-
-
-def app_producer(broker: BrokerProcess, app: str, topic: str, client_id: str = "rdkafka") -> MeasuredProducer:
-    # Batches of 256 KB: a request (a batch per partition) stays well under what the quota
-    # allows in max.throttle.time.ms, so the bound does not let more through than the quota.
-    config = sasl(broker, app)
-    return MeasuredProducer(config.pop("bootstrap.servers"), client_id, topic, {**config, "batch.size": 262144})
 
 
 def test_producer_quota_per_app_and_topic(broker: BrokerProcess) -> None:

@@ -67,14 +67,20 @@ class MeasuredProducer:
         if err is None:
             self.delivered += len(msg.value())
 
-    def run(self, seconds: float) -> float:
-        """Produce for `seconds`; the delivered rate in MB/s."""
+    def run(self, seconds: float, partitions: int = 0) -> float:
+        """Produce for `seconds` (to partitions 0..partitions-1 in turn, if given: the same load
+        on every partition); the delivered rate in MB/s."""
         value = b"q" * 10_000
         start = self.delivered
         t0 = time.monotonic()
+        turn = 0
         while time.monotonic() - t0 < seconds:
             try:
-                self.producer.produce(self.topic, value, on_delivery=self._on_delivery)
+                if partitions:
+                    self.producer.produce(self.topic, value, partition=turn % partitions, on_delivery=self._on_delivery)
+                    turn += 1
+                else:
+                    self.producer.produce(self.topic, value, on_delivery=self._on_delivery)
             except BufferError:
                 self.producer.poll(0.005)
             self.producer.poll(0)
