@@ -42,6 +42,14 @@ async def embedded_async(config: Mapping[str, str] | None = None) -> AsyncIterat
 @contextlib.contextmanager
 def embedded(config: Mapping[str, str] | None = None, start_timeout: float = 30.0) -> Iterator[str]:
     """Run a broker in a background thread with its own event loop; yields "127.0.0.1:PORT"."""
+    with embedded_broker(config, start_timeout) as (broker, _loop):
+        yield broker.bootstrap
+
+
+@contextlib.contextmanager
+def embedded_broker(config: Mapping[str, str] | None = None, start_timeout: float = 30.0
+                    ) -> Iterator[tuple[Broker, asyncio.AbstractEventLoop]]:
+    """As `embedded`, but yields the broker and its loop (reach it with run_coroutine_threadsafe)."""
     data_dir = tempfile.mkdtemp(prefix="kaflet-")
     loop = asyncio.new_event_loop()
     broker = Broker(_config(data_dir, config))
@@ -67,7 +75,7 @@ def embedded(config: Mapping[str, str] | None = None, start_timeout: float = 30.
             raise TimeoutError("the embedded broker did not start in time")
         if failure:
             raise failure[0]
-        yield broker.bootstrap
+        yield broker, loop
     finally:
         if not failure and thread.is_alive():
             asyncio.run_coroutine_threadsafe(broker.stop(), loop).result(timeout=60)

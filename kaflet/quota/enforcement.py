@@ -41,6 +41,8 @@ class RequestContext(Protocol):
 
     conn: Connection
     header: RequestHeader
+    #: Bytes per topic the handler produced or fetched, filled when the broker asks for it.
+    traffic: dict[str, int] | None
 
 
 class _Timed:
@@ -102,16 +104,25 @@ class QuotaEnforcer:
         throttle = 0
         if timed is not None:
             throttle = manager.record(QuotaType.REQUEST, user, client_id, timed.busy_s * 100, now_ms)
-        if api_key == ApiKey.PRODUCE and manager.active(QuotaType.PRODUCE):
-            throttle = max(throttle, manager.record(QuotaType.PRODUCE, user, client_id, request_size, now_ms))
+        traffic = ctx.traffic
+        if api_key == ApiKey.PRODUCE:
+            if manager.active(QuotaType.PRODUCE):
+                throttle = max(throttle, manager.record(QuotaType.PRODUCE, user, client_id, request_size, now_ms))
+            if traffic and manager.active_per_topic(QuotaType.PRODUCE):
+                throttle = max(throttle, manager.record_topics(QuotaType.PRODUCE, user, traffic, now_ms))
         elif api_key == ApiKey.FETCH and result is not None:
             size = result.size() if manager.active(QuotaType.FETCH) else 0
             if size:
                 throttle = max(throttle, manager.record(QuotaType.FETCH, user, client_id, size, now_ms))
+            per_topic = traffic if traffic and manager.active_per_topic(QuotaType.FETCH) else None
+            if per_topic:
+                throttle = max(throttle, manager.record_topics(QuotaType.FETCH, user, per_topic, now_ms))
             if throttle > 0:
                 # Throttled for either quota: answer without data, and those bytes were not sent.
                 if size:
                     manager.unrecord(QuotaType.FETCH, user, client_id, size, now_ms)
+                if per_topic:
+                    manager.unrecord_topics(QuotaType.FETCH, user, per_topic, now_ms)
                 result = result.without_data()
         if throttle > 0:
             conn = ctx.conn

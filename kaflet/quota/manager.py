@@ -53,6 +53,21 @@ class QuotaManager(abc.ABC):
     def update_quotas(self, entity: QuotaEntity, quotas: Mapping[str, float]) -> None:
         """The entity's stored quota configs changed: `quotas` is its whole new set."""
 
+    # Quotas per user and topic (the Logi-Kafka gateway's); Kafka has none, so these default
+    # to "nothing to measure".
+
+    def active_per_topic(self, quota_type: QuotaType) -> bool:
+        """True when a quota of this type may apply to some user's traffic on some topic."""
+        return False
+
+    def record_topics(self, quota_type: QuotaType, user: str, traffic: Mapping[str, int], now_ms: float) -> int:
+        """Record a request's bytes per topic; the throttle time in ms they earn the user (0: none)."""
+        return 0
+
+    def unrecord_topics(self, quota_type: QuotaType, user: str, traffic: Mapping[str, int], now_ms: float) -> None:
+        """Take back bytes recorded by `record_topics` (a throttled fetch sends none)."""
+        return None
+
 
 @dataclass(frozen=True, slots=True)
 class QuotaSettings:

@@ -19,6 +19,10 @@ from kaflet.coordinator.group.coordinator import GroupConfig, GroupCoordinator
 from kaflet.coordinator.group.store import GROUP_METADATA_TOPIC, OffsetsTopicStore
 from kaflet.coordinator.group.topic import OffsetsTopic, OffsetsTopicConfig
 from kaflet.coordinator.producer_id_manager import ProducerIdManager
+from kaflet.gateway.model import ManagementService, PartitionView
+from kaflet.gateway.partitions import PartitionRouter
+from kaflet.gateway.quotas import TopicQuotaManager
+from kaflet.gateway.session_report import SessionReport
 from kaflet.log.log_manager import LogManager
 from kaflet.metadata import zkdata
 from kaflet.metadata.embedded import EmbeddedTree
@@ -88,7 +92,22 @@ class Broker:
         self.authorizer: Authorizer | None = None
         # Client quotas: the manager the enforcer asks (an interface; Kafka's by default) and
         # the quota configs in /config/users, /config/clients and /config/ips feeding it.
-        self.quota_manager: QuotaManager = KafkaQuotaManager(QuotaSettings.from_config(config))
+        quota_settings = QuotaSettings.from_config(config)
+        self.quota_manager: QuotaManager = KafkaQuotaManager(quota_settings)
+        #: The Logi-Kafka gateway's features are on (gateway.url set).
+        self.gateway_enabled = bool(config["gateway.url"])
+        #: Client numbering of topics with disabled partitions (use_partition_view); None: none.
+        self.partition_router: PartitionRouter | None = None
+        #: Produce and Fetch report their bytes per topic (RequestContext.traffic).
+        self.track_traffic = self.gateway_enabled
+        #: Connections per topic reported to the management service (start_session_report).
+        self.session_report: SessionReport | None = None
+        if self.gateway_enabled:
+            self.session_report = SessionReport(config["cluster.id"], lambda: self.broker_id,
+                                                config["session.report.ms"])
+            # /config/clients/<appId>.<topic> quotas limit that application on that topic.
+            self.quota_manager = TopicQuotaManager(self.quota_manager, quota_settings, self.leader_share,
+                                                   config["cluster.id"])
         self.quota_configs: QuotaConfigStore = None  # type: ignore[assignment]
         # Incremental fetch sessions (KIP-227) of all clients and followers.
         self.fetch_manager = FetchManager(FetchSessionCache(config["max.incremental.fetch.session.cache.slots"]),
@@ -209,6 +228,24 @@ class Broker:
         log.info("kaflet broker %d (cluster %s) listening on %s, data in %s",
                  self.broker_id, self.cluster_id, where, ", ".join(log_dirs))
         self.config.report_unknown()
+
+    def start_session_report(self, service: ManagementService) -> None:
+        """Report the connections to `service` every session.report.ms until the broker stops."""
+        if self.session_report is not None:
+            self._tasks.append(asyncio.create_task(self.session_report.run(service, self._stop_background),
+                                                   name="session-report"))
+
+    def use_partition_view(self, view: PartitionView) -> None:
+        """Hide the partitions `view` disables from clients (the gateway's partition cache)."""
+        self.partition_router = PartitionRouter(view, self.metadata_cache.partition_count)
+
+    def leader_share(self, topic: str) -> tuple[int, int]:
+        """(partitions of the topic this broker leads, partitions of the topic); (0, 0): unknown."""
+        info = self.metadata_cache.topics.get(topic)
+        if info is None:
+            return 0, 0
+        me = self.broker_id
+        return sum(1 for p in info.partitions.values() if p.leader == me), len(info.partitions)
 
     async def _init_cluster_identity(self) -> None:
         from kaflet.log import checkpoints

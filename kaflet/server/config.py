@@ -189,6 +189,11 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("quota.window.size.seconds", int, 1, minimum=1),
     ConfigDef("max.throttle.time.ms", int, None, minimum=0),
     ConfigDef("throttle.max.time.ms", int, 10000, minimum=0),
+    # The Logi-Kafka gateway (kaflet/gateway): empty gateway.url = off. cluster.id is Logi-Kafka's
+    # integer cluster id (the management service's), not Kafka's cluster id string.
+    ConfigDef("gateway.url", str, ""),
+    ConfigDef("cluster.id", int, -1),
+    ConfigDef("session.report.ms", int, 5 * 60 * 1000, minimum=1),
 )
 
 # Security configs that hold secrets: used (kaflet/security reads them from the originals), but

@@ -36,6 +36,7 @@ log = logging.getLogger("kaflet.requests")
 auth_log = logging.getLogger("kaflet.security")
 
 _HANDSHAKE_APIS = (ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE)
+_TRAFFIC_APIS = (ApiKey.PRODUCE, ApiKey.FETCH)
 
 
 class Dispatcher:
@@ -72,12 +73,18 @@ class Dispatcher:
                 f"(supported: {module.MIN_VERSION}-{module.MAX_VERSION})"
             )
         ctx = RequestContext(self.broker, conn, header)
+        if self.broker.track_traffic and header.api_key in _TRAFFIC_APIS:
+            ctx.traffic = {}
         body_view = frame[header.body_offset :]
         try:
             # Quotas: record what the request used, get the throttle time, mute if over quota.
             response, throttle_ms = await self.quotas.handle(ctx, module, body_view, len(frame))
         except Exception as exc:
             raise _frame_error(exc, header, conn) from None
+        report = self.broker.session_report
+        if ctx.traffic and report is not None:
+            report.note(header.api_key, header.api_version, conn.principal.name, conn.peer[0], header.client_id,
+                        list(ctx.traffic))
         if isinstance(response, DeferredResponse):
             # Only handed out with no quota in force (RequestContext.may_defer): throttle 0.
             return DeferredResponse(self._complete(header, conn, response.completion))

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from kaflet.gateway.partitions import PartitionTable
 from kaflet.protocol.header import RequestHeader
 from kaflet.quota.entity import QuotaType
 from kaflet.security.acl import CLUSTER_NAME, SUPPORTED_OPERATIONS, AclOperation, ResourceType
@@ -23,6 +24,9 @@ class RequestContext:
     broker: Broker
     conn: Connection
     header: RequestHeader
+    #: Produce and Fetch fill in the bytes they moved per topic when the broker tracks traffic
+    #: (the gateway's topic quotas and session report); None otherwise, so nothing is counted.
+    traffic: dict[str, int] | None = None
 
     @property
     def version(self) -> int:
@@ -40,7 +44,13 @@ class RequestContext:
         """
         manager = getattr(self.broker, "quota_manager", None)
         return self.conn.authenticated and (
-            manager is None or not (manager.active(QuotaType.REQUEST) or manager.active(QuotaType.PRODUCE)))
+            manager is None or not (manager.active(QuotaType.REQUEST) or manager.active(QuotaType.PRODUCE)
+                                    or manager.active_per_topic(QuotaType.PRODUCE)))
+
+    def partition_table(self, topic: str) -> PartitionTable | None:
+        """The client numbering of a topic with disabled partitions; None: clients see them all."""
+        router = self.broker.partition_router
+        return None if router is None else router.table(topic)
 
     # -- authorization (Kafka's AuthHelper). Without an authorizer everything is allowed. ------
 

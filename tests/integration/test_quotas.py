@@ -13,11 +13,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer
 
 from kaflet.protocol import codec
 from tests.support.broker_process import BrokerProcess, running_broker
-from tests.support.quotas import alter, as_dict, describe
+from tests.support.quotas import MeasuredProducer, alter, as_dict, describe
 from tests.support.raw_client import RawClient
 from tests.support.topics import create_topic
 
@@ -91,39 +91,6 @@ def test_client_quota_errors(broker: BrokerProcess) -> None:
 
 
 # -- byte-rate quotas ----------------------------------------------------------------------------
-
-class MeasuredProducer:
-    """A confluent-kafka producer that sends as fast as it may and counts delivered bytes."""
-
-    def __init__(self, bootstrap: str, client_id: str, topic: str) -> None:
-        self.throttles: list[int] = []
-        self.delivered = 0
-        self.topic = topic
-        self.producer = Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "linger.ms": 5,
-                                  "queue.buffering.max.kbytes": 16384,
-                                  "throttle_cb": lambda ev: self.throttles.append(int(ev.throttle_time * 1000))})
-
-    def _on_delivery(self, err: Any, msg: Any) -> None:
-        if err is None:
-            self.delivered += len(msg.value())
-
-    def run(self, seconds: float) -> float:
-        """Produce for `seconds`; the delivered rate in MB/s."""
-        value = b"q" * 10_000
-        start = self.delivered
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < seconds:
-            try:
-                self.producer.produce(self.topic, value, on_delivery=self._on_delivery)
-            except BufferError:
-                self.producer.poll(0.005)
-            self.producer.poll(0)
-        return (self.delivered - start) / (time.monotonic() - t0) / MB
-
-    def close(self) -> None:
-        self.producer.purge()
-        self.producer.flush(5)
-
 
 def test_producer_byte_rate(broker: BrokerProcess) -> None:
     b = broker.bootstrap

@@ -1,8 +1,11 @@
-"""AlterClientQuotas / DescribeClientQuotas over a RawClient."""
+"""AlterClientQuotas / DescribeClientQuotas over a RawClient, and a producer that measures its rate."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
+
+from confluent_kafka import Producer
 
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
@@ -42,3 +45,50 @@ def as_dict(resp: Any) -> dict[tuple[tuple[str, str | None], ...], dict[str, flo
     """A DescribeClientQuotas response as {entity: {quota key: value}}."""
     return {tuple((e.entity_type, e.entity_name) for e in entry.entity): {v.key: v.value for v in entry.values}
             for entry in resp.entries or []}
+
+
+MB = 1024 * 1024
+
+
+class MeasuredProducer:
+    """A confluent-kafka producer that sends as fast as it may and counts delivered bytes and
+    throttle events; `config` adds to or overrides its settings (security, batch size)."""
+
+    def __init__(self, bootstrap: str, client_id: str, topic: str, config: dict[str, Any] | None = None) -> None:
+        self.throttles: list[int] = []
+        self.delivered = 0
+        self.topic = topic
+        self.producer = Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "linger.ms": 5,
+                                  "queue.buffering.max.kbytes": 16384,
+                                  "throttle_cb": lambda ev: self.throttles.append(int(ev.throttle_time * 1000)),
+                                  **(config or {})})
+
+    def _on_delivery(self, err: Any, msg: Any) -> None:
+        if err is None:
+            self.delivered += len(msg.value())
+
+    def run(self, seconds: float, partitions: int = 0) -> float:
+        """Produce for `seconds` (to partitions 0..partitions-1 in turn, if given: the same load
+        on every partition); the delivered rate in MB/s."""
+        value = b"q" * 10_000
+        start = self.delivered
+        t0 = time.monotonic()
+        turn = 0
+        while time.monotonic() - t0 < seconds:
+            try:
+                if partitions:
+                    self.producer.produce(self.topic, value, partition=turn % partitions, on_delivery=self._on_delivery)
+                    turn += 1
+                else:
+                    self.producer.produce(self.topic, value, on_delivery=self._on_delivery)
+            except BufferError:
+                self.producer.poll(0.005)
+            self.producer.poll(0)
+        return (self.delivered - start) / (time.monotonic() - t0) / MB
+
+    def close(self) -> None:
+        self.producer.purge()
+        self.producer.flush(5)
+        # The throttle callback holds this object: break the cycle, or the client lives on
+        # (reconnecting to a stopped broker) until a garbage collection.
+        del self.producer

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
+from kaflet.gateway.partitions import PartitionTable
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode, KafkaError
 from kaflet.protocol.fetch import (
@@ -56,8 +58,10 @@ async def handle(ctx: RequestContext, body: memoryview) -> SessionFetchResponse:
     req = decode_fetch_request(body, version)
     broker = ctx.broker
     cache = broker.metadata_cache
-    fetch_data, to_forget = _request_partitions(req, version, cache.topics_by_id)
     is_follower = req.replica_id >= 0
+    # Consumers number partitions as the gateway shows them; followers by the real ones.
+    tables = None if is_follower or broker.partition_router is None else ctx.partition_table
+    fetch_data, to_forget = _request_partitions(req, version, cache.topics_by_id, tables)
     context = broker.fetch_manager.new_context(version, req.session_id, req.session_epoch, is_follower,
                                                fetch_data, to_forget, cache.topics_by_id)
     targets, erroneous = _classify(ctx, context.partitions(), is_follower, cache)
@@ -100,19 +104,32 @@ async def handle(ctx: RequestContext, body: memoryview) -> SessionFetchResponse:
         total, failed = _read(again, max_bytes, total, storage_error, cache, replica_id)
 
     read: list[ResponsePartition] = [(cp, data) for cp, _, data in local]
+    traffic = ctx.traffic
+    if traffic is not None and not is_follower:
+        # A consumer's bytes per topic read (topics it fetched nothing from count with 0).
+        for cp, data in read:
+            name = cp.topic
+            if name is not None:
+                traffic[name] = traffic.get(name, 0) + (records_size(data.records) if data.records else 0)
     nodes: list[NodeEndpoint] = []
     if version >= 16 and failed:
         nodes = _current_leaders(read, cache, ctx.listener)
+    answer = read + erroneous
+    if tables is not None:
+        _number_for_client(answer, tables)
     # The session takes in this answer when it is encoded, unless the quotas throttle it.
-    return SessionFetchResponse(context, read + erroneous, version, nodes)
+    return SessionFetchResponse(context, answer, version, nodes)
 
 
-def _request_partitions(req: FetchRequest, version: int, names: dict[bytes, str]
+def _request_partitions(req: FetchRequest, version: int, names: dict[bytes, str],
+                        tables: Callable[[str], PartitionTable | None] | None = None,
                         ) -> tuple[dict[PartitionKey, CachedPartition], list[PartitionKey]]:
     """The request's partitions by (topic, partition), and the partitions it forgets.
 
     Up to v12 a topic is its name; from v13 its id, with the name (None when unknown) resolved
     from the metadata cache. A partition named twice keeps its first place and its last values.
+    With `tables`, partition numbers are the client's (disabled partitions hidden) and are
+    mapped to the real ones here, so the session and the logs only see real partitions.
     """
     fetch_data: dict[PartitionKey, CachedPartition] = {}
     by_id = version >= 13
@@ -123,11 +140,31 @@ def _request_partitions(req: FetchRequest, version: int, names: dict[bytes, str]
             name: str | None = names.get(key)
         else:
             key = name = t.name
+        table = tables(name) if tables is not None and name is not None else None
         for fp in t.partitions:
+            if table is not None:
+                fp = (table.to_real(fp[0]), *fp[1:])
             fetch_data[(key, fp[0])] = CachedPartition(key, name, fp)
-    to_forget: list[PartitionKey] = [
-        (f.topic_id if by_id else f.name, p) for f in req.forgotten_topics for p in f.partitions]
+    to_forget: list[PartitionKey] = []
+    for f in req.forgotten_topics:
+        if by_id:
+            key, name = f.topic_id, names.get(f.topic_id)
+        else:
+            key = name = f.name
+        table = tables(name) if tables is not None and name is not None else None
+        to_forget.extend((key, p if table is None else table.to_real(p)) for p in f.partitions)
     return fetch_data, to_forget
+
+
+def _number_for_client(answer: list[ResponsePartition], tables: Callable[[str], PartitionTable | None]) -> None:
+    """Give each partition of the answer the client's number again (see _request_partitions)."""
+    for cp, data in answer:
+        table = tables(cp.topic) if cp.topic is not None else None
+        if table is not None:
+            client = table.to_client(cp.partition)
+            # A partition disabled since the client last asked: answered under an index no
+            # partition has, so the client refreshes its metadata.
+            data.index = client if client is not None else -1 - cp.partition
 
 
 def _classify(ctx: RequestContext, partitions: list[CachedPartition], is_follower: bool,

@@ -34,16 +34,19 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
                     partition_index=p.partition_index, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                     old_style_offsets=[], timestamp=-1, offset=-1, leader_epoch=-1))
                 continue
-            parts.append(_lookup(ctx, R, t.name, p, req.replica_id))
+            table = ctx.partition_table(t.name) if req.replica_id == CONSUMER_REPLICA_ID else None
+            real = p.partition_index if table is None else table.to_real(p.partition_index)
+            parts.append(_lookup(ctx, R, t.name, p, real, req.replica_id))
         topics.append(R.ListOffsetsTopicResponse(name=t.name, partitions=parts))
     return R(topics=topics)
 
 
-def _lookup(ctx: RequestContext, R: Any, topic: str, p: Any, replica_id: int) -> Any:
+def _lookup(ctx: RequestContext, R: Any, topic: str, p: Any, real: int, replica_id: int) -> Any:
+    """One partition's answer; `real` is the partition behind the client's number."""
     resp = R.ListOffsetsTopicResponse.ListOffsetsPartitionResponse(
         partition_index=p.partition_index, error_code=0, old_style_offsets=[], timestamp=-1, offset=-1, leader_epoch=-1
     )
-    partition = ctx.broker.replica_manager.get(topic, p.partition_index)
+    partition = ctx.broker.replica_manager.get(topic, real)
     if partition is None:
         resp.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         return resp

@@ -31,17 +31,24 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
     group_ok = ctx.authorize(AclOperation.READ, ResourceType.GROUP, req.group_id)
     readable = ctx.authorized(AclOperation.READ, ResourceType.TOPIC, (t.name for t in req.topics)) if group_ok \
         else set()
+    # Client partition numbers -> real ones (the gateway's disabled partitions), per topic.
+    tables = {t.name: ctx.partition_table(t.name) for t in req.topics}
+
+    def real(topic: str, index: int) -> tuple[str, int]:
+        table = tables[topic]
+        return (topic, index if table is None else table.to_real(index))
+
     for t in req.topics:
         info = topics.get(t.name)
         for p in t.partitions:
-            tp = (t.name, p.partition_index)
+            tp = real(t.name, p.partition_index)
             if not group_ok:
                 errors[tp] = ErrorCode.GROUP_AUTHORIZATION_FAILED
                 continue
             if t.name not in readable:
                 errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                 continue
-            if info is None or p.partition_index not in info.partitions:
+            if info is None or tp[1] not in info.partitions:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             # v1 may carry the commit time; v2-v4 a retention that becomes an expire time.
@@ -63,7 +70,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
         ))
     T = R.OffsetCommitResponseTopic
     P = T.OffsetCommitResponsePartition
-    out = [T(name=t.name, partitions=[P(partition_index=p.partition_index, error_code=int(errors[(t.name, p.partition_index)]))
+    out = [T(name=t.name, partitions=[P(partition_index=p.partition_index, error_code=int(errors[real(t.name, p.partition_index)]))
                                       for p in t.partitions])
            for t in req.topics]
     return R(topics=out)

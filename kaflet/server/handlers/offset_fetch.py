@@ -43,6 +43,29 @@ def _by_topic(offsets: dict[tuple[str, int], OffsetValue | None], error: ErrorCo
 
 def _fetch(ctx: RequestContext, group_id: str, wanted: TopicPartitions
            ) -> tuple[ErrorCode, dict[tuple[str, int], OffsetValue | None], set[tuple[str, int]]]:
+    """`_fetch_real` with partitions numbered as the client sees them (disabled ones hidden)."""
+    if ctx.broker.partition_router is None:
+        return _fetch_real(ctx, group_id, wanted)
+    if wanted is not None:
+        wanted = [(t, i if (table := ctx.partition_table(t)) is None else table.to_real(i)) for t, i in wanted]
+    err, offsets, denied = _fetch_real(ctx, group_id, wanted)
+
+    def client(tp: tuple[str, int]) -> tuple[str, int] | None:
+        table = ctx.partition_table(tp[0])
+        if table is None:
+            return tp
+        index = table.to_client(tp[1])
+        return None if index is None else (tp[0], index)
+
+    numbered: dict[tuple[str, int], OffsetValue | None] = {}
+    for tp, value in offsets.items():
+        if (c := client(tp)) is not None:
+            numbered[c] = value
+    return err, numbered, {c for tp in denied if (c := client(tp)) is not None}
+
+
+def _fetch_real(ctx: RequestContext, group_id: str, wanted: TopicPartitions
+                ) -> tuple[ErrorCode, dict[tuple[str, int], OffsetValue | None], set[tuple[str, int]]]:
     """Kafka's checks around the coordinator: Describe on the group, then on each topic.
 
     Requested partitions of topics the principal may not Describe answer TOPIC_AUTHORIZATION_FAILED;

@@ -35,16 +35,20 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
     else:
         allowed = ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, names)
     replicas = ctx.broker.replica_manager
+    # Consumers number partitions as the gateway shows them (disabled ones hidden); followers
+    # (a replica id, v3+) by the real ones.
+    consumer = getattr(req, "replica_id", -1) < 0 if ctx.version >= 3 else True
     topics = []
     for t in req.topics:
         parts = []
+        table = ctx.partition_table(t.topic) if consumer else None
         for p in t.partitions:
             if t.topic not in allowed:
                 error, epoch, offset = ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1, -1
             else:
                 current = p.current_leader_epoch if ctx.version >= 2 else -1
-                error, epoch, offset = replicas.last_offset_for_leader_epoch(t.topic, p.partition, current,
-                                                                             p.leader_epoch)
+                real = p.partition if table is None else table.to_real(p.partition)
+                error, epoch, offset = replicas.last_offset_for_leader_epoch(t.topic, real, current, p.leader_epoch)
             parts.append(T.EpochEndOffset(error_code=error, partition=p.partition, leader_epoch=epoch,
                                           end_offset=offset))
         topics.append(T(topic=t.topic, partitions=parts))

@@ -38,12 +38,14 @@ async def handle(ctx: RequestContext, body: memoryview) -> ProduceResponse | Def
     txn_denied = req.transactional_id is not None and not ctx.authorize(
         AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id)
     writable = ctx.authorized(AclOperation.WRITE, ResourceType.TOPIC, (t.name for t in req.topics))
+    traffic = ctx.traffic
     for topic in req.topics:
         parts: list[PartitionProduceResult] = []
+        table = ctx.partition_table(topic.name)
         for p in topic.partitions:
-            res = PartitionProduceResult(p.index)
+            res = PartitionProduceResult(p.index)  # the answer keeps the client's number
             parts.append(res)
-            partition = broker.replica_manager.get(topic.name, p.index)
+            partition = broker.replica_manager.get(topic.name, p.index if table is None else table.to_real(p.index))
             try:
                 if txn_denied or topic.name not in writable:
                     partition = None  # nothing about the partition may leak into the answer
@@ -62,6 +64,8 @@ async def handle(ctx: RequestContext, body: memoryview) -> ProduceResponse | Def
                     raise KafkaError(ErrorCode.INVALID_RECORD, "Produce requests with version 3 and later are "
                                      "only allowed to contain exactly one record batch")
                 appended = partition.append(p.records, req.acks)
+                if traffic is not None:
+                    traffic[topic.name] = traffic.get(topic.name, 0) + len(p.records)
                 res.base_offset = appended.base_offset
                 res.log_append_time_ms = appended.log_append_time
                 res.log_start_offset = appended.log_start_offset
