@@ -43,6 +43,8 @@ class RequestContext(Protocol):
     header: RequestHeader
     #: Bytes per topic the handler produced or fetched, filled when the broker asks for it.
     traffic: dict[str, int] | None
+    #: True for requests Kafka exempts from client quotas (a follower's fetch).
+    quota_exempt: bool
 
 
 class _Timed:
@@ -98,6 +100,8 @@ class QuotaEnforcer:
             return await module.handle(ctx, body), 0
         timed = _Timed(module.handle(ctx, body)) if manager.active(QuotaType.REQUEST) else None
         result = await (timed if timed is not None else module.handle(ctx, body))
+        if ctx.quota_exempt:
+            return result, 0
         api_key = ctx.header.api_key
         user, client_id = ctx.conn.principal.name, ctx.header.client_id or ""
         now_ms = time.monotonic() * 1000

@@ -27,6 +27,9 @@ class RequestContext:
     #: Produce and Fetch fill in the bytes they moved per topic when the broker tracks traffic
     #: (the gateway's topic quotas and session report); None otherwise, so nothing is counted.
     traffic: dict[str, int] | None = None
+    #: Set by Fetch for a follower's fetch: replication is exempt from client quotas, as in
+    #: Kafka (it answers followers with sendResponseExemptThrottle).
+    quota_exempt: bool = False
 
     @property
     def version(self) -> int:

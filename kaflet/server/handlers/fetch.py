@@ -59,6 +59,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> SessionFetchResponse:
     broker = ctx.broker
     cache = broker.metadata_cache
     is_follower = req.replica_id >= 0
+    ctx.quota_exempt = is_follower
     # Consumers number partitions as the gateway shows them; followers by the real ones.
     tables = None if is_follower or broker.partition_router is None else ctx.partition_table
     fetch_data, to_forget = _request_partitions(req, version, cache.topics_by_id, tables)
