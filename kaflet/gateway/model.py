@@ -20,6 +20,11 @@ ANONYMOUS_USER = "ANONYMOUS"
 #: Access bits of an ACL row (the management service's ``access`` bitmask).
 ACCESS_READ = 1
 ACCESS_WRITE = 2
+#: Deny bits: only static default ACLs (``topic:user:Read:Deny``) carry them, never the service.
+#: A row with a deny bit ends the lookup for that operation with a denial, as Logi-Kafka's
+#: Deny entries do; caches keep them like any other bit.
+ACCESS_DENY_READ = 4
+ACCESS_DENY_WRITE = 8
 
 #: The wildcard of an ACL row's topic or user.
 WILDCARD = "*"

@@ -368,6 +368,8 @@ class Connection:
             return
         self.closed = True
         self.channel.close()
+        if self.sasl is not None:
+            self.sasl.close()
 
 
 def configure_socket(sock: socket.socket, send_buf: int, recv_buf: int) -> None:

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from kaflet.security import plain, scram
-from kaflet.security.jaas import JaasError, single_module
+from kaflet.security.jaas import JaasError, LoginModule, single_module
 from kaflet.security.principal import KafkaPrincipal
 from kaflet.security.sasl import SaslServer
 
@@ -30,6 +30,25 @@ ListenerConfig = Callable[[str, str], str | None]
 
 class AuthenticatorConfigError(ValueError):
     """SASL settings that cannot work; the message names the key."""
+
+
+def listener_mechanisms(get: ListenerConfig, listener: str) -> list[str]:
+    """The listener's sasl.enabled.mechanisms, upper-cased (Kafka's default: GSSAPI)."""
+    return [m.strip().upper() for m in (get(listener, "sasl.enabled.mechanisms") or "GSSAPI").split(",") if m.strip()]
+
+
+def listener_jaas_modules(get: ListenerConfig, listener: str,
+                          keys: tuple[str, ...]) -> Iterator[tuple[str, LoginModule]]:
+    """(key, login module) of each of `keys` the listener sets, in order (Kafka looks up
+    ``listener.name.<l>.<mechanism>.sasl.jaas.config`` before the unprefixed forms)."""
+    for key in keys:
+        text = get(listener, key)
+        if not text:
+            continue
+        try:
+            yield key, single_module(text)
+        except JaasError as exc:
+            raise AuthenticatorConfigError(f"listener.name.{listener.lower()}.{key} (or {key}): {exc}") from None
 
 
 class Authenticator(ABC):
@@ -56,8 +75,7 @@ class KafkaAuthenticator(Authenticator):
         self._enabled: dict[str, list[str]] = {}
         self._plain: dict[str, plain.PasswordCheck] = {}
         for listener in listeners:
-            enabled = [m.strip().upper() for m in (get(listener, "sasl.enabled.mechanisms") or "GSSAPI").split(",")
-                       if m.strip()]
+            enabled = listener_mechanisms(get, listener)
             usable = [m for m in enabled if m in IMPLEMENTED]
             unusable = [m for m in enabled if m not in IMPLEMENTED]
             if not usable:
@@ -74,15 +92,8 @@ class KafkaAuthenticator(Authenticator):
     @staticmethod
     def _plain_users(get: ListenerConfig, listener: str) -> dict[str, str]:
         # Kafka's lookup: listener.name.<l>.plain.sasl.jaas.config, then the unprefixed forms.
-        for key in ("plain.sasl.jaas.config", "sasl.jaas.config"):
-            text = get(listener, key)
-            if not text:
-                continue
+        for key, module in listener_jaas_modules(get, listener, ("plain.sasl.jaas.config", "sasl.jaas.config")):
             shown = f"listener.name.{listener.lower()}.{key}"
-            try:
-                module = single_module(text)
-            except JaasError as exc:
-                raise AuthenticatorConfigError(f"{shown} (or {key}): {exc}") from None
             if module.class_name != plain.PLAIN_LOGIN_MODULE:
                 if key == "sasl.jaas.config":
                     continue  # the unprefixed value may configure another mechanism

@@ -38,3 +38,6 @@ class SaslServer(ABC):
         Raises SaslAuthenticationError on bad credentials or a malformed token. Async because a
         mechanism may look credentials up (the metadata tree, a management service).
         """
+
+    def dispose(self) -> None:  # noqa: B027 - optional hook
+        """The connection closed: release what the exchange holds (Java's SaslServer.dispose)."""

@@ -84,3 +84,9 @@ class SaslSession:
             self.principal = self.authenticator.principal(self.server)
             self.state = SaslState.COMPLETE
         return answer
+
+    def close(self) -> None:
+        """The connection closed: let the SASL server release what it holds (a session slot)."""
+        if self.server is not None:
+            self.server.dispose()
+            self.server = None

@@ -47,6 +47,7 @@ from kaflet.server.config import BrokerConfig, ConfigError, Endpoint, parse_endp
 from kaflet.server.config_admin import ConfigAdmin
 from kaflet.server.dispatcher import Dispatcher
 from kaflet.server.fetch_session import FetchManager, FetchSessionCache
+from kaflet.server.gateway_auth import GatewayAuth
 from kaflet.server.inter_broker_security import inter_broker_settings
 from kaflet.server.metadata_cache import MetadataCache
 from kaflet.server.topic_admin import TopicAdmin, wait_until
@@ -90,6 +91,8 @@ class Broker:
         self.scram_credentials: ScramCredentialStore = None  # type: ignore[assignment]
         # authorizer.class.name's authorizer; None: no authorization (everything is allowed).
         self.authorizer: Authorizer | None = None
+        # The Logi-Kafka gateway's authentication and authorization (gateway listeners, DidiAuthorizer).
+        self.gateway_auth = GatewayAuth(config)
         # Client quotas: the manager the enforcer asks (an interface; Kafka's by default) and
         # the quota configs in /config/users, /config/clients and /config/ips feeding it.
         quota_settings = QuotaSettings.from_config(config)
@@ -134,12 +137,14 @@ class Broker:
         try:
             # Credentials are looked up at authentication time, once the metadata tree is open.
             security = listener_security.build(
-                cfg, endpoints, lambda user, mech: self.scram_credentials.lookup(user, mech))
+                cfg, endpoints, lambda user, mech: self.scram_credentials.lookup(user, mech),
+                self.gateway_auth.authenticator_for)
         except listener_security.SecurityConfigError as exc:
             raise BrokerStartError(str(exc)) from None
         try:
             self.authorizer = create_authorizer(cfg["authorizer.class.name"], cfg.originals)
-        except AuthorizerConfigError as exc:
+            self.gateway_auth.start(self.authorizer)
+        except (AuthorizerConfigError, ConfigError) as exc:
             raise BrokerStartError(str(exc)) from None
         if self.clustered:
             # Kafka's rules for the inter-broker listener; a broker alone only needs them once it
@@ -626,6 +631,7 @@ class Broker:
         await self.config_admin.stop()
         if self.authorizer is not None:
             await self.authorizer.stop()
+        self.gateway_auth.stop()
         if self.log_manager is not None:
             self.log_manager.shutdown()
         if self.tree is not None:

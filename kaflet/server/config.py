@@ -194,6 +194,12 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("gateway.url", str, ""),
     ConfigDef("cluster.id", int, -1),
     ConfigDef("session.report.ms", int, 5 * 60 * 1000, minimum=1),
+    # The gateway's authentication and authorization: clients log in as <cluster.id>.<appId>;
+    # the session limit, static users and ACLs, the denials log.
+    ConfigDef("max.sessions.per.user", int, 2000, minimum=1),
+    ConfigDef("gateway.default.users", str, None),
+    ConfigDef("gateway.default.acls", str, None),
+    ConfigDef("gateway.denials.log.file", str, None),
 )
 
 # Security configs that hold secrets: used (kaflet/security reads them from the originals), but

@@ -60,6 +60,16 @@ BROKER_DOCS: dict[str, str] = {
     "authorizer.class.name": "Authorizer that checks every request against ACLs; Kafka's AclAuthorizer and "
     "StandardAuthorizer class names select kaflet's built-in one, empty disables authorization.",
     "super.users": "Principals (User:name, separated by semicolons) that may do everything, whatever the ACLs say.",
+    "cluster.id": "Logi-Kafka's numeric id of this cluster: clients of gateway listeners log in as "
+    "<cluster.id>.<appId> (Kafka's generated cluster id string is separate and unchanged).",
+    "max.sessions.per.user": "Most connections one gateway user may have authenticated to this broker at once; "
+    "further logins are refused.",
+    "gateway.default.users": "Gateway users known before (and besides) the management service's, as "
+    "name:password:isSuper entries separated by commas.",
+    "gateway.default.acls": "Gateway topic permissions known before (and besides) the management service's, as "
+    "topic:user:Read|Write:Allow|Deny entries separated by commas (topic or user may be *).",
+    "gateway.denials.log.file": "File the gateway's refused logins and denied requests are written to (the "
+    "kaflet.gateway.denials logger); unset: the broker's log.",
     "allow.everyone.if.no.acl.found": "Whether a resource without any ACL is open to everyone "
     "(otherwise only super users may use it).",
     "broker.id": "This broker's id; -1 generates one when broker.id.generation.enable is true.",

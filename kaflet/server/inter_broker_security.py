@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 
+from kaflet.gateway.authenticator import GATEWAY_LOGIN_MODULES
 from kaflet.network.client import PROTOCOLS, ClientSecurity, InterBrokerSettings
 from kaflet.security import plain
 from kaflet.security.jaas import JaasError, single_module
@@ -103,7 +104,9 @@ def _credentials(config: BrokerConfig, listener: str, mechanism: str) -> tuple[s
             module = single_module(text)
         except JaasError as exc:
             raise ConfigError(f"listener.name.{listener.lower()}.{key} (or {key}): {exc}") from None
-        if module.class_name != module_class:
+        # A gateway listener's module holds the brokers' own login as Kafka's PLAIN module does.
+        if module.class_name != module_class and not (mechanism == "PLAIN"
+                                                      and module.class_name in GATEWAY_LOGIN_MODULES):
             if key == "sasl.jaas.config":
                 continue  # the unprefixed value may configure another mechanism
             raise ConfigError(f"{shown}: expected {module_class}, found {module.class_name}")

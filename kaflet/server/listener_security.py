@@ -11,9 +11,15 @@ import functools
 import logging
 from collections.abc import Callable
 
+from kaflet.gateway.authenticator import is_gateway_listener
 from kaflet.network.connection import ListenerSecurity
 from kaflet.security import scram
-from kaflet.security.authenticator import AuthenticatorConfigError, KafkaAuthenticator
+from kaflet.security.authenticator import (
+    Authenticator,
+    AuthenticatorConfigError,
+    KafkaAuthenticator,
+    ListenerConfig,
+)
 from kaflet.security.principal import ANONYMOUS, KafkaPrincipal
 from kaflet.security.session import SaslSession
 from kaflet.security.tls import TlsConfigError, server_context
@@ -54,17 +60,34 @@ def tls_principal(cert_der: bytes | None) -> KafkaPrincipal:
         raise ConnectionError(f"cannot read the subject of the client certificate: {exc}") from None
 
 
-def build(config: BrokerConfig, endpoints: list[Endpoint],
-          scram_lookup: scram.CredentialLookup) -> dict[str, ListenerSecurity]:
-    """One ListenerSecurity per endpoint; raises SecurityConfigError."""
+#: Builds the authenticator of the SASL listeners that authenticate through the gateway.
+GatewayAuthenticatorFactory = Callable[[ListenerConfig, list[str]], Authenticator]
+
+
+def build(config: BrokerConfig, endpoints: list[Endpoint], scram_lookup: scram.CredentialLookup,
+          gateway: GatewayAuthenticatorFactory | None = None) -> dict[str, ListenerSecurity]:
+    """One ListenerSecurity per endpoint; raises SecurityConfigError.
+
+    SASL listeners whose JAAS config names a gateway login module (or that enable DIDI) get the
+    authenticator `gateway` builds; the others Kafka's.
+    """
     get = listener_config(config)
     sasl_listeners = [ep.listener for ep in endpoints if ep.protocol.startswith("SASL_")]
-    authenticator = None
-    if sasl_listeners:
-        try:
-            authenticator = KafkaAuthenticator(get, sasl_listeners, scram_lookup)
-        except AuthenticatorConfigError as exc:
-            raise SecurityConfigError(str(exc)) from None
+    authenticators: dict[str, Authenticator] = {}
+    try:
+        through_gateway = [listener for listener in sasl_listeners if is_gateway_listener(get, listener)]
+        if through_gateway:
+            if gateway is None:
+                raise SecurityConfigError(f"listener(s) {', '.join(through_gateway)} name the gateway's login module "
+                                          "but this broker has no gateway")
+            gateway_authenticator = gateway(get, through_gateway)
+            authenticators.update(dict.fromkeys(through_gateway, gateway_authenticator))
+        kafka_listeners = [listener for listener in sasl_listeners if listener not in authenticators]
+        if kafka_listeners:
+            kafka_authenticator = KafkaAuthenticator(get, kafka_listeners, scram_lookup)
+            authenticators.update(dict.fromkeys(kafka_listeners, kafka_authenticator))
+    except AuthenticatorConfigError as exc:
+        raise SecurityConfigError(str(exc)) from None
     idle_ms = config["connections.max.idle.ms"]
     timeout_s = (min(idle_ms, AUTH_TIMEOUT_MS) if idle_ms > 0 else AUTH_TIMEOUT_MS) / 1000
     out: dict[str, ListenerSecurity] = {}
@@ -80,7 +103,7 @@ def build(config: BrokerConfig, endpoints: list[Endpoint],
                 raise SecurityConfigError(f"listener {ep.listener}: {exc}") from None
             sec.tls_principal = tls_principal
         if ep.protocol.startswith("SASL_"):
-            assert authenticator is not None
+            authenticator = authenticators[ep.listener]
             delay = _int(get(ep.listener, "connection.failed.authentication.delay.ms"),
                          config["connection.failed.authentication.delay.ms"], "connection.failed.authentication.delay.ms")
             max_receive = _int(get(ep.listener, "sasl.server.max.receive.size"), config["sasl.server.max.receive.size"],
