@@ -58,7 +58,8 @@ TOPIC_DOCS: dict[str, str] = {
 
 BROKER_DOCS: dict[str, str] = {
     "authorizer.class.name": "Authorizer that checks every request against ACLs; Kafka's AclAuthorizer and "
-    "StandardAuthorizer class names select kaflet's built-in one, empty disables authorization.",
+    "StandardAuthorizer class names select kaflet's built-in one, Logi-Kafka's DidiAuthorizer (or "
+    "kaflet.gateway.GatewayAuthorizer) the gateway's, empty disables authorization.",
     "super.users": "Principals (User:name, separated by semicolons) that may do everything, whatever the ACLs say.",
     "cluster.id": "Logi-Kafka's numeric id of this cluster: clients of gateway listeners log in as "
     "<cluster.id>.<appId> (Kafka's generated cluster id string is separate and unchanged).",

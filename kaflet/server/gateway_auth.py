@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 
 from kaflet.gateway.authenticator import GatewayAuthenticator
+from kaflet.gateway.authorizer import GatewayAuthorizer
 from kaflet.gateway.model import AclView, UserView
 from kaflet.gateway.sessions import SessionCounter
 from kaflet.gateway.static import StaticAcls, StaticConfigError, StaticUsers
@@ -29,6 +30,7 @@ class GatewayAuth:
         self.config = config
         self.sessions = SessionCounter(config["max.sessions.per.user"])
         self.authenticator: GatewayAuthenticator | None = None
+        self.authorizer: GatewayAuthorizer | None = None
         self.users: UserView = StaticUsers()
         self.acls: AclView = StaticAcls()
         self._file_handler: logging.Handler | None = None
@@ -40,7 +42,7 @@ class GatewayAuth:
         return self.authenticator
 
     def start(self, authorizer: Authorizer | None) -> None:
-        """Build the static views; raises ConfigError."""
+        """Build the static views and hand them to the authorizer; raises ConfigError."""
         cfg = self.config
         broker_user = self.authenticator.broker_user if self.authenticator is not None else None
         try:
@@ -48,11 +50,15 @@ class GatewayAuth:
             self.acls = StaticAcls.from_config(cfg["gateway.default.acls"])
         except StaticConfigError as exc:
             raise ConfigError(str(exc)) from None
-        if self.authenticator is None:
+        if isinstance(authorizer, GatewayAuthorizer):
+            self.authorizer = authorizer
+            authorizer.attach(lambda: self.users, lambda: self.acls)
+        if self.authenticator is None and self.authorizer is None:
             unused = [k for k in ("gateway.default.users", "gateway.default.acls", "gateway.denials.log.file")
                       if cfg[k] is not None]
             if unused:
-                log.warning("%s set, but no listener authenticates through the gateway: they have no effect", ", ".join(unused))
+                log.warning("%s set, but no listener authenticates through the gateway and authorizer.class.name "
+                            "is not the gateway's: they have no effect", ", ".join(unused))
             return
         path = cfg["gateway.denials.log.file"]
         if path:
@@ -66,8 +72,9 @@ class GatewayAuth:
             denials.setLevel(logging.INFO)
             denials.propagate = False
             self._file_handler = handler
-        log.info("gateway: cluster.id=%d, max.sessions.per.user=%d, authentication on",
-                 cfg["cluster.id"], cfg["max.sessions.per.user"])
+        log.info("gateway: cluster.id=%d, max.sessions.per.user=%d, authentication %s, authorization %s",
+                 cfg["cluster.id"], cfg["max.sessions.per.user"], "on" if self.authenticator else "off",
+                 "on" if self.authorizer else "off")
 
     def stop(self) -> None:
         if self._file_handler is not None:
