@@ -102,7 +102,7 @@ class GatewayAuthorizer(Authorizer):
 
     def is_super(self, principal: KafkaPrincipal) -> bool:
         name = principal.name
-        if name in (ADMIN_USER, ANONYMOUS_USER) or str(principal) in self.super_users:
+        if name in (ANONYMOUS_USER, ADMIN_USER) or (self.super_users and str(principal) in self.super_users):
             return True
         user = self._users().user(name)
         return user is not None and user.super_user
@@ -114,18 +114,17 @@ class GatewayAuthorizer(Authorizer):
         cached = principal.decisions.current(acls.version) if isinstance(principal, GatewayPrincipal) else None
         out = []
         for a in actions:
-            if (a.operation, a.resource_type) in _ALLOWED:
-                allowed = True
-            elif a.resource_type is ResourceType.TOPIC and a.operation in _TOPIC_BITS:
-                key = (int(a.operation), int(a.resource_type), a.name)
+            op = a.operation
+            if a.resource_type is ResourceType.TOPIC and (op is AclOperation.WRITE or op is AclOperation.READ):
+                key = (op, a.name)
                 got = cached.get(key) if cached is not None else None
                 if got is None:
-                    got = acl_allows(acls, a.name, principal.name, a.operation)
+                    got = acl_allows(acls, a.name, principal.name, op)
                     if cached is not None:
                         cached[key] = got
                 allowed = got
             else:
-                allowed = False
+                allowed = (op, a.resource_type) in _ALLOWED
             if not allowed:
                 denials.info("User = %s from %s is denied Operation = %s on resource = %s:%s", principal.name, host,
                              a.operation.znode_name, a.resource_type.znode_name, a.name)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kaflet.security.acl import AclOperation
 from kaflet.security.principal import KafkaPrincipal
 
 
@@ -44,7 +45,7 @@ class SessionCounter:
 
 
 class Decisions:
-    """One connection's cached authorization decisions, dropped when the ACL version moves."""
+    """One connection's cached topic Read/Write decisions, dropped when the ACL version moves."""
 
     __slots__ = ("version", "answers")
 
@@ -53,9 +54,9 @@ class Decisions:
 
     def __init__(self) -> None:
         self.version: int | None = None
-        self.answers: dict[tuple[int, int, str], bool] = {}
+        self.answers: dict[tuple[AclOperation, str], bool] = {}
 
-    def current(self, version: int) -> dict[tuple[int, int, str], bool]:
+    def current(self, version: int) -> dict[tuple[AclOperation, str], bool]:
         """The answers valid at `version` (emptied when it differs from the cached one's)."""
         if version != self.version or len(self.answers) >= self.MAX:
             self.version = version
