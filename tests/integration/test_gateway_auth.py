@@ -102,7 +102,7 @@ def consume(config: dict[str, Any], topic: str, group: str, count: int) -> list[
         while len(values) < count and time.monotonic() < deadline:
             msg = consumer.poll(0.5)
             if msg is not None and not msg.error():
-                values.append(msg.value())
+                values.append(msg.value() or b"")  # the test's records all have values
         consumer.commit(asynchronous=False)
     finally:
         consumer.close()
@@ -225,20 +225,22 @@ def test_sessions_over_the_limit_are_refused_until_one_closes(broker: BrokerProc
             raw.close()
 
 
-def test_sasl_ssl_with_kafka_python_and_aiokafka(broker: BrokerProcess, pki: Pki) -> None:
+@pytest.mark.parametrize("protocol", ["SASL_PLAINTEXT", "SASL_SSL"])
+def test_kafka_python_and_aiokafka(broker: BrokerProcess, pki: Pki, protocol: str) -> None:
     from kafka import KafkaConsumer, KafkaProducer
     from kafka import TopicPartition as KTP
 
-    kp = {"bootstrap_servers": broker.bootstrap_for("SASL_SSL"), "security_protocol": "SASL_SSL",
-          "sasl_mechanism": "PLAIN", "sasl_plain_username": "0.test_user", "sasl_plain_password": "12345",
-          "ssl_cafile": str(pki.ca)}
+    tls = protocol == "SASL_SSL"
+    common = {"bootstrap_servers": broker.bootstrap_for(protocol), "security_protocol": protocol,
+              "sasl_mechanism": "PLAIN", "sasl_plain_username": "0.test_user", "sasl_plain_password": "12345"}
+    kp = {**common, "ssl_cafile": str(pki.ca)} if tls else common
     producer = KafkaProducer(**kp)
-    first = producer.send(TOPIC, b"kafka-python over SASL_SSL").get(timeout=20)
+    first = producer.send(TOPIC, f"kafka-python over {protocol}".encode()).get(timeout=20)
     producer.close()
     consumer = KafkaConsumer(**kp, enable_auto_commit=False, consumer_timeout_ms=10000)
     consumer.assign([KTP(TOPIC, 0)])
     consumer.seek(KTP(TOPIC, 0), first.offset)
-    assert next(iter(consumer)).value == b"kafka-python over SASL_SSL"
+    assert next(iter(consumer)).value == f"kafka-python over {protocol}".encode()
     consumer.close()
 
     async def aiokafka_round_trip() -> bytes:
@@ -246,13 +248,11 @@ def test_sasl_ssl_with_kafka_python_and_aiokafka(broker: BrokerProcess, pki: Pki
         from aiokafka import TopicPartition as ATP
         from aiokafka.helpers import create_ssl_context
 
-        ak = {"bootstrap_servers": broker.bootstrap_for("SASL_SSL"), "security_protocol": "SASL_SSL",
-              "sasl_mechanism": "PLAIN", "sasl_plain_username": "0.test_user", "sasl_plain_password": "12345",
-              "ssl_context": create_ssl_context(cafile=str(pki.ca))}
+        ak = {**common, "ssl_context": create_ssl_context(cafile=str(pki.ca))} if tls else common
         p = AIOKafkaProducer(**ak)
         await p.start()
         try:
-            meta = await p.send_and_wait(TOPIC, b"aiokafka over SASL_SSL")
+            meta = await p.send_and_wait(TOPIC, f"aiokafka over {protocol}".encode())
         finally:
             await p.stop()
         c = AIOKafkaConsumer(**ak, enable_auto_commit=False)
@@ -265,8 +265,8 @@ def test_sasl_ssl_with_kafka_python_and_aiokafka(broker: BrokerProcess, pki: Pki
         finally:
             await c.stop()
 
-    assert asyncio.run(aiokafka_round_trip()) == b"aiokafka over SASL_SSL"
-    # confluent-kafka over SASL_SSL, and the same app refused writing where it has no grant.
-    assert produce(conf(broker, "test_user", tls=True, pki=pki), TOPIC, [b"ck over SASL_SSL"]) == [None]
-    assert produce(conf(broker, "test_user", tls=True, pki=pki), "secret", [b"x"])[0].code() == \
+    assert asyncio.run(aiokafka_round_trip()) == f"aiokafka over {protocol}".encode()
+    # confluent-kafka too, and the same app refused writing where it has no grant.
+    assert produce(conf(broker, "test_user", tls=tls, pki=pki), TOPIC, [b"ck"]) == [None]
+    assert produce(conf(broker, "test_user", tls=tls, pki=pki), "secret", [b"x"])[0].code() == \
         KafkaError.TOPIC_AUTHORIZATION_FAILED
