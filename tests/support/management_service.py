@@ -156,6 +156,10 @@ class ScriptedManagementService:
             if self._site is not None:
                 await self._site.stop()
                 self._site = None
+            # Kept-alive connections would still be answered: a service that is down answers none.
+            server = self._runner.server if self._runner is not None else None
+            for handler in list(server.connections if server is not None else ()):
+                handler.force_close()
         self._run(stop_site())
 
     def up(self) -> None:

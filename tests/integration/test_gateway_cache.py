@@ -1,0 +1,264 @@
+"""The synchronized caches (DataCache) on both metadata backends, fed by a scripted management
+service over real HTTP: three "brokers" (caches with ids 1, 2, 3) switch together.
+
+On the embedded backend the three share the one session a data directory allows; on ZooKeeper
+each has its own session, as three brokers would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kaflet.gateway.caches import AclCache, PartitionCache, UserCache, build_caches
+from kaflet.gateway.client import HttpManagementService
+from kaflet.gateway.data_cache import paths
+from kaflet.gateway.model import AclRow, GatewayUser, ManagementServiceError, Operation, UserRow
+from kaflet.metadata.embedded import EmbeddedTree
+from kaflet.metadata.tree import MetadataTree
+from kaflet.metadata.zk_testing import ZooKeeperServer
+from tests.support.management_service import ScriptedManagementService, scripted_management_service
+
+HOUR_MS = 3600 * 1000
+_chroot = itertools.count(1)
+
+
+@pytest.fixture(scope="module")
+def zk_server() -> Iterator[ZooKeeperServer]:
+    server = ZooKeeperServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def service() -> Iterator[ScriptedManagementService]:
+    with scripted_management_service() as svc:
+        yield svc
+
+
+class Cluster:
+    """Three brokers' caches over one backend and one service."""
+
+    def __init__(self, kind: str, tmp_path: Path, request: pytest.FixtureRequest,
+                 service: ScriptedManagementService) -> None:
+        self.kind = kind
+        self.tmp_path = tmp_path
+        self.service = service
+        self.connect = ""
+        if kind == "zookeeper":
+            self.connect = f"{request.getfixturevalue('zk_server').connect_string}/gateway-{next(_chroot)}"
+        self.trees: list[MetadataTree] = []
+        self.clients: list[HttpManagementService] = []
+        self.caches: list[tuple[UserCache, AclCache, PartitionCache]] = []
+        self._embedded: MetadataTree | None = None
+
+    async def tree(self) -> MetadataTree:
+        if self.kind == "embedded":
+            if self._embedded is None:
+                self._embedded = await EmbeddedTree.open(self.tmp_path / "meta")
+                self.trees.append(self._embedded)
+            return self._embedded
+        from kaflet.metadata.zookeeper import ZooKeeperTree
+
+        tree = await ZooKeeperTree.connect(self.connect, session_timeout=6.0)
+        self.trees.append(tree)
+        return tree
+
+    async def broker(self, broker_id: int, *, start: bool = True, timeout_s: float = 5.0,
+                     **kwargs: Any) -> tuple[UserCache, AclCache, PartitionCache]:
+        client = HttpManagementService(self.service.url, timeout_s=timeout_s)
+        self.clients.append(client)
+        kwargs.setdefault("sync_interval_ms", HOUR_MS)  # pulls are driven by the test
+        caches = build_caches(await self.tree(), client, broker_id=broker_id, cluster_id=7, **kwargs)
+        self.caches.append(caches)
+        if start:
+            for cache in caches:
+                await cache.start()
+        return caches
+
+    async def close(self) -> None:
+        for caches in self.caches:
+            for cache in caches:
+                await cache.stop()
+        for client in self.clients:
+            await client.close()
+        for tree in self.trees:
+            await tree.close()
+
+
+@pytest.fixture(params=["embedded", "zookeeper"])
+async def cluster(request: pytest.FixtureRequest, tmp_path: Path,
+                  service: ScriptedManagementService) -> AsyncIterator[Cluster]:
+    c = Cluster(request.param, tmp_path, request, service)
+    try:
+        yield c
+    finally:
+        await c.close()
+
+
+async def eventually(check: Callable[[], bool], timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.02)
+
+
+async def tick() -> None:
+    """Let the clock move past the timestamps just written (rows and pulls are in ms)."""
+    await asyncio.sleep(0.005)
+
+
+async def test_initial_load_applies_rows_older_than_commit(cluster: Cluster) -> None:
+    svc = cluster.service
+    svc.add_user("app_a", "one", timestamp=1000)
+    svc.add_user("app_a", "two", timestamp=2000)  # latest row wins
+    svc.add_user("app_b", "pw", super_user=True, timestamp=1500)
+    svc.add_user("app_c", "pw", timestamp=1000)
+    svc.add_user("app_c", "pw", operation=2, timestamp=3000)  # deleted
+    svc.add_acl("orders", "app_a", 3, timestamp=1000)
+    svc.add_acl("orders", "app_a", 1, operation=2, timestamp=1100)  # revoke carries the removed bit
+    svc.add_acl("*", "app_b", 1, timestamp=1000)
+    svc.add_partitions("orders", "1, 3", timestamp=1000)
+    await tick()
+    users, acls, partitions = await cluster.broker(1, default_users=[
+        UserRow(GatewayUser("admin", "admin-secret", True), Operation.CREATE, 0)])
+    assert users.loaded
+    assert users.user("app_a") == GatewayUser("app_a", "two", False)
+    assert users.user("app_b") == GatewayUser("app_b", "pw", True)
+    assert users.user("app_c") is None
+    assert users.user("admin") == GatewayUser("admin", "admin-secret", True)
+    assert acls.access("orders", "app_a") == 2
+    assert acls.access("*", "app_b") == 1 and acls.access("orders", "app_b") is None
+    assert partitions.disabled("orders") == {1, 3} and partitions.disabled("other") == frozenset()
+    # Registered in the tree as Logi-Kafka lays it out.
+    sync, commit, _ = paths("kafka_authorizer")
+    tree = cluster.trees[0]
+    assert await tree.children(sync) == ["1"]
+    data, _ = await tree.get(commit)
+    assert int(data or b"0") == acls.commit_timestamp > 3000
+    pulled = svc.recorded("/api/v1/security/acls")[0]
+    assert pulled.body["clusterId"] == 7 and pulled.body["start"] == 0
+
+
+async def test_three_brokers_switch_together(cluster: Cluster) -> None:
+    brokers = [await cluster.broker(i) for i in (1, 2, 3)]
+    acls = [b[1] for b in brokers]
+    await tick()
+    cluster.service.add_acl("orders", "app_a", 3)
+    await tick()
+    # The leader (1) pulls the grant first: the others have not fetched it, so nothing commits.
+    assert await acls[0].sync_once() == 1
+    assert acls[0].parked == 1
+    assert all(a.access("orders", "app_a") is None for a in acls)
+    # The others pull it (parked), then the leader's next pull moves commit past it for all.
+    await acls[1].sync_once()
+    await acls[2].sync_once()
+    assert all(a.access("orders", "app_a") is None for a in acls)
+    await tick()
+    await acls[0].sync_once()
+    await eventually(lambda: all(a.access("orders", "app_a") == 3 for a in acls))
+    assert len({a.commit_timestamp for a in acls}) == 1
+    # A revoke row carries only the removed bit (write): read stays, on every broker.
+    await tick()
+    cluster.service.add_acl("orders", "app_a", 2, operation=2)
+    await tick()
+    for a in (acls[1], acls[2], acls[0]):
+        await a.sync_once()
+    await tick()
+    await acls[0].sync_once()
+    await eventually(lambda: all(a.access("orders", "app_a") == 1 for a in acls))
+    assert all(a.version == acls[0].version for a in acls)
+
+
+async def test_commit_is_the_slowest_brokers_fetch_and_the_leader_moves_on(cluster: Cluster) -> None:
+    one = (await cluster.broker(1))[0]
+    two = (await cluster.broker(2))[0]
+    await tick()
+    cluster.service.add_user("app_new", "pw")
+    await tick()
+    await two.sync_once()
+    assert two.user("app_new") is None  # not the leader: it only parks and reports
+    await one.stop()  # the leader leaves; 2 is the lowest id now
+    await tick()
+    await two.sync_once()
+    await eventually(lambda: two.user("app_new") is not None)
+
+
+async def test_reload_node_and_full_check_catch_rows_the_pulls_missed(cluster: Cluster) -> None:
+    one = (await cluster.broker(1))[1]
+    two = (await cluster.broker(2))[1]
+    # A row whose timestamp is already below commit: incremental pulls never see it.
+    cluster.service.add_acl("late", "app_x", 2, timestamp=5)
+    await tick()
+    await one.sync_once()
+    await two.sync_once()
+    assert one.access("late", "app_x") is None and two.access("late", "app_x") is None
+    # Broker 2 is told to reload; broker 1 is not.
+    tree = cluster.trees[-1]
+    _, _, reload_path = paths("kafka_authorizer")
+    await tree.create(reload_path, b"2")
+    await eventually(lambda: two.access("late", "app_x") == 2)
+    assert two.reloads == 1 and one.reloads == 0 and one.access("late", "app_x") is None
+    # Broker 1 finds the difference at its periodic full check and reloads.
+    assert await one.check() is False
+    assert one.access("late", "app_x") == 2 and one.reloads == 1
+    assert await one.check() is True
+
+
+async def test_service_down_at_start_serves_static_defaults_then_recovers(
+        cluster: Cluster, caplog: pytest.LogCaptureFixture) -> None:
+    cluster.service.add_user("app_a", "pw", timestamp=1000)
+    cluster.service.down()
+    caplog.set_level(logging.INFO, "kaflet.gateway.cache")
+    users, acls, _ = await cluster.broker(
+        1, sync_interval_ms=200,
+        default_users=[UserRow(GatewayUser("admin", "s", True), Operation.CREATE, 0)],
+        default_acls=[AclRow("*", "kafka", 3, Operation.CREATE, 0)])
+    assert not users.loaded
+    assert users.user("admin") is not None and users.user("app_a") is None
+    assert acls.access("*", "kafka") == 3
+    assert any("serving the 1 static default entries" in r.getMessage() for r in caplog.records)
+    cluster.service.up()
+    await eventually(lambda: users.loaded and users.user("app_a") is not None)
+    assert users.user("admin") is not None
+
+
+@pytest.mark.parametrize("mode", ["down", "slow", "not-json", "code", "no-rows", "wrong-types", "http-500"])
+async def test_a_failing_service_keeps_the_committed_view(
+        cluster: Cluster, mode: str, caplog: pytest.LogCaptureFixture) -> None:
+    cluster.service.add_acl("orders", "app_a", 3, timestamp=1000)
+    await tick()
+    acls = (await cluster.broker(1, timeout_s=0.3))[1]
+    commit = acls.commit_timestamp
+    cluster.service.add_acl("orders", "app_a", 3, operation=2)
+    if mode == "down":
+        cluster.service.down()
+    else:
+        cluster.service.slow_s = 1.0
+        cluster.service.set_mode(mode)
+    with pytest.raises(ManagementServiceError):
+        await acls.sync_once()
+    assert acls.access("orders", "app_a") == 3 and acls.commit_timestamp == commit
+    # The periodic task: one warning line per failed attempt, no traceback, then recovery.
+    caplog.set_level(logging.INFO, "kaflet.gateway.cache")
+    acls.sync_interval_ms = 100
+    acls.wake()
+    await eventually(lambda: sum("pull failed" in r.getMessage() for r in caplog.records) >= 2)
+    failures = [r for r in caplog.records if "pull failed" in r.getMessage()]
+    assert all(r.exc_info is None and "\n" not in r.getMessage() for r in failures)
+    assert acls.access("orders", "app_a") == 3
+    if mode == "down":
+        cluster.service.up()
+    cluster.service.set_mode("ok")
+    await eventually(lambda: acls.access("orders", "app_a") is None)
+    assert any("answers again" in r.getMessage() for r in caplog.records)
