@@ -19,6 +19,7 @@ from kaflet.coordinator.group.coordinator import GroupConfig, GroupCoordinator
 from kaflet.coordinator.group.store import GROUP_METADATA_TOPIC, OffsetsTopicStore
 from kaflet.coordinator.group.topic import OffsetsTopic, OffsetsTopicConfig
 from kaflet.coordinator.producer_id_manager import ProducerIdManager
+from kaflet.gateway.gateway import ClusterIdMismatchError, Gateway, GatewaySettings, check_cluster_id
 from kaflet.gateway.model import ManagementService, PartitionView
 from kaflet.gateway.partitions import PartitionRouter
 from kaflet.gateway.quotas import TopicQuotaManager
@@ -93,6 +94,9 @@ class Broker:
         self.authorizer: Authorizer | None = None
         # The Logi-Kafka gateway's authentication and authorization (gateway listeners, DidiAuthorizer).
         self.gateway_auth = GatewayAuth(config)
+        # The Logi-Kafka gateway (users, ACLs, disabled partitions from the management service);
+        # None unless gateway.url is set.
+        self.gateway: Gateway | None = None
         # Client quotas: the manager the enforcer asks (an interface; Kafka's by default) and
         # the quota configs in /config/users, /config/clients and /config/ips feeding it.
         quota_settings = QuotaSettings.from_config(config)
@@ -141,6 +145,9 @@ class Broker:
                 self.gateway_auth.authenticator_for)
         except listener_security.SecurityConfigError as exc:
             raise BrokerStartError(str(exc)) from None
+        url = cfg["gateway.url"]
+        if url and not url.lower().startswith(("http://", "https://")):
+            raise BrokerStartError(f"gateway.url {url!r} must be an http:// or https:// URL")
         try:
             self.authorizer = create_authorizer(cfg["authorizer.class.name"], cfg.originals)
             self.gateway_auth.start(self.authorizer)
@@ -213,6 +220,7 @@ class Broker:
         self.replica_manager.start()
         self.isr_manager.start()
         await self.config_admin.start()
+        await self._start_gateway()
         if self.authorizer is not None:
             # ACLs are loaded before the first request is served, so none slips through unchecked.
             await self.authorizer.start(self.tree)
@@ -298,6 +306,25 @@ class Broker:
         for d in self.log_dirs:
             checkpoints.write_meta_properties(os.path.join(d, "meta.properties"), {"version": "0", "broker.id": str(self.broker_id),
                                                   "cluster.id": cluster_id})
+
+    async def _start_gateway(self) -> None:
+        """Check cluster.id, then (with gateway.url) load the gateway's caches before the first
+        request is served; say which gateway features are asked for but not built."""
+        cfg = self.config
+        if cfg["cluster.id"] >= 0:
+            try:
+                await check_cluster_id(self.tree, cfg["cluster.id"], cfg["cluster.id.update"])
+            except ClusterIdMismatchError as exc:
+                raise BrokerStartError(str(exc)) from None
+        gateway_on = bool(cfg["gateway.url"])
+        if gateway_on:
+            self.gateway = Gateway(GatewaySettings.from_config(cfg.values), self.tree, self.broker_id)
+            await self.gateway.start()
+        if cfg["kafkaexmetrics.enable"]:
+            log.warning("kafkaexmetrics.enable=true: kaflet does not record per-application topic metrics yet")
+        if cfg["diskloadprotector.enable"] and (gateway_on or "diskloadprotector.enable" in cfg.originals):
+            log.warning("diskloadprotector.enable=true: kaflet has no disk overload protection yet; "
+                        "fetches of cold data are not throttled")
 
     def _local_topics(self) -> set[str]:
         """The topics with a partition directory in the log dirs."""
@@ -547,6 +574,8 @@ class Broker:
             log.info("re-registered broker %d with broker epoch %d", self.broker_id, self.broker_epoch)
             self.controller.on_session_reestablished()
             await self.config_admin.resync()
+            if self.gateway is not None:
+                await self.gateway.resync()
             if self.authorizer is not None:
                 await self.authorizer.resync()
         except Exception:
@@ -632,6 +661,8 @@ class Broker:
         if self.authorizer is not None:
             await self.authorizer.stop()
         self.gateway_auth.stop()
+        if self.gateway is not None:
+            await self.gateway.stop()
         if self.log_manager is not None:
             self.log_manager.shutdown()
         if self.tree is not None:

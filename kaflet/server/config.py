@@ -189,14 +189,21 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("quota.window.size.seconds", int, 1, minimum=1),
     ConfigDef("max.throttle.time.ms", int, None, minimum=0),
     ConfigDef("throttle.max.time.ms", int, 10000, minimum=0),
-    # The Logi-Kafka gateway (kaflet/gateway): empty gateway.url = off. cluster.id is Logi-Kafka's
-    # integer cluster id (the management service's), not Kafka's cluster id string.
+    # The Logi-Kafka gateway (kaflet/gateway, docs/gateway.md): Logi-Kafka's names and defaults.
+    # An empty gateway.url turns the gateway off. The gateway.*.interval.ms and
+    # gateway.request.timeout.ms keys are kaflet's (Logi-Kafka hard-codes 60 s, 4 h and 10 s).
     ConfigDef("gateway.url", str, ""),
     ConfigDef("cluster.id", int, -1),
-    ConfigDef("session.report.ms", int, 5 * 60 * 1000, minimum=1),
-    # The gateway's authentication and authorization: clients log in as <cluster.id>.<appId>;
-    # the session limit, static users and ACLs, the denials log.
+    ConfigDef("cluster.id.update", parse_bool, False),
+    ConfigDef("session.report.ms", int, 300000, minimum=1),
     ConfigDef("max.sessions.per.user", int, 2000, minimum=1),
+    ConfigDef("kafkaexmetrics.enable", parse_bool, False),
+    ConfigDef("diskloadprotector.enable", parse_bool, True),
+    ConfigDef("gateway.sync.interval.ms", int, 60000, minimum=1),
+    ConfigDef("gateway.check.interval.ms", int, 14400000, minimum=1),
+    ConfigDef("gateway.request.timeout.ms", int, 10000, minimum=1),
+    # The gateway's authentication and authorization: clients log in as <cluster.id>.<appId>;
+    # static users and ACLs, the denials log.
     ConfigDef("gateway.default.users", str, None),
     ConfigDef("gateway.default.acls", str, None),
     ConfigDef("gateway.denials.log.file", str, None),

@@ -123,6 +123,24 @@ BROKER_DOCS: dict[str, str] = {
     "num.replica.fetchers": "Fetchers (connections) per leader broker that replicate its partitions to this one.",
     "background.threads": "Threads for background tasks.",
     "queued.max.requests": "Requests queued before the network stops reading.",
+    "gateway.url": "Base URL of the Logi-Kafka management service (e.g. http://km:8080/gateway); "
+    "empty turns the gateway features off.",
+    "cluster.id": "Logi-Kafka's numeric id of this cluster, sent to the management service and expected "
+    "in client user names (<cluster.id>.<appId>); -1 when unset.",
+    "cluster.id.update": "Whether a broker may start with a cluster.id different from the one the cluster "
+    "has stored (the stored one is then replaced).",
+    "session.report.ms": "How often the broker reports which connections produced to and fetched from "
+    "each topic to the management service.",
+    "max.sessions.per.user": "Connections one gateway user may hold on one broker; more are refused.",
+    "kafkaexmetrics.enable": "Whether per-application, per-topic metrics are recorded (gateway).",
+    "diskloadprotector.enable": "Whether fetches of cold data are throttled while the disk is overloaded "
+    "(gateway).",
+    "gateway.sync.interval.ms": "How often each broker pulls new users, ACLs and disabled partitions from "
+    "the management service (kaflet's setting; Logi-Kafka pulls every 60 s).",
+    "gateway.check.interval.ms": "How often each broker compares its gateway caches with everything the "
+    "management service holds and reloads on a difference (kaflet's setting; Logi-Kafka: 4 h).",
+    "gateway.request.timeout.ms": "How long one call to the management service may take before it counts "
+    "as failed (kaflet's setting).",
 }
 
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from kaflet.gateway.model import AclRow, GatewayUser, ManagementServiceError, Op
 from kaflet.metadata.embedded import EmbeddedTree
 from kaflet.metadata.tree import MetadataTree
 from kaflet.metadata.zk_testing import ZooKeeperServer
+from tests.support.controller import until
 from tests.support.management_service import ScriptedManagementService, scripted_management_service
 
 HOUR_MS = 3600 * 1000
@@ -105,13 +105,6 @@ async def cluster(request: pytest.FixtureRequest, tmp_path: Path,
         await c.close()
 
 
-async def eventually(check: Callable[[], bool], timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.02)
-
 
 async def tick() -> None:
     """Let the clock move past the timestamps just written (rows and pulls are in ms)."""
@@ -166,7 +159,7 @@ async def test_three_brokers_switch_together(cluster: Cluster) -> None:
     assert all(a.access("orders", "app_a") is None for a in acls)
     await tick()
     await acls[0].sync_once()
-    await eventually(lambda: all(a.access("orders", "app_a") == 3 for a in acls))
+    await until(lambda: all(a.access("orders", "app_a") == 3 for a in acls), timeout=15)
     assert len({a.commit_timestamp for a in acls}) == 1
     # A revoke row carries only the removed bit (write): read stays, on every broker.
     await tick()
@@ -176,7 +169,7 @@ async def test_three_brokers_switch_together(cluster: Cluster) -> None:
         await a.sync_once()
     await tick()
     await acls[0].sync_once()
-    await eventually(lambda: all(a.access("orders", "app_a") == 1 for a in acls))
+    await until(lambda: all(a.access("orders", "app_a") == 1 for a in acls), timeout=15)
     assert all(a.version == acls[0].version for a in acls)
 
 
@@ -191,7 +184,7 @@ async def test_commit_is_the_slowest_brokers_fetch_and_the_leader_moves_on(clust
     await one.stop()  # the leader leaves; 2 is the lowest id now
     await tick()
     await two.sync_once()
-    await eventually(lambda: two.user("app_new") is not None)
+    await until(lambda: two.user("app_new") is not None, timeout=15)
 
 
 async def test_reload_node_and_full_check_catch_rows_the_pulls_missed(cluster: Cluster) -> None:
@@ -207,7 +200,7 @@ async def test_reload_node_and_full_check_catch_rows_the_pulls_missed(cluster: C
     tree = cluster.trees[-1]
     _, _, reload_path = paths("kafka_authorizer")
     await tree.create(reload_path, b"2")
-    await eventually(lambda: two.access("late", "app_x") == 2)
+    await until(lambda: two.access("late", "app_x") == 2, timeout=15)
     assert two.reloads == 1 and one.reloads == 0 and one.access("late", "app_x") is None
     # Broker 1 finds the difference at its periodic full check and reloads.
     assert await one.check() is False
@@ -229,7 +222,7 @@ async def test_service_down_at_start_serves_static_defaults_then_recovers(
     assert acls.access("*", "kafka") == 3
     assert any("serving the 1 static default entries" in r.getMessage() for r in caplog.records)
     cluster.service.up()
-    await eventually(lambda: users.loaded and users.user("app_a") is not None)
+    await until(lambda: users.loaded and users.user("app_a") is not None, timeout=15)
     assert users.user("admin") is not None
 
 
@@ -253,12 +246,12 @@ async def test_a_failing_service_keeps_the_committed_view(
     caplog.set_level(logging.INFO, "kaflet.gateway.cache")
     acls.sync_interval_ms = 100
     acls.wake()
-    await eventually(lambda: sum("pull failed" in r.getMessage() for r in caplog.records) >= 2)
+    await until(lambda: sum("pull failed" in r.getMessage() for r in caplog.records) >= 2, timeout=15)
     failures = [r for r in caplog.records if "pull failed" in r.getMessage()]
     assert all(r.exc_info is None and "\n" not in r.getMessage() for r in failures)
     assert acls.access("orders", "app_a") == 3
     if mode == "down":
         cluster.service.up()
     cluster.service.set_mode("ok")
-    await eventually(lambda: acls.access("orders", "app_a") is None)
+    await until(lambda: acls.access("orders", "app_a") is None, timeout=15)
     assert any("answers again" in r.getMessage() for r in caplog.records)
