@@ -49,7 +49,7 @@ log = logging.getLogger("kaflet.gateway.cache")
 K = TypeVar("K")
 V = TypeVar("V")
 
-ROOT = "/DataCache"
+DATA_CACHE_ROOT = "/DataCache"
 
 #: Logi-Kafka's periods: one pull a minute, a full check every four hours.
 DEFAULT_SYNC_INTERVAL_MS = 60_000
@@ -100,7 +100,7 @@ def latest_wins(record: Record[K, V], old: V | None) -> V | None:
 
 def paths(name: str) -> tuple[str, str, str]:
     """(sync parent, commit, reload) paths of cache ``name``."""
-    base = f"{ROOT}/{name}"
+    base = f"{DATA_CACHE_ROOT}/{name}"
     return f"{base}/sync", f"{base}/commit", f"{base}/reload"
 
 

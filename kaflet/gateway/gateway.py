@@ -23,7 +23,7 @@ log = logging.getLogger("kaflet.gateway")
 
 #: Where kaflet keeps the cluster's numeric Logi-Kafka id (Logi-Kafka overwrites Kafka's
 #: ``/cluster/id`` with it; kaflet keeps Kafka's and stores this one beside it).
-CLUSTER_ID_PATH = "/gateway/cluster_id"
+GATEWAY_CLUSTER_ID_PATH = "/gateway/cluster_id"
 
 
 class ClusterIdMismatchError(Exception):
@@ -103,21 +103,21 @@ async def check_cluster_id(tree: MetadataTree, configured: int, allow_update: bo
     """Store ``cluster.id`` on first use; refuse a different one unless ``cluster.id.update``
     (then the stored one is replaced). Raises ClusterIdMismatchError."""
     data = str(configured).encode()
-    found = await tree.get_or_none(CLUSTER_ID_PATH)
+    found = await tree.get_or_none(GATEWAY_CLUSTER_ID_PATH)
     if found is None:
         try:
-            await tree.create(CLUSTER_ID_PATH, data, make_parents=True)
+            await tree.create(GATEWAY_CLUSTER_ID_PATH, data, make_parents=True)
             return
         except NodeExistsError:
-            found = await tree.get_or_none(CLUSTER_ID_PATH)
+            found = await tree.get_or_none(GATEWAY_CLUSTER_ID_PATH)
             if found is None:
-                raise ClusterIdMismatchError(f"{CLUSTER_ID_PATH} vanished while cluster.id was stored") from None
+                raise ClusterIdMismatchError(f"{GATEWAY_CLUSTER_ID_PATH} vanished while cluster.id was stored") from None
     stored = (found[0] or b"").decode("ascii", "replace").strip()
     if stored == str(configured):
         return
     if not allow_update:
         raise ClusterIdMismatchError(
             f"cluster.id {configured} does not match the cluster id {stored or '(empty)'} stored in "
-            f"{CLUSTER_ID_PATH}; set cluster.id.update=true to replace it")
-    await tree.set(CLUSTER_ID_PATH, data)
+            f"{GATEWAY_CLUSTER_ID_PATH}; set cluster.id.update=true to replace it")
+    await tree.set(GATEWAY_CLUSTER_ID_PATH, data)
     log.warning("cluster.id changed from %s to %d (cluster.id.update=true)", stored, configured)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kaflet.gateway.data_cache import paths
-from kaflet.gateway.gateway import CLUSTER_ID_PATH
+from kaflet.gateway.gateway import GATEWAY_CLUSTER_ID_PATH
 from kaflet.gateway.model import GatewayUser
 from kaflet.server.broker import Broker, BrokerStartError
 from kaflet.server.config import BrokerConfig
@@ -44,7 +44,7 @@ async def test_gateway_off_by_default(tmp_path: Path, service: ScriptedManagemen
     async with running(config(tmp_path / "d")) as broker:
         assert broker.gateway is None
         assert await broker.tree.exists("/DataCache") is None
-        assert await broker.tree.exists(CLUSTER_ID_PATH) is None
+        assert await broker.tree.exists(GATEWAY_CLUSTER_ID_PATH) is None
     assert service.recorded() == []
 
 
@@ -96,13 +96,13 @@ async def test_broker_starts_with_the_service_down_and_catches_up(
 async def test_cluster_id_is_stored_and_a_different_one_refused_unless_updated(tmp_path: Path) -> None:
     data = tmp_path / "d"
     async with running(config(data, **{"cluster.id": "5"})) as broker:
-        stored, _ = await broker.tree.get(CLUSTER_ID_PATH)
+        stored, _ = await broker.tree.get(GATEWAY_CLUSTER_ID_PATH)
         assert stored == b"5"
     with pytest.raises(BrokerStartError, match="cluster.id 6 does not match the cluster id 5"):
         async with running(config(data, **{"cluster.id": "6"})):
             pass
     async with running(config(data, **{"cluster.id": "6", "cluster.id.update": "true"})) as broker:
-        stored, _ = await broker.tree.get(CLUSTER_ID_PATH)
+        stored, _ = await broker.tree.get(GATEWAY_CLUSTER_ID_PATH)
         assert stored == b"6"
     async with running(config(data, **{"cluster.id": "6"})):
         pass

@@ -1,8 +1,8 @@
 """docs/architecture.md's maps stay true: the APIs kaflet serves, the files it writes, the znodes.
 
 A plain parse of the markdown tables under the ``## Map: ...`` headings, checked against the
-code: the handler registry (``HANDLER_MODULES``), the path constants of ``metadata/zkdata.py``
-and ``security/acl.py``, the file-name constants of ``log/`` and ``metadata/embedded.py``, and
+code: the handler registry (``HANDLER_MODULES``), the path constants of ``metadata/zkdata.py``,
+``security/acl.py`` and the gateway's, the file-name constants of ``log/`` and ``metadata/embedded.py``, and
 every module the page names.
 """
 
@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 import kaflet
+from kaflet.gateway import data_cache, gateway
 from kaflet.log import checkpoints, log_manager, producer_state, segment
 from kaflet.metadata import embedded, zkdata
 from kaflet.protocol.api_keys import ApiKey
@@ -90,7 +91,7 @@ def test_api_map_names_what_does_the_work() -> None:
 def test_znode_map_has_every_path_constant() -> None:
     paths = [_code(row[0])[0] for row in _table(_doc(), ZNODE_MAP) if _code(row[0])]
     rows = "\n".join(paths)
-    constants = {name: value for module in (zkdata, acl) for name, value in vars(module).items()
+    constants = {name: value for module in (zkdata, acl, data_cache, gateway) for name, value in vars(module).items()
                  if name.endswith(("_PATH", "_ROOT", "_CHANGES")) and isinstance(value, str) and value.startswith("/")}
     missing = [f"{name} = {value!r}" for name, value in sorted(constants.items())
                if value not in paths and not any(p.startswith(value + "/") for p in paths)]
