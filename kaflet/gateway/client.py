@@ -25,6 +25,11 @@ from kaflet.gateway.model import ManagementServiceError
 MAX_RESPONSE_BYTES = 10 * 1024 * 1024
 
 
+class EndpointMissingError(ManagementServiceError):
+    """HTTP 404: the service does not offer this endpoint at all (no published manager serves
+    /partition/topicPartitions, for one)."""
+
+
 class HttpManagementService:
     """:class:`~kaflet.gateway.model.ManagementService` over aiohttp, on the broker's loop.
 
@@ -72,6 +77,8 @@ class HttpManagementService:
             raise ManagementServiceError(f"{method} {url}: {type(exc).__name__}: {exc}") from None
         if len(raw) > MAX_RESPONSE_BYTES:
             raise ManagementServiceError(f"{method} {url}: answer larger than {MAX_RESPONSE_BYTES} bytes")
+        if status == 404:
+            raise EndpointMissingError(f"{method} {url}: HTTP 404, the service does not offer it")
         if status != 200:
             raise ManagementServiceError(f"{method} {url}: HTTP {status}: {_snippet(raw)}")
         return parse_envelope(raw, f"{method} {url}")

@@ -34,6 +34,7 @@ from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
+from kaflet.gateway.client import EndpointMissingError
 from kaflet.gateway.model import ManagementServiceError, Operation
 from kaflet.metadata.tree import (
     BadVersionError,
@@ -440,8 +441,11 @@ class DataCache(Generic[K, V]):
 
     async def _run(self) -> None:
         failures = 0
+        missing = False  # the service has no such endpoint: ask again every check interval
         while not self._stopped:
-            if failures:
+            if missing:
+                delay_ms = self.check_interval_ms
+            elif failures:
                 delay_ms = min(self.sync_interval_ms, FIRST_RETRY_MS * 2 ** min(failures - 1, 20))
             else:
                 delay_ms = self.sync_interval_ms
@@ -462,6 +466,12 @@ class DataCache(Generic[K, V]):
                     log.info("DataCache %s node %d: the management service answers again after %d failed "
                              "attempts", self.name, self.node_id, failures)
                 failures = 0
+                missing = False
+            except EndpointMissingError as exc:
+                if not missing:
+                    log.warning("DataCache %s node %d: %s; keeping %d entries, asking again every %.0f s",
+                                self.name, self.node_id, exc, len(self._main), self.check_interval_ms / 1000)
+                missing = True
             except (ManagementServiceError, MetadataError) as exc:
                 failures += 1
                 retry = min(self.sync_interval_ms, FIRST_RETRY_MS * 2 ** min(failures - 1, 20))

@@ -84,7 +84,7 @@ class Gateway:
         down = [c.name for c in self.caches if not c.loaded]
         log.info("gateway on %s (cluster.id %d): %s", self.settings.url, self.settings.cluster_id,
                  "all caches loaded" if not down else
-                 f"management service unreachable, serving static defaults for {', '.join(down)}")
+                 f"not loaded from the management service, serving static defaults for {', '.join(down)}")
 
     async def stop(self) -> None:
         """Stop the caches and close the HTTP client."""

@@ -255,3 +255,18 @@ async def test_a_failing_service_keeps_the_committed_view(
     cluster.service.set_mode("ok")
     await until(lambda: acls.access("orders", "app_a") is None, timeout=15)
     assert any("answers again" in r.getMessage() for r in caplog.records)
+
+
+async def test_an_endpoint_the_service_does_not_offer_is_asked_for_rarely(
+        cluster: Cluster, caplog: pytest.LogCaptureFixture) -> None:
+    cluster.service.offer_partitions = False
+    caplog.set_level(logging.INFO, "kaflet.gateway.cache")
+    users, _, partitions = await cluster.broker(1, sync_interval_ms=50, check_interval_ms=HOUR_MS)
+    assert users.loaded and not partitions.loaded
+    cluster.service.add_user("app_a", "pw")
+    await until(lambda: users.user("app_a") is not None, timeout=15)
+    await until(lambda: len(cluster.service.recorded("/api/v1/security/users")) > 10, timeout=15)
+    # One attempt at start-up, one more from the periodic task, then quiet until the check interval.
+    assert len(cluster.service.recorded("/api/v1/partition/topicPartitions")) == 2
+    missing = [r for r in caplog.records if "does not offer it" in r.getMessage()]
+    assert len(missing) == 2 and partitions.disabled("any") == frozenset()

@@ -60,6 +60,8 @@ class ScriptedManagementService:
     partitions: list[dict[str, Any]] = field(default_factory=list)
     jmx_topics: str = ""
     data_as_string: bool = True
+    #: False: /partition/topicPartitions answers 404, as every published manager does.
+    offer_partitions: bool = True
     mode: str = "ok"
     slow_s: float = 5.0
     requests: list[Request] = field(default_factory=list)
@@ -196,6 +198,8 @@ class ScriptedManagementService:
             return web.Response(status=200, text="<html>502 Bad Gateway</html>", content_type="text/html")
         elif mode == "code":
             return self._envelope(None, code=-1, message="invalid request")
+        if path == PARTITIONS and not self.offer_partitions:
+            return web.Response(status=404, text="Not Found")
         if path in (USERS, ACLS, PARTITIONS) and request.method == "POST":
             if mode == "no-rows":
                 return self._envelope({"total": 0})
