@@ -270,3 +270,34 @@ async def test_an_endpoint_the_service_does_not_offer_is_asked_for_rarely(
     assert len(cluster.service.recorded("/api/v1/partition/topicPartitions")) == 2
     missing = [r for r in caplog.records if "does not offer it" in r.getMessage()]
     assert len(missing) == 2 and partitions.disabled("any") == frozenset()
+
+
+async def test_resync_after_a_session_expiry_registers_again_and_follows_commit(
+        tmp_path: Path, service: ScriptedManagementService) -> None:
+    tree = await EmbeddedTree.open(tmp_path / "meta")
+    client = HttpManagementService(service.url)
+    users = build_caches(tree, client, broker_id=1, cluster_id=7, sync_interval_ms=HOUR_MS)[0]
+    try:
+        await users.start()
+        sync, commit_path, _ = paths("kafka_user")
+        await tree.expire_session()
+        assert await tree.children(sync) == []
+        await users.resync()
+        assert await tree.children(sync) == ["1"]
+        service.add_user("app_a", "pw")
+        await tick()
+        await users.sync_once()
+        await until(lambda: users.user("app_a") is not None, timeout=15)
+        # The re-armed watch follows commit moves made by someone else (a new leader).
+        service.add_user("app_b", "pw")
+        await tick()
+        await tree.delete(f"{sync}/1")
+        await tree.create(f"{sync}/0", b"1", ephemeral=True)  # a lower id leads now
+        await users.sync_once()
+        assert users.user("app_b") is None and users.parked == 1
+        await tree.set(commit_path, str(users.fetched_timestamp).encode())
+        await until(lambda: users.user("app_b") is not None, timeout=15)
+    finally:
+        await users.stop()
+        await client.close()
+        await tree.close()
