@@ -89,7 +89,7 @@ def parse_envelope(raw: bytes, what: str = "answer") -> Any:
     ManagementServiceError for anything but a well-formed envelope with ``code`` 0."""
     try:
         envelope = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
         raise ManagementServiceError(f"{what}: not JSON: {_snippet(raw)}") from None
     if not isinstance(envelope, dict):
         raise ManagementServiceError(f"{what}: not a JSON object: {_snippet(raw)}")
@@ -103,7 +103,7 @@ def parse_envelope(raw: bytes, what: str = "answer") -> Any:
     if isinstance(data, str) and data.lstrip()[:1] in ("{", "["):
         try:
             data = json.loads(data)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise ManagementServiceError(f"{what}: data is not valid JSON: {data[:200]!r}") from None
     return data
 

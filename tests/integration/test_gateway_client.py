@@ -103,7 +103,7 @@ def test_envelope_shapes() -> None:
     assert parse_envelope(b'{"code":0,"message":"success","data":"{\\"rows\\":[]}","tips":null}') == {"rows": []}
     assert parse_envelope(b'{"code":0,"data":""}') == ""
     for bad in (b"[1]", b'{"code":"0"}', b'{"code":true}', b'{"message":"x"}', b'{"code":0,"data":"{oops"}',
-                b"\xff\xfe"):
+                b"\xff\xfe", b"[" * 100_000, b'{"code":0,"data":"' + b"[" * 100_000 + b'"}'):
         with pytest.raises(ManagementServiceError):
             parse_envelope(bad)
     for data in ({"rows": 3}, {"rows": [1]}, [], "x"):
