@@ -170,8 +170,10 @@ class AclCache(DataCache[tuple[str, str], int]):
 
     @property
     def version(self) -> int:
-        """The commit timestamp: decisions cached per connection hold while it is unchanged."""
-        return self.commit_timestamp
+        """Moves whenever the committed ACLs change: with each commit that applies rows, and
+        with a reload (which may change them under an unchanged commit timestamp). Decisions
+        cached per connection hold while it is unchanged."""
+        return self.view_version
 
     def access(self, topic: str, user: str) -> int | None:
         """The access bits of exactly (topic, user), either may be ``*``; None when no row."""

@@ -158,6 +158,8 @@ class DataCache(Generic[K, V]):
         self.fetched_timestamp = 0
         #: True once a full load from the service has succeeded (else: static defaults only).
         self.loaded = False
+        #: Bumped whenever the committed view is replaced (a commit that applied rows, a load).
+        self.view_version = 0
         self.reloads = 0
         self._load_generation = 0
         self._watch_generation = 0
@@ -207,10 +209,11 @@ class DataCache(Generic[K, V]):
         self._stopped = True
         self._watch_generation += 1
         self._wake.set()
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+        for task in (self._task, self._reload_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
         with contextlib.suppress(MetadataError):
             await self.tree.delete(self.sync_path)
 
@@ -343,6 +346,7 @@ class DataCache(Generic[K, V]):
             records = await self._fetch(0, end)
             limit = self.commit_timestamp
             self._main = self._fold({}, [*self.defaults, *(r for r in records if r.timestamp < limit)])
+            self.view_version += 1
             self._parked = [r for r in records if r.timestamp >= limit]
             self.fetched_timestamp = max(self.fetched_timestamp, end)
             self.loaded = True
@@ -417,6 +421,7 @@ class DataCache(Generic[K, V]):
         if due:
             self._parked = [r for r in self._parked if r.timestamp >= limit]
             self._main = self._fold(self._main, due)
+            self.view_version += 1
             log.info("DataCache %s node %d committed %d rows at %d", self.name, self.node_id, len(due), limit)
 
     async def check(self) -> bool:
