@@ -24,6 +24,7 @@ from kaflet.gateway.model import ManagementService, PartitionView
 from kaflet.gateway.partitions import PartitionRouter
 from kaflet.gateway.quotas import TopicQuotaManager
 from kaflet.gateway.session_report import SessionReport
+from kaflet.gateway.static import StaticAcls, StaticUsers
 from kaflet.log.log_manager import LogManager
 from kaflet.metadata import zkdata
 from kaflet.metadata.embedded import EmbeddedTree
@@ -318,8 +319,19 @@ class Broker:
                 raise BrokerStartError(str(exc)) from None
         gateway_on = bool(cfg["gateway.url"])
         if gateway_on:
-            self.gateway = Gateway(GatewaySettings.from_config(cfg.values), self.tree, self.broker_id)
+            # The caches start from the static users and ACLs (built-in users, gateway.default.*).
+            static_users, static_acls = self.gateway_auth.users, self.gateway_auth.acls
+            self.gateway = Gateway(
+                GatewaySettings.from_config(cfg.values), self.tree, self.broker_id,
+                default_users=static_users.users() if isinstance(static_users, StaticUsers) else (),
+                default_acls=static_acls.rows() if isinstance(static_acls, StaticAcls) else ())
             await self.gateway.start()
+            # From now on logins, the authorizer, Metadata/Produce/Fetch numbering and the
+            # connection report use the synchronized caches and the management service.
+            self.gateway_auth.users = self.gateway.users
+            self.gateway_auth.acls = self.gateway.acls
+            self.use_partition_view(self.gateway.partitions)
+            self.start_session_report(self.gateway.service)
         if cfg["kafkaexmetrics.enable"]:
             log.warning("kafkaexmetrics.enable=true: kaflet does not record per-application topic metrics yet")
         if cfg["diskloadprotector.enable"] and (gateway_on or "diskloadprotector.enable" in cfg.originals):

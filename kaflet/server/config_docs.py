@@ -125,13 +125,10 @@ BROKER_DOCS: dict[str, str] = {
     "queued.max.requests": "Requests queued before the network stops reading.",
     "gateway.url": "Base URL of the Logi-Kafka management service (e.g. http://km:8080/gateway); "
     "empty turns the gateway features off.",
-    "cluster.id": "Logi-Kafka's numeric id of this cluster, sent to the management service and expected "
-    "in client user names (<cluster.id>.<appId>); -1 when unset.",
     "cluster.id.update": "Whether a broker may start with a cluster.id different from the one the cluster "
     "has stored (the stored one is then replaced).",
     "session.report.ms": "How often the broker reports which connections produced to and fetched from "
     "each topic to the management service.",
-    "max.sessions.per.user": "Connections one gateway user may hold on one broker; more are refused.",
     "kafkaexmetrics.enable": "Whether per-application, per-topic metrics are recorded (gateway).",
     "diskloadprotector.enable": "Whether fetches of cold data are throttled while the disk is overloaded "
     "(gateway).",
