@@ -1,0 +1,165 @@
+"""Log side of transactions: markers, producer state with open transactions, LSO, .txnindex."""
+
+from __future__ import annotations
+
+import os
+import struct
+
+import pytest
+
+from kaflet.log.config import LogConfig
+from kaflet.log.errors import ProducerStateError
+from kaflet.log.log import Log
+from kaflet.log.transaction_index import ENTRY_SIZE, AbortedTxn, TransactionIndex
+from kaflet.protocol.errors import ErrorCode
+from kaflet.protocol.records import Record, build_batch, decode_records, iter_batches
+
+
+def _cfg(**props) -> LogConfig:  # type: ignore[no-untyped-def]
+    return LogConfig.from_props({"segment.bytes": 4000, "index.interval.bytes": 300, **props})
+
+
+def _txn_batch(pid: int, seq: int, n: int = 2, epoch: int = 0, transactional: bool = True) -> bytes:
+    return build_batch([Record(i, 0, b"k", b"p%d-%d" % (pid, seq + i)) for i in range(n)], base_timestamp=1000,
+                       producer_id=pid, producer_epoch=epoch, base_sequence=seq, is_transactional=transactional)
+
+
+def _plain(n: int = 1) -> bytes:
+    return build_batch([Record(i, 0, b"k", b"plain") for i in range(n)], base_timestamp=1000)
+
+
+def _marker(lg: Log, pid: int, commit: bool, epoch: int = 0, coordinator_epoch: int = 0) -> int:
+    return lg.append_txn_marker(pid, epoch, coordinator_epoch, commit, leader_epoch=0, now_ms=2000).base_offset
+
+
+def test_lso_follows_open_transactions_and_high_watermark(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    lg = Log(str(tmp_path / "t-0"), _cfg())
+    lg.append_as_leader(_plain(3), 0)                       # 0..2
+    lg.append_as_leader(_txn_batch(7, 0), 0)                # 3..4 (txn of 7)
+    lg.append_as_leader(_txn_batch(8, 0), 0)                # 5..6 (txn of 8)
+    lg.update_high_watermark(lg.log_end_offset)
+    assert lg.first_unstable_offset == 3 and lg.last_stable_offset == 3
+    m7 = _marker(lg, 7, commit=True)                        # 7
+    lg.update_high_watermark(lg.log_end_offset)
+    assert lg.last_stable_offset == 5                       # 8's transaction is still open
+    m8 = _marker(lg, 8, commit=False)                       # 8
+    # Until the marker is replicated (below the HW) the transaction is unstable.
+    assert lg.last_stable_offset == 5
+    lg.update_high_watermark(lg.log_end_offset)
+    assert lg.first_unstable_offset is None and lg.last_stable_offset == lg.high_watermark == 9
+    assert (m7, m8) == (7, 8)
+    # Only the aborted transaction is indexed; its LSO is past the marker (no other open txn).
+    assert lg.collect_aborted_txns(0, 9) == [AbortedTxn(8, 5, 8, 9)]
+    assert lg.collect_aborted_txns(9, 20) == []
+    # The marker batch is Kafka's: control + transactional, one record key (0, type), value (0, epoch).
+    data = lg.read_batches(7)
+    batches = list(iter_batches(data))
+    assert [h.is_control and h.is_transactional for _, h in batches] == [True, True]
+    recs = decode_records(data[: batches[0][1].size])
+    assert recs[0].key == struct.pack(">hh", 0, 1) and recs[0].value == struct.pack(">hi", 0, 0)
+
+
+def test_txnindex_entry_records_lso_of_other_open_txn(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    lg = Log(str(tmp_path / "t-0"), _cfg())
+    lg.append_as_leader(_txn_batch(1, 0), 0)   # 0..1
+    lg.append_as_leader(_txn_batch(2, 0), 0)   # 2..3
+    _marker(lg, 2, commit=False)               # 4: LSO then is 0 (producer 1 still open)
+    _marker(lg, 1, commit=False)               # 5
+    lg.update_high_watermark(lg.log_end_offset)
+    assert lg.collect_aborted_txns(0, 6) == [AbortedTxn(2, 2, 4, 0), AbortedTxn(1, 0, 5, 6)]
+    path = os.path.join(lg.dir, "00000000000000000000.txnindex")
+    assert os.path.getsize(path) == 2 * ENTRY_SIZE
+    with open(path, "rb") as f:
+        raw = f.read()
+    assert struct.unpack_from(">hqqqq", raw, 0) == (0, 2, 2, 4, 0)
+
+
+def test_marker_checks_epochs(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    lg = Log(str(tmp_path / "t-0"), _cfg())
+    lg.append_as_leader(_txn_batch(5, 0, epoch=3), 0)
+    _marker(lg, 5, commit=True, epoch=3, coordinator_epoch=4)
+    with pytest.raises(ProducerStateError) as e:
+        _marker(lg, 5, commit=True, epoch=2, coordinator_epoch=4)
+    assert e.value.code == ErrorCode.INVALID_PRODUCER_EPOCH
+    with pytest.raises(ProducerStateError) as e:
+        _marker(lg, 5, commit=True, epoch=3, coordinator_epoch=3)
+    assert e.value.code == ErrorCode.TRANSACTION_COORDINATOR_FENCED
+    # A marker with a bumped epoch (the coordinator fenced the producer) is accepted.
+    _marker(lg, 5, commit=False, epoch=4, coordinator_epoch=4)
+    # The old epoch is now fenced for data too.
+    with pytest.raises(ProducerStateError) as e:
+        lg.append_as_leader(_txn_batch(5, 2, epoch=3), 0)
+    assert e.value.code == ErrorCode.INVALID_PRODUCER_EPOCH
+
+
+def test_non_transactional_batch_during_txn_is_invalid_txn_state(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    lg = Log(str(tmp_path / "t-0"), _cfg())
+    lg.append_as_leader(_txn_batch(9, 0), 0)
+    with pytest.raises(ProducerStateError) as e:
+        lg.append_as_leader(_txn_batch(9, 2, transactional=False), 0)
+    assert e.value.code == ErrorCode.INVALID_TXN_STATE
+
+
+def test_restart_rebuilds_open_txns_lso_and_txnindex(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    d = str(tmp_path / "t-0")
+    lg = Log(d, _cfg())
+    lg.append_as_leader(_txn_batch(1, 0, n=20), 0)       # 0..19, rolls the segment later
+    for _ in range(80):
+        lg.append_as_leader(_plain(3), 0)
+    lg.append_as_leader(_txn_batch(2, 0), 0)
+    _marker(lg, 1, commit=False)
+    lg.append_as_leader(_txn_batch(3, 0), 0)             # left open
+    leo = lg.log_end_offset
+    lg.update_high_watermark(leo)
+    expected = lg.collect_aborted_txns(0, leo)
+    assert len(lg.segments) > 1 and expected and expected[0].producer_id == 1
+    lso = lg.last_stable_offset
+    # Crash: no clean close, and the .txnindex files lost as well; the snapshots stay.
+    for name in os.listdir(d):
+        if name.endswith(".txnindex"):
+            os.unlink(os.path.join(d, name))
+    for seg in lg.segments:
+        seg.close_handlers()
+    lg2 = Log(d, _cfg(), recovery_point=0, high_watermark=leo)
+    assert lg2.last_stable_offset == lso
+    assert sorted(lg2.producer_state.ongoing_txns) == [2, 3]
+    assert lg2.collect_aborted_txns(0, leo) == expected
+    # Clean close and reopen: ongoing transactions come from the snapshot.
+    lg2.close()
+    lg3 = Log(d, _cfg(), had_clean_shutdown=True, high_watermark=leo)
+    assert lg3.last_stable_offset == lso and lg3.collect_aborted_txns(0, leo) == expected
+
+
+def test_truncation_drops_txnindex_entries_and_reopens_txn(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    lg = Log(str(tmp_path / "t-0"), _cfg())
+    lg.append_as_leader(_txn_batch(4, 0), 0)   # 0..1
+    m = _marker(lg, 4, commit=False)          # 2
+    lg.update_high_watermark(lg.log_end_offset)
+    assert lg.collect_aborted_txns(0, 3) == [AbortedTxn(4, 0, 2, 3)]
+    lg.truncate_to(m)
+    assert lg.collect_aborted_txns(0, 3) == []
+    assert lg.first_unstable_offset == 0
+
+
+def test_retention_deletes_txnindex_with_segment(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    lg = Log(str(tmp_path / "t-0"), _cfg())
+    lg.append_as_leader(_txn_batch(4, 0), 0)
+    _marker(lg, 4, commit=False)
+    first = lg.segments[0]
+    assert os.path.exists(first.txn_index.path)
+    while len(lg.segments) < 3:
+        lg.append_as_leader(_plain(20), 0)
+    lg.update_high_watermark(lg.log_end_offset)
+    lg.maybe_increment_log_start_offset(lg.segments[1].base_offset)
+    lg.delete_log_start_offset_breached()
+    assert not os.path.exists(first.txn_index.path)
+
+
+def test_transaction_index_torn_entry_is_dropped(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    path = str(tmp_path / "00000000000000000000.txnindex")
+    idx = TransactionIndex(path)
+    assert idx.append(AbortedTxn(1, 0, 5, 6)) and not idx.append(AbortedTxn(1, 0, 5, 6))
+    with open(path, "ab") as f:
+        f.write(b"\x00" * 10)
+    again = TransactionIndex(path)
+    assert again.entries == [AbortedTxn(1, 0, 5, 6)] and os.path.getsize(path) == ENTRY_SIZE
