@@ -452,6 +452,13 @@ class Log:
                 break
         return out
 
+    def aborted_txns_for_read(self, fetch_offset: int, max_offset: int) -> list[AbortedTxn]:
+        """The aborted transactions a read_committed fetch from ``fetch_offset`` needs: ``read``
+        returns data of one segment, so up to the next segment's base (or ``max_offset``)."""
+        i = self._segment_index_for(fetch_offset)
+        upper = min(max_offset, self._bases[i + 1] if i + 1 < len(self._bases) else self._leo)
+        return self.collect_aborted_txns(fetch_offset, upper)
+
     def _complete_txn(self, seg: LogSegment, completed: CompletedTxn | None) -> None:
         # An aborted transaction gets its .txnindex entry in the segment holding its marker.
         if completed is not None and completed.aborted:

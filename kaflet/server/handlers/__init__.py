@@ -53,6 +53,7 @@ from kaflet.server.handlers import (
     stop_replica,
     sync_group,
     update_metadata,
+    write_txn_markers,
 )
 
 HANDLER_MODULES: list[ModuleType] = [
@@ -101,6 +102,8 @@ HANDLER_MODULES: list[ModuleType] = [
     offset_for_leader_epoch,
     controlled_shutdown,
     elect_leaders,
+    # transactions: the log side (markers written by the transaction coordinator)
+    write_txn_markers,
 ]
 
 HANDLERS: dict[int, ModuleType] = {m.API_KEY: m for m in HANDLER_MODULES}
