@@ -443,12 +443,16 @@ class Log:
 
     def collect_aborted_txns(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
         """Aborted transactions overlapping [fetch_offset, upper_bound), from the .txnindex files of
-        the segment holding ``fetch_offset`` on (Kafka's collectAbortedTransactions)."""
+        the segment holding ``fetch_offset`` on (Kafka's collectAbortedTransactions).
+
+        The search goes on past ``upper_bound``: a transaction's ABORT marker, and so its entry,
+        may be segments after its data; it stops at an entry whose LSO reached the bound.
+        """
         out: list[AbortedTxn] = []
         for seg in self._segments[self._segment_index_for(fetch_offset):]:
             found, complete = seg.txn_index.collect(fetch_offset, upper_bound)
             out.extend(found)
-            if complete or seg.base_offset >= upper_bound:
+            if complete:
                 break
         return out
 

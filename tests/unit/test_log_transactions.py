@@ -163,3 +163,15 @@ def test_transaction_index_torn_entry_is_dropped(tmp_path) -> None:  # type: ign
         f.write(b"\x00" * 10)
     again = TransactionIndex(path)
     assert again.entries == [AbortedTxn(1, 0, 5, 6)] and os.path.getsize(path) == ENTRY_SIZE
+
+
+def test_abort_marker_segments_after_its_data_is_found(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    lg = Log(str(tmp_path / "t-0"), _cfg())
+    lg.append_as_leader(_txn_batch(6, 0), 0)          # 0..1 in the first segment
+    while len(lg.segments) < 3:
+        lg.append_as_leader(_plain(20), 0)
+    m = _marker(lg, 6, commit=False)
+    lg.update_high_watermark(lg.log_end_offset)
+    assert lg.aborted_txns_for_read(0, lg.last_stable_offset) == [AbortedTxn(6, 0, m, m + 1)]
+    # A fetch past the transaction's data does not need it.
+    assert lg.aborted_txns_for_read(m + 1, lg.last_stable_offset) == []
