@@ -47,7 +47,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
         for t in m.topics:
             results: list[Any] = []
             for index in t.partition_indexes:
-                code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+                code: int = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
                 if allowed:
                     code, appended = await _append(broker, t.name, index, m)
                     if appended is not None:
