@@ -217,3 +217,33 @@ def test_restart_rebuilds_lso_and_aborted_index(fresh_broker: BrokerProcess, har
         assert _latest(client, topic, 1) == _latest(client, topic, 0)
     finally:
         client.close()
+
+
+def _describe_producers(client: RawClient, topic: str, partitions: list[int]) -> Any:
+    R = codec.request_class(ApiKey.DESCRIBE_PRODUCERS)
+    resp = client.request(ApiKey.DESCRIBE_PRODUCERS, 0, R(topics=[R.TopicRequest(name=topic,
+                                                                                  partition_indexes=partitions)]))
+    [t] = resp.topics
+    assert t.name == topic
+    return t.partitions
+
+
+def test_describe_producers(raw: tuple[RawClient, str]) -> None:
+    client, topic = raw
+    a_pid, a_epoch = _producer_id(client)
+    i_pid, i_epoch = _producer_id(client)
+    assert _produce(client, topic, [b"x", b"y"], pid=a_pid, epoch=a_epoch, seq=0, txn_id="ta", transactional=True) \
+        == (0, 0)
+    assert _produce(client, topic, [b"i"], pid=i_pid, epoch=i_epoch, seq=0) == (0, 2)
+    [p0, p5] = _describe_producers(client, topic, [0, 5])
+    assert (p0.partition_index, p0.error_code, p5.error_code) == (0, 0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    got = {p.producer_id: (p.producer_epoch, p.last_sequence, p.coordinator_epoch, p.current_txn_start_offset)
+           for p in p0.active_producers}
+    assert got == {a_pid: (a_epoch, 1, -1, 0), i_pid: (i_epoch, 0, -1, -1)}
+    assert all(p.last_timestamp > 0 for p in p0.active_producers)
+    assert _markers(client, topic, a_pid, a_epoch, commit=True, coordinator_epoch=4) == [0]
+    [p0] = _describe_producers(client, topic, [0])
+    assert {p.producer_id: (p.coordinator_epoch, p.current_txn_start_offset) for p in p0.active_producers}[a_pid] \
+        == (4, -1)
+    [unknown] = _describe_producers(client, "no-such-topic-dp", [0])
+    assert unknown.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

@@ -30,6 +30,7 @@ from kaflet.server.handlers import (
     describe_cluster,
     describe_configs,
     describe_groups,
+    describe_producers,
     describe_user_scram_credentials,
     elect_leaders,
     fetch,
@@ -104,6 +105,7 @@ HANDLER_MODULES: list[ModuleType] = [
     elect_leaders,
     # transactions: the log side (markers written by the transaction coordinator)
     write_txn_markers,
+    describe_producers,
 ]
 
 HANDLERS: dict[int, ModuleType] = {m.API_KEY: m for m in HANDLER_MODULES}
