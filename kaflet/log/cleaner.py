@@ -22,10 +22,12 @@ A pass over a log, in a cleaner worker process (``cleaner_worker.py``; never on 
    ``.timeindex.cleaned``), fsync'd, and then swapped in by ``Log.replace_with_cleaned`` *on the
    thread that owns the Log* (the event loop), which follows Kafka's crash-safe rename order.
 
-Control batches: kaflet has no transactions yet, but the rules are Kafka's so that replicated or
-imported data stays correct: a marker whose transaction still has data in the log is kept as
-it is; otherwise it gets a delete horizon and is dropped once that has passed.  Transactional
-data is not treated as aborted (there is no transaction index to say so).
+Transactions: a pass stops at the last stable offset (``cleaner_manager``), so undecided
+transactions are never compacted.  A marker whose transaction still has data in the log is kept
+as it is; otherwise it gets a delete horizon and is dropped once that has passed.  Aborted data
+is compacted like committed data, not removed (Kafka removes it; not done yet), so the cleaned
+segment keeps the ``.txnindex`` entries of the segments it replaces and read_committed
+consumers still skip it.
 """
 
 from __future__ import annotations
@@ -45,9 +47,11 @@ from kaflet.log.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
     segment_file_name,
 )
 from kaflet.log.time_index import TimeIndex
+from kaflet.log.transaction_index import TransactionIndex
 from kaflet.protocol.records import (
     BATCH_HEADER_SIZE,
     INT32_MAX,
@@ -67,7 +71,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_CLEANED_FILES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+_CLEANED_FILES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 # Bytes of cleaner work after which the thread gives up the GIL for a moment, so the event loop
 # (produce and fetch) is never starved for longer than that takes.
 _YIELD_EVERY_BYTES = 256 * 1024
@@ -490,6 +494,7 @@ class _Pass:
             since_index = 0
             max_ts, shallow = -1, -1
             out = bytearray()
+            markers: set[int] = set()  # offsets of the markers written with their record
             for cs, in_fd in group:
                 for _, h, data in read_batches(in_fd, cs.size, job.io_buffer_size, self._account):
                     self._check_stop()
@@ -498,6 +503,8 @@ class _Pass:
                     if kept is None:
                         continue
                     kh = parse_batch_header(kept) if kept is not data else h
+                    if kh.is_control and kh.records_count:
+                        markers.add(kh.base_offset)
                     if kh.max_timestamp > max_ts:
                         max_ts, shallow = kh.max_timestamp, kh.last_offset
                     # Kafka's index.interval.bytes rule, as an append of this one batch.
@@ -521,6 +528,7 @@ class _Pass:
             ti.trim()
             oi.flush()
             ti.flush()
+            self._carry_txn_index(group, paths[TXN_INDEX_SUFFIX], markers)
             os.fsync(fd)
         except BaseException:
             os.close(fd)
@@ -546,6 +554,20 @@ class _Pass:
             raise CleaningAbortedError(f"{job.dir}: segments {[cs.base_offset for cs, _ in group]} "
                                        "changed during cleaning")
         fsync_dir(job.dir)
+
+    def _carry_txn_index(self, group: list[tuple[SegmentInfo, int]], path: str, markers: set[int]) -> None:
+        # Aborted data is kept by this pass, so the cleaned segment keeps the aborted-transaction
+        # entries of the segments it replaces (an inactive segment's .txnindex no longer changes)
+        # whose ABORT marker it keeps too: a consumer told of an aborted transaction skips the
+        # producer's transactional data until that marker, so an entry without it would hide
+        # later committed transactions (Kafka writes the entries of retained markers only).
+        cleaned = TransactionIndex(path)
+        for cs, _ in group:
+            for entry in TransactionIndex(os.path.join(self.job.dir, segment_file_name(cs.base_offset,
+                                                                                     TXN_INDEX_SUFFIX))).entries:
+                if entry.last_offset in markers:
+                    cleaned.append(entry)
+        cleaned.flush()
 
     def _filter_batch(self, h: BatchHeader, data: memoryview, st: _GroupState,
                       stats: CleanerStats) -> memoryview | bytes | None:

@@ -166,6 +166,7 @@ class CleanerView(NamedTuple):
     log_end_offset: int
     config: LogConfig
     producer_last_offsets: dict[int, int]  # producer id -> last offset of its last batch
+    last_stable_offset: int
 
 
 class TimestampOffset(NamedTuple):
@@ -263,6 +264,8 @@ class Log:
                 continue
             path = os.path.join(self.dir, n)
             base = int(n[:20])
+            if n.endswith(TXN_INDEX_SUFFIX + SWAP_SUFFIX) and not (min_cleaned is not None and base >= min_cleaned):
+                continue  # installed with its .log below: it cannot be rebuilt from the log alone
             if (min_cleaned is not None and base >= min_cleaned) or not n.endswith(LOG_SUFFIX + SWAP_SUFFIX):
                 _unlink(path)  # unfinished split, or a swap index (rebuilt below)
                 continue
@@ -291,6 +294,9 @@ class Log:
                 old = int(m.group(1))
                 for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
                     _unlink(os.path.join(self.dir, segment_file_name(old, suffix)))
+        txn_swap = os.path.join(self.dir, segment_file_name(base, TXN_INDEX_SUFFIX + SWAP_SUFFIX))
+        if os.path.exists(txn_swap):
+            os.rename(txn_swap, os.path.join(self.dir, segment_file_name(base, TXN_INDEX_SUFFIX)))
         os.rename(swap_path, os.path.join(self.dir, segment_file_name(base, LOG_SUFFIX)))
         for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
             _unlink(os.path.join(self.dir, segment_file_name(base, suffix)))
@@ -1136,13 +1142,13 @@ class Log:
                                          seg.largest_timestamp, handle))
         producers = {pid: e.last_offset for pid, e in self.producer_state.producers.items()}
         return CleanerView(segs, self.active_segment.base_offset, self._high_watermark, self.log_start_offset,
-                           self._leo, self.config, producers)
+                           self._leo, self.config, producers, self.last_stable_offset)
 
     def replace_with_cleaned(self, old: list[LogSegment], base: int, cleaned: dict[str, str]) -> bool:
         """Swap a run of inactive segments for the cleaned segment written at ``base``.
 
-        ``cleaned`` maps each final suffix (``.log``, ``.index``, ``.timeindex``) to its
-        ``.cleaned`` file.  Runs on the owning thread, so readers, appends and retention never
+        ``cleaned`` maps each final suffix (``.log``, ``.index``, ``.timeindex``, and
+        ``.txnindex`` when the old segments had aborted transactions) to its ``.cleaned`` file.  Runs on the owning thread, so readers, appends and retention never
         see a half-swapped list.  The file steps follow Kafka's crash-safe order: every
         ``.cleaned`` becomes ``.swap`` (the ``.log`` last), the old segments are renamed
         ``.deleted`` oldest first, then each ``.swap`` gets its final name; start-up finishes or
@@ -1158,7 +1164,8 @@ class Log:
         n = len(old)
         if i + n >= len(self._segments) or any(a is not b for a, b in zip(self._segments[i : i + n], old, strict=True)):
             return False
-        suffixes = [sfx for sfx in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX) if sfx in cleaned]
+        suffixes = [sfx for sfx in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LOG_SUFFIX)
+                    if sfx in cleaned and (sfx != TXN_INDEX_SUFFIX or os.path.exists(cleaned[sfx]))]
         for sfx in suffixes:
             os.rename(cleaned[sfx], os.path.join(self.dir, segment_file_name(base, sfx + SWAP_SUFFIX)))
         paths: list[str] = []

@@ -175,3 +175,68 @@ def test_abort_marker_segments_after_its_data_is_found(tmp_path) -> None:  # typ
     assert lg.aborted_txns_for_read(0, lg.last_stable_offset) == [AbortedTxn(6, 0, m, m + 1)]
     # A fetch past the transaction's data does not need it.
     assert lg.aborted_txns_for_read(m + 1, lg.last_stable_offset) == []
+
+
+# ---------------------------------------------------------------- the log cleaner
+
+
+def _compact_cfg() -> LogConfig:
+    return LogConfig.from_props({"cleanup.policy": "compact", "segment.bytes": 600, "index.interval.bytes": 100,
+                                 "min.cleanable.dirty.ratio": 0.01, "delete.retention.ms": 1000,
+                                 "file.delete.delay.ms": 0})
+
+
+def _keyed(key: bytes, value: bytes, **kw) -> bytes:  # type: ignore[no-untyped-def]
+    return build_batch([Record(0, 0, key, value)], base_timestamp=1000, **kw)
+
+
+def _clean(lg: Log, now: int = 1000) -> None:
+    from kaflet.log.cleaner import Cleaner
+    from kaflet.log.cleaner_manager import cleanable_section
+
+    view = lg.cleaner_view()
+    assert view is not None
+    ltc = cleanable_section(view, None, now)
+    Cleaner(10_000).clean(lg, view, ltc.first_dirty, ltc.first_uncleanable, now)
+
+
+def _values(lg: Log, upto: int) -> list[tuple[int, bytes | None]]:
+    out = []
+    for seg in lg.segments:
+        for pos, h in seg.batches():
+            if not h.is_control and h.base_offset < upto:
+                out.extend((h.base_offset + r.offset_delta, r.value) for r in decode_records(seg.read_batch(pos, h)))
+    return out
+
+
+def test_cleaner_stops_at_lso_and_keeps_aborted_index(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    lg = Log(str(tmp_path / "c-0"), _compact_cfg(), now_ms=lambda: 1000)
+    lg.append_as_leader(_keyed(b"k", b"aborted", producer_id=3, producer_epoch=0, base_sequence=0,
+                               is_transactional=True), 0)                 # 0
+    abort = _marker(lg, 3, commit=False)                                    # 1
+    seq = 0
+    for i in range(30):
+        lg.append_as_leader(_keyed(b"k%d" % (i % 3), b"v%d" % i), 0)
+    open_first = lg.log_end_offset
+    lg.append_as_leader(_keyed(b"k0", b"open", producer_id=4, producer_epoch=0, base_sequence=seq,
+                               is_transactional=True), 0)
+    for i in range(30):
+        lg.append_as_leader(_keyed(b"k%d" % (i % 3), b"w%d" % i), 0)
+    lg.roll()
+    lg.update_high_watermark(lg.log_end_offset)
+    assert lg.last_stable_offset == open_first
+    before_open = _values(lg, lg.log_end_offset)
+    _clean(lg)
+    # Nothing at or past the open transaction was compacted.
+    assert [v for v in _values(lg, lg.log_end_offset) if v[0] >= open_first] == [
+        v for v in before_open if v[0] >= open_first]
+    # Below it, keys were compacted, but the aborted record and its marker stay, with its index entry.
+    below = _values(lg, open_first)
+    assert (0, b"aborted") in below and len(below) < open_first - 1
+    assert lg.collect_aborted_txns(0, lg.last_stable_offset) == [AbortedTxn(3, 0, abort, abort + 1)]
+    assert any(n.endswith(".txnindex") for n in os.listdir(lg.dir))
+    # After a restart the cleaned segment's index is read back.
+    lg.close()
+    lg2 = Log(str(tmp_path / "c-0"), _compact_cfg(), had_clean_shutdown=True, high_watermark=10_000,
+              now_ms=lambda: 1000)
+    assert lg2.collect_aborted_txns(0, lg2.last_stable_offset) == [AbortedTxn(3, 0, abort, abort + 1)]
