@@ -167,6 +167,7 @@ class CleanerView(NamedTuple):
     config: LogConfig
     producer_last_offsets: dict[int, int]  # producer id -> last offset of its last batch
     last_stable_offset: int
+    aborted_txns: list[AbortedTxn]  # of the whole log, from its .txnindex files
 
 
 class TimestampOffset(NamedTuple):
@@ -1142,7 +1143,8 @@ class Log:
                                          seg.largest_timestamp, handle))
         producers = {pid: e.last_offset for pid, e in self.producer_state.producers.items()}
         return CleanerView(segs, self.active_segment.base_offset, self._high_watermark, self.log_start_offset,
-                           self._leo, self.config, producers, self.last_stable_offset)
+                           self._leo, self.config, producers, self.last_stable_offset,
+                           self.collect_aborted_txns(self.log_start_offset, self._leo))
 
     def replace_with_cleaned(self, old: list[LogSegment], base: int, cleaned: dict[str, str]) -> bool:
         """Swap a run of inactive segments for the cleaned segment written at ``base``.

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,7 +18,7 @@ from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
 from kaflet.protocol.fetch import decode_fetch_response
 from kaflet.protocol.records import Record, build_batch
-from tests.support.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess, running_broker
 from tests.support.raw_client import RawClient
 from tests.support.topics import create_topic
 
@@ -30,8 +31,8 @@ def _producer_id(client: RawClient) -> tuple[int, int]:
 
 
 def _produce(client: RawClient, topic: str, values: list[bytes], *, pid: int = -1, epoch: int = -1, seq: int = -1,
-             txn_id: str | None = None, transactional: bool = False) -> tuple[int, int]:
-    batch = build_batch([Record(i, 0, None, v) for i, v in enumerate(values)], producer_id=pid,
+             txn_id: str | None = None, transactional: bool = False, key: bytes | None = None) -> tuple[int, int]:
+    batch = build_batch([Record(i, 0, key, v) for i, v in enumerate(values)], producer_id=pid,
                         producer_epoch=epoch, base_sequence=seq, is_transactional=transactional)
     R = codec.request_class(ApiKey.PRODUCE)
     P = R.TopicProduceData
@@ -247,3 +248,35 @@ def test_describe_producers(raw: tuple[RawClient, str]) -> None:
         == (4, -1)
     [unknown] = _describe_producers(client, "no-such-topic-dp", [0])
     assert unknown.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_cleaner_removes_aborted_records(tmp_path: Path) -> None:
+    overrides = {"log.cleaner.backoff.ms": "100", "log.segment.delete.delay.ms": "200"}
+    with running_broker(tmp_path / "data", overrides) as broker:
+        topic = f"txcl-{uuid.uuid4().hex[:8]}"
+        create_topic(broker.bootstrap, topic, config={"cleanup.policy": "compact", "segment.bytes": "1024",
+                                                      "min.cleanable.dirty.ratio": "0.01"})
+        client = RawClient(broker.bootstrap)
+        try:
+            pid, epoch = _producer_id(client)
+            assert _produce(client, topic, [b"before"], key=b"k0")[0] == 0
+            assert _produce(client, topic, [b"aborted"], key=b"k0", pid=pid, epoch=epoch, seq=0, txn_id="tc",
+                            transactional=True)[0] == 0
+            assert _markers(client, topic, pid, epoch, commit=False) == [0]
+            assert _produce(client, topic, [b"kept"], key=b"k9", pid=pid, epoch=epoch, seq=1, txn_id="tc",
+                            transactional=True)[0] == 0
+            assert _markers(client, topic, pid, epoch, commit=True) == [0]
+            for i in range(40):
+                assert _produce(client, topic, [b"f" * 60], key=b"f%d" % (i % 4))[0] == 0
+        finally:
+            client.close()
+        # The cleaner (in its worker process) removes the aborted record: read_uncommitted stops seeing it.
+        deadline = time.monotonic() + 60
+        while True:
+            seen = _consume(broker.bootstrap, topic, "read_uncommitted", 7, settle_s=0.5)
+            if b"aborted" not in seen or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        assert b"aborted" not in seen
+        committed = _consume(broker.bootstrap, topic, "read_committed", 7, settle_s=0.5)
+        assert committed[:2] == [b"before", b"kept"] and b"aborted" not in committed

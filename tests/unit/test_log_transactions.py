@@ -209,34 +209,64 @@ def _values(lg: Log, upto: int) -> list[tuple[int, bytes | None]]:
     return out
 
 
-def test_cleaner_stops_at_lso_and_keeps_aborted_index(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    lg = Log(str(tmp_path / "c-0"), _compact_cfg(), now_ms=lambda: 1000)
-    lg.append_as_leader(_keyed(b"k", b"aborted", producer_id=3, producer_epoch=0, base_sequence=0,
-                               is_transactional=True), 0)                 # 0
-    abort = _marker(lg, 3, commit=False)                                    # 1
-    seq = 0
+def test_cleaner_removes_aborted_data_and_keeps_lso_bound(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    d = str(tmp_path / "c-0")
+    lg = Log(d, _compact_cfg(), now_ms=lambda: 1000)
+    lg.append_as_leader(_keyed(b"k0", b"committed-before"), 0)                         # 0
+    lg.append_as_leader(_keyed(b"k0", b"aborted", producer_id=3, producer_epoch=0, base_sequence=0,
+                               is_transactional=True), 0)                              # 1
+    lg.append_as_leader(_keyed(b"ka", b"aborted-2", producer_id=3, producer_epoch=0, base_sequence=1,
+                               is_transactional=True), 0)                              # 2
+    abort = _marker(lg, 3, commit=False)                                                # 3
+    lg.append_as_leader(_keyed(b"kc", b"committed-txn", producer_id=3, producer_epoch=0, base_sequence=2,
+                               is_transactional=True), 0)                              # 4
+    commit = _marker(lg, 3, commit=True)                                                # 5
     for i in range(30):
-        lg.append_as_leader(_keyed(b"k%d" % (i % 3), b"v%d" % i), 0)
+        lg.append_as_leader(_keyed(b"k%d" % (1 + i % 3), b"v%d" % i), 0)
     open_first = lg.log_end_offset
-    lg.append_as_leader(_keyed(b"k0", b"open", producer_id=4, producer_epoch=0, base_sequence=seq,
+    lg.append_as_leader(_keyed(b"k1", b"open", producer_id=4, producer_epoch=0, base_sequence=0,
                                is_transactional=True), 0)
     for i in range(30):
-        lg.append_as_leader(_keyed(b"k%d" % (i % 3), b"w%d" % i), 0)
+        lg.append_as_leader(_keyed(b"k%d" % (1 + i % 3), b"w%d" % i), 0)
     lg.roll()
     lg.update_high_watermark(lg.log_end_offset)
     assert lg.last_stable_offset == open_first
-    before_open = _values(lg, lg.log_end_offset)
+    before = _values(lg, lg.log_end_offset)
     _clean(lg)
-    # Nothing at or past the open transaction was compacted.
-    assert [v for v in _values(lg, lg.log_end_offset) if v[0] >= open_first] == [
-        v for v in before_open if v[0] >= open_first]
-    # Below it, keys were compacted, but the aborted record and its marker stay, with its index entry.
-    below = _values(lg, open_first)
-    assert (0, b"aborted") in below and len(below) < open_first - 1
-    assert lg.collect_aborted_txns(0, lg.last_stable_offset) == [AbortedTxn(3, 0, abort, abort + 1)]
-    assert any(n.endswith(".txnindex") for n in os.listdir(lg.dir))
-    # After a restart the cleaned segment's index is read back.
+    after = _values(lg, lg.log_end_offset)
+    # Undecided data and everything after it is untouched.
+    assert [v for v in after if v[0] >= open_first] == [v for v in before if v[0] >= open_first]
+    below = dict(v for v in after if v[0] < open_first)
+    # The aborted records are gone and did not shadow the committed k0; committed txn data stays.
+    assert below[0] == b"committed-before" and 1 not in below and 2 not in below
+    assert below[4] == b"committed-txn"
+    assert len(below) < open_first - 3  # keys were compacted too
+    # Both markers stay (their transactions had batches in the pass) and the abort keeps its entry.
+    markers = [h.base_offset for seg in lg.segments for _, h in seg.batches() if h.is_control]
+    assert markers == [abort, commit]
+    assert lg.collect_aborted_txns(0, lg.last_stable_offset) == [AbortedTxn(3, 1, abort, abort + 1)]
+    # A restart reads the cleaned segment's index back.
     lg.close()
-    lg2 = Log(str(tmp_path / "c-0"), _compact_cfg(), had_clean_shutdown=True, high_watermark=10_000,
-              now_ms=lambda: 1000)
-    assert lg2.collect_aborted_txns(0, lg2.last_stable_offset) == [AbortedTxn(3, 0, abort, abort + 1)]
+    lg2 = Log(d, _compact_cfg(), had_clean_shutdown=True, high_watermark=10_000, now_ms=lambda: 1000)
+    assert lg2.collect_aborted_txns(0, lg2.last_stable_offset) == [AbortedTxn(3, 1, abort, abort + 1)]
+
+
+def test_cleaner_drops_marker_of_aborted_txn_without_data_after_horizon(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    now = [1000]
+    lg = Log(str(tmp_path / "c-0"), _compact_cfg(), now_ms=lambda: now[0])
+    lg.append_as_leader(_keyed(b"x", b"aborted", producer_id=5, producer_epoch=0, base_sequence=0,
+                               is_transactional=True), 0)                              # 0
+    _marker(lg, 5, commit=False)                                                        # 1
+    lg.append_as_leader(_keyed(b"y", b"p", producer_id=5, producer_epoch=0, base_sequence=1), 0)  # 2, last of 5
+    for i in range(40):
+        lg.append_as_leader(_keyed(b"k%d" % (i % 3), b"v%d" % i), 0)
+    lg.roll()
+    lg.update_high_watermark(lg.log_end_offset)
+    _clean(lg, now=1000)                # the aborted batch goes; the marker still saw it: kept
+    assert [h.base_offset for seg in lg.segments for _, h in seg.batches() if h.is_control] == [1]
+    assert lg.collect_aborted_txns(0, lg.last_stable_offset)[0].last_offset == 1
+    _clean(lg, now=1000)                # no batch of it left: the marker gets a delete horizon
+    _clean(lg, now=5000)                # past delete.retention.ms: the marker and its entry go
+    assert [h.base_offset for seg in lg.segments for _, h in seg.batches() if h.is_control] == []
+    assert lg.collect_aborted_txns(0, lg.last_stable_offset) == []
+    assert (2, b"p") in _values(lg, lg.log_end_offset)
