@@ -22,10 +22,14 @@ A pass over a log, in a cleaner worker process (``cleaner_worker.py``; never on 
    ``.timeindex.cleaned``), fsync'd, and then swapped in by ``Log.replace_with_cleaned`` *on the
    thread that owns the Log* (the event loop), which follows Kafka's crash-safe rename order.
 
-Control batches: kaflet has no transactions yet, but the rules are Kafka's so that replicated or
-imported data stays correct: a marker whose transaction still has data in the log is kept as
-it is; otherwise it gets a delete horizon and is dropped once that has passed.  Transactional
-data is not treated as aborted (there is no transaction index to say so).
+Transactions (Kafka's CleanedTransactionMetadata): a pass stops at the last stable offset
+(``cleaner_manager``), so undecided transactions are never compacted.  The aborted transactions
+of the log's ``.txnindex`` files come with the job: their batches are left out of the offset
+map (an aborted value never shadows a committed one) and removed (an empty batch stays if it
+is its producer's last).  An ABORT marker stays, with its ``.txnindex`` entry written for the
+cleaned segment, while the pass still met batches of its transaction; a COMMIT marker stays
+while its transaction has data in the log.  A marker without data left gets a delete horizon
+and is dropped once that has passed.
 """
 
 from __future__ import annotations
@@ -34,20 +38,23 @@ import logging
 import os
 import time
 from collections.abc import Callable, Generator, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from kaflet.log.checkpoints import fsync_dir
 from kaflet.log.offset_index import OffsetIndex
 from kaflet.log.offset_map import OffsetMap
+from kaflet.log.producer_state import CONTROL_ABORT, CONTROL_COMMIT
 from kaflet.log.segment import (
     CLEANED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
     segment_file_name,
 )
 from kaflet.log.time_index import TimeIndex
+from kaflet.log.transaction_index import AbortedTxn, TransactionIndex
 from kaflet.protocol.records import (
     BATCH_HEADER_SIZE,
     INT32_MAX,
@@ -67,7 +74,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_CLEANED_FILES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+_CLEANED_FILES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 # Bytes of cleaner work after which the thread gives up the GIL for a moment, so the event loop
 # (produce and fetch) is never starved for longer than that takes.
 _YIELD_EVERY_BYTES = 256 * 1024
@@ -199,7 +206,58 @@ class _GroupState:
     now: int
     new_horizon: int
     producers: dict[int, int]
-    txn_has_data: dict[int, bool] = field(default_factory=dict)
+    txns: _TxnTracker
+
+
+class _TxnTracker:
+    """Which batches belong to aborted transactions, and which markers may go, as the pass
+    reads the log in order (Kafka's CleanedTransactionMetadata)."""
+
+    def __init__(self, aborted: Sequence[tuple[int, int, int, int]]) -> None:
+        self._pending = sorted(aborted, key=lambda t: t[1])  # by first offset
+        self._next = 0
+        self._ongoing_aborted: dict[int, list[Any]] = {}  # pid -> [entry, batch seen]
+        self._ongoing_committed: set[int] = set()
+        self.cleaned_index: TransactionIndex | None = None
+
+    def _consume_up_to(self, offset: int) -> None:
+        pending = self._pending
+        while self._next < len(pending) and pending[self._next][1] <= offset:
+            entry = pending[self._next]
+            self._ongoing_aborted.setdefault(entry[0], [entry, False])
+            self._next += 1
+
+    def on_batch(self, h: BatchHeader) -> bool:
+        """A data batch: True if it belongs to an aborted transaction (to be removed)."""
+        self._consume_up_to(h.last_offset)
+        if not h.is_transactional:
+            return False
+        ongoing = self._ongoing_aborted.get(h.producer_id)
+        if ongoing is not None:
+            ongoing[1] = True
+            return True
+        self._ongoing_committed.add(h.producer_id)
+        return False
+
+    def on_marker(self, h: BatchHeader, records: list[Record]) -> bool:
+        """A control batch: True if the pass met no batch of its transaction (it may go)."""
+        self._consume_up_to(h.last_offset)
+        if not records or records[0].key is None or len(records[0].key) < 4:
+            return True  # already emptied by an earlier pass
+        ctype = int.from_bytes(records[0].key[2:4], "big", signed=True)
+        if ctype == CONTROL_ABORT:
+            ongoing = self._ongoing_aborted.pop(h.producer_id, None)
+            if ongoing is not None and ongoing[1]:
+                if self.cleaned_index is not None:
+                    self.cleaned_index.append(AbortedTxn(*ongoing[0]))
+                return False
+            return True
+        if ctype == CONTROL_COMMIT:
+            if h.producer_id in self._ongoing_committed:
+                self._ongoing_committed.discard(h.producer_id)
+                return False
+            return True
+        return False
 
 
 class _SegmentLike(Protocol):
@@ -309,6 +367,8 @@ class CleanJob:
     map_capacity: int
     io_buffer_size: int
     io_max_bytes_per_second: float = float("inf")
+    # (producer id, first offset, last offset, last stable offset) of the log's aborted transactions
+    aborted_txns: tuple[tuple[int, int, int, int], ...] = ()
 
     @classmethod
     def of(cls, lg_dir: str, view: CleanerView, first_dirty: int, first_uncleanable: int, now_ms: int,
@@ -317,7 +377,7 @@ class CleanJob:
         return cls(lg_dir, tuple(SegmentInfo(s.base_offset, s.next_base_offset, s.size) for s in view.segments),
                    first_dirty, first_uncleanable, now_ms, cfg.segment_bytes, cfg.segment_index_bytes,
                    cfg.index_interval_bytes, cfg.delete_retention_ms, dict(view.producer_last_offsets),
-                   map_capacity, io_buffer_size, io_max_bytes_per_second)
+                   map_capacity, io_buffer_size, io_max_bytes_per_second, tuple(view.aborted_txns))
 
 
 @dataclass(frozen=True, slots=True)
@@ -441,7 +501,7 @@ class _Pass:
         fd_of = {s.base_offset: fd for s, fd in to_clean}
         stats.segments_before = len(to_clean)
         state = _GroupState(omap, end, job.now_ms, job.now_ms + job.delete_retention_ms,
-                            dict(job.producer_last_offsets))
+                            dict(job.producer_last_offsets), _TxnTracker(job.aborted_txns))
         for group in group_segments([s for s, _ in to_clean], job.segment_bytes, job.segment_index_bytes,
                                     job.index_interval_bytes):
             self._check_stop()
@@ -453,8 +513,15 @@ class _Pass:
     def _build_offset_map(self, dirty: list[tuple[SegmentInfo, int]], first_dirty: int, omap: OffsetMap) -> int:
         """Fill ``omap`` from the dirty segments; returns the offset the map covers up to."""
         end = first_dirty
+        txns = _TxnTracker(self.job.aborted_txns)
         for cs, fd in dirty:
             for _, h, data in read_batches(fd, cs.size, self.job.io_buffer_size, self._account):
+                # Every batch goes through the tracker, so an ABORT marker ends its transaction.
+                if h.is_control:
+                    txns.on_marker(h, decode_records(data))
+                    aborted = False
+                else:
+                    aborted = txns.on_batch(h)
                 if h.next_offset <= first_dirty:
                     continue
                 # A batch is mapped whole or not at all, so ``end`` stays on a batch boundary.
@@ -464,7 +531,7 @@ class _Pass:
                             f"log.cleaner.dedupe.buffer.size holds {omap.capacity} keys: too small for one batch "
                             f"of {h.records_count} records at offset {h.base_offset}")
                     return end
-                if not h.is_control:
+                if not h.is_control and not aborted:
                     for r in decode_records(data):
                         off = h.base_offset + r.offset_delta
                         if r.key is not None and off >= first_dirty:
@@ -490,6 +557,7 @@ class _Pass:
             since_index = 0
             max_ts, shallow = -1, -1
             out = bytearray()
+            state.txns.cleaned_index = TransactionIndex(paths[TXN_INDEX_SUFFIX])
             for cs, in_fd in group:
                 for _, h, data in read_batches(in_fd, cs.size, job.io_buffer_size, self._account):
                     self._check_stop()
@@ -521,6 +589,7 @@ class _Pass:
             ti.trim()
             oi.flush()
             ti.flush()
+            state.txns.cleaned_index.flush()
             os.fsync(fd)
         except BaseException:
             os.close(fd)
@@ -554,15 +623,19 @@ class _Pass:
         horizon = h.delete_horizon_ms
         last_of_producer = h.producer_id >= 0 and st.producers.get(h.producer_id) == h.last_offset
         if h.is_control:
-            if st.txn_has_data.pop(h.producer_id, False):
+            records = decode_records(data)
+            if not st.txns.on_marker(h, records):
                 return data  # its transaction's data is still in the log
             if horizon is None:
                 stats.next_horizon_ms = _min(stats.next_horizon_ms, st.new_horizon)
-                return self._rebuild(h, decode_records(data), st.new_horizon)
+                return self._rebuild(h, records, st.new_horizon)
             if st.now < horizon:
                 stats.next_horizon_ms = _min(stats.next_horizon_ms, horizon)
                 return data
             return build_empty_batch(h) if last_of_producer else None
+        if st.txns.on_batch(h):
+            stats.records_read += h.records_count
+            return build_empty_batch(h) if last_of_producer else None  # an aborted transaction's
         records = decode_records(data)
         stats.records_read += len(records)
         kept: list[Record] = []
@@ -580,8 +653,6 @@ class _Pass:
             kept.append(r)
             tombstones = tombstones or r.value is None
         stats.records_kept += len(kept)
-        if h.is_transactional and kept:
-            st.txn_has_data[h.producer_id] = True
         if not kept:
             return build_empty_batch(h) if last_of_producer else None
         new_horizon = horizon if horizon is not None else (st.new_horizon if tombstones else None)

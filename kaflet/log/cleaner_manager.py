@@ -15,7 +15,7 @@ Choosing a log (Kafka's LogCleanerManager rules):
 
 * first dirty offset = the checkpointed one, or the log start offset when there is none, it is
   below the log start, or it is past the log end (the log was truncated);
-* first uncleanable offset = the active segment's base, the high watermark, and with
+* first uncleanable offset = the active segment's base, the last stable offset, and with
   min.compaction.lag.ms the base of the first segment holding a record newer than the lag;
   only whole segments below it are cleanable;
 * dirty ratio = cleanable bytes / (clean bytes + cleanable bytes); a log is cleaned when the
@@ -91,7 +91,9 @@ def cleanable_section(view: CleanerView, checkpoint: int | None, now_ms: int) ->
     if first_dirty < view.log_start_offset or first_dirty > view.log_end_offset:
         first_dirty = view.log_start_offset
     cfg = view.config
-    upper = min(view.active_base_offset, view.high_watermark)
+    # Kafka's first uncleanable offset also stops at the first unstable offset: the data of an
+    # undecided transaction is not compacted. min(HW, first unstable) is the last stable offset.
+    upper = min(view.active_base_offset, view.last_stable_offset)
     dirty = [s for s in view.segments if s.next_base_offset > first_dirty and s.next_base_offset <= upper]
     needs_now = False
     if dirty and cfg.max_compaction_lag_ms < 2**63 - 1:

@@ -24,6 +24,7 @@ import logging
 import os
 import random
 import re
+import struct
 import time
 from bisect import bisect_right
 from collections.abc import Callable
@@ -42,7 +43,7 @@ from kaflet.log.config import LONG_MAX, LogConfig
 from kaflet.log.errors import LogError, OffsetOutOfRangeError, UnexpectedAppendOffsetError
 from kaflet.log.leader_epoch import LeaderEpochCache
 from kaflet.log.metadata_writer import MetadataWriter
-from kaflet.log.producer_state import ProducerStateManager
+from kaflet.log.producer_state import CONTROL_ABORT, CONTROL_COMMIT, CompletedTxn, ProducerStateManager
 from kaflet.log.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -56,6 +57,7 @@ from kaflet.log.segment import (
     SharedFile,
     segment_file_name,
 )
+from kaflet.log.transaction_index import AbortedTxn
 from kaflet.protocol.errors import ErrorCode
 from kaflet.protocol.records import (
     BATCH_HEADER_SIZE,
@@ -69,12 +71,15 @@ from kaflet.protocol.records import (
     TIMESTAMP_TYPE_MASK,
     BatchHeader,
     BatchInfo,
+    Record,
     RecordError,
     RecordValidationError,
+    build_batch,
     check_crc,
     decode_records,
     has_trusted_timestamps,
     parse_batch_header,
+    parse_records,
     recompress_batch,
     scan_records,
     set_base_offset,
@@ -161,6 +166,8 @@ class CleanerView(NamedTuple):
     log_end_offset: int
     config: LogConfig
     producer_last_offsets: dict[int, int]  # producer id -> last offset of its last batch
+    last_stable_offset: int
+    aborted_txns: list[AbortedTxn]  # of the whole log, from its .txnindex files
 
 
 class TimestampOffset(NamedTuple):
@@ -226,6 +233,7 @@ class Log:
         # As in Kafka the log only keeps the high watermark: it starts at the checkpointed value
         # (or the log start offset) and the partition (replication/partition.py) moves it.
         self._high_watermark = max(self.log_start_offset, min(high_watermark or 0, self._leo))
+        self.producer_state.on_high_watermark(self._high_watermark)
         self._last_flush_ms = self._time()
 
     def _write_file(self, name: str, data: bytes) -> None:
@@ -257,6 +265,8 @@ class Log:
                 continue
             path = os.path.join(self.dir, n)
             base = int(n[:20])
+            if n.endswith(TXN_INDEX_SUFFIX + SWAP_SUFFIX) and not (min_cleaned is not None and base >= min_cleaned):
+                continue  # installed with its .log below: it cannot be rebuilt from the log alone
             if (min_cleaned is not None and base >= min_cleaned) or not n.endswith(LOG_SUFFIX + SWAP_SUFFIX):
                 _unlink(path)  # unfinished split, or a swap index (rebuilt below)
                 continue
@@ -285,6 +295,9 @@ class Log:
                 old = int(m.group(1))
                 for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
                     _unlink(os.path.join(self.dir, segment_file_name(old, suffix)))
+        txn_swap = os.path.join(self.dir, segment_file_name(base, TXN_INDEX_SUFFIX + SWAP_SUFFIX))
+        if os.path.exists(txn_swap):
+            os.rename(txn_swap, os.path.join(self.dir, segment_file_name(base, TXN_INDEX_SUFFIX)))
         os.rename(swap_path, os.path.join(self.dir, segment_file_name(base, LOG_SUFFIX)))
         for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
             _unlink(os.path.join(self.dir, segment_file_name(base, suffix)))
@@ -331,6 +344,8 @@ class Log:
         active = self._segments[-1]
         if clean:
             active.rebuild_indexes_if_needed(full=True)
+        # Markers lost with a torn tail take their aborted-transaction entries with them.
+        active.txn_index.truncate_to(active.read_next_offset())
         active.resize_indexes(self.config.segment_index_bytes)
         self._leo = active.read_next_offset()
         # Empty trailing segments after a torn roll: the LEO is the base of the last segment.
@@ -358,11 +373,15 @@ class Log:
         if start < self._leo:
             i = max(0, bisect_right(self._bases, start) - 1)
             for seg in self._segments[i:]:
-                for _, h in seg.batches():
+                for pos, h in seg.batches():
                     if h.base_offset + h.last_offset_delta < start:
                         continue
                     if h.producer_id >= 0:
-                        ps.update(h)
+                        if h.is_control:
+                            # Rebuilds the .txnindex entries a crash lost (present ones are kept).
+                            self._complete_txn(seg, ps.update(h, _control_of(seg.read_batch(pos, h))))
+                        else:
+                            ps.update(h)
                     replayed += 1
         ps.map_end_offset = self._leo
         ps.delete_snapshots_before(self._segments[0].base_offset)
@@ -413,7 +432,50 @@ class Log:
         Only the partition calls this (the leader's ISR rule, a follower's fetch response).
         """
         self._high_watermark = max(self.log_start_offset, min(offset, self._leo))
+        self.producer_state.on_high_watermark(self._high_watermark)
         return self._high_watermark
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """First offset of the earliest transaction not yet decided and replicated (None: none)."""
+        first = self.producer_state.first_unstable_offset()
+        return None if first is None else max(first, self.log_start_offset)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The LSO: read_committed consumers read up to here (the high watermark if no
+        transaction is open)."""
+        first = self.first_unstable_offset
+        return self._high_watermark if first is None else min(first, self._high_watermark)
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping [fetch_offset, upper_bound), from the .txnindex files of
+        the segment holding ``fetch_offset`` on (Kafka's collectAbortedTransactions).
+
+        The search goes on past ``upper_bound``: a transaction's ABORT marker, and so its entry,
+        may be segments after its data; it stops at an entry whose LSO reached the bound.
+        """
+        out: list[AbortedTxn] = []
+        for seg in self._segments[self._segment_index_for(fetch_offset):]:
+            found, complete = seg.txn_index.collect(fetch_offset, upper_bound)
+            out.extend(found)
+            if complete:
+                break
+        return out
+
+    def aborted_txns_for_read(self, fetch_offset: int, max_offset: int) -> list[AbortedTxn]:
+        """The aborted transactions a read_committed fetch from ``fetch_offset`` needs: ``read``
+        returns data of one segment, so up to the next segment's base (or ``max_offset``)."""
+        i = self._segment_index_for(fetch_offset)
+        upper = min(max_offset, self._bases[i + 1] if i + 1 < len(self._bases) else self._leo)
+        return self.collect_aborted_txns(fetch_offset, upper)
+
+    def _complete_txn(self, seg: LogSegment, completed: CompletedTxn | None) -> None:
+        # An aborted transaction gets its .txnindex entry in the segment holding its marker.
+        if completed is not None and completed.aborted:
+            ps = self.producer_state
+            seg.txn_index.append(AbortedTxn(completed.producer_id, completed.first_offset, completed.last_offset,
+                                            ps.last_stable_offset(completed)))
 
     def assign_topic_id(self, topic_id: str) -> None:
         """Give a log created without a topic id its id (written to ``partition.metadata``)."""
@@ -441,6 +503,30 @@ class Log:
         self.leader_epoch_cache.assign(epoch, start_offset)
 
     # ------------------------------------------------------------------ append
+
+    def append_txn_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
+                          leader_epoch: int, now_ms: int | None = None) -> AppendResult:
+        """Append a COMMIT or ABORT marker for a producer (the coordinator's WriteTxnMarkers).
+
+        Raises ProducerStateError (INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED) and
+        writes nothing when the marker is stale.
+        """
+        if self._closed:
+            raise ValueError(f"log {self.dir} is closed")
+        now = self._time() if now_ms is None else now_ms
+        self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        ctype = CONTROL_COMMIT if commit else CONTROL_ABORT
+        record = Record(0, 0, struct.pack(">hh", 0, ctype), struct.pack(">hi", 0, coordinator_epoch))
+        offset = self._leo
+        buf = build_batch([record], base_offset=offset, producer_id=producer_id, producer_epoch=producer_epoch,
+                          base_timestamp=now, is_transactional=True, is_control=True,
+                          partition_leader_epoch=leader_epoch)
+        seg = self._maybe_roll(len(buf), now, offset, offset, now)
+        if leader_epoch >= 0 and leader_epoch > self.leader_epoch_cache.latest_epoch:
+            self.leader_epoch_cache.assign(leader_epoch, offset)
+        self._write(seg, offset, now, offset, buf, [parse_batch_header(buf)])
+        flush_needed = self._leo - self._recovery_point >= self.config.flush_messages
+        return AppendResult(offset, offset, -1, self.log_start_offset, 1, False, flush_needed)
 
     def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int,
                          now_ms: int | None = None) -> AppendResult:
@@ -622,9 +708,14 @@ class Log:
         seg.append(last, max_ts, shallow, data)
         self._leo = last + 1
         ps = self.producer_state
+        pos = 0
         for h in headers:
             if h.producer_id >= 0:
-                ps.update(h)
+                if h.is_control:
+                    self._complete_txn(seg, ps.update(h, _control_of(data[pos : pos + h.size])))
+                else:
+                    ps.update(h)
+            pos += h.size
         ps.map_end_offset = self._leo
 
     def _validate_records(self, mv: memoryview, infos: list[BatchInfo], now: int, check_all: bool,
@@ -1052,13 +1143,14 @@ class Log:
                                          seg.largest_timestamp, handle))
         producers = {pid: e.last_offset for pid, e in self.producer_state.producers.items()}
         return CleanerView(segs, self.active_segment.base_offset, self._high_watermark, self.log_start_offset,
-                           self._leo, self.config, producers)
+                           self._leo, self.config, producers, self.last_stable_offset,
+                           self.collect_aborted_txns(self.log_start_offset, self._leo))
 
     def replace_with_cleaned(self, old: list[LogSegment], base: int, cleaned: dict[str, str]) -> bool:
         """Swap a run of inactive segments for the cleaned segment written at ``base``.
 
-        ``cleaned`` maps each final suffix (``.log``, ``.index``, ``.timeindex``) to its
-        ``.cleaned`` file.  Runs on the owning thread, so readers, appends and retention never
+        ``cleaned`` maps each final suffix (``.log``, ``.index``, ``.timeindex``, and
+        ``.txnindex`` when the old segments had aborted transactions) to its ``.cleaned`` file.  Runs on the owning thread, so readers, appends and retention never
         see a half-swapped list.  The file steps follow Kafka's crash-safe order: every
         ``.cleaned`` becomes ``.swap`` (the ``.log`` last), the old segments are renamed
         ``.deleted`` oldest first, then each ``.swap`` gets its final name; start-up finishes or
@@ -1074,7 +1166,8 @@ class Log:
         n = len(old)
         if i + n >= len(self._segments) or any(a is not b for a, b in zip(self._segments[i : i + n], old, strict=True)):
             return False
-        suffixes = [sfx for sfx in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX) if sfx in cleaned]
+        suffixes = [sfx for sfx in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LOG_SUFFIX)
+                    if sfx in cleaned and (sfx != TXN_INDEX_SUFFIX or os.path.exists(cleaned[sfx]))]
         for sfx in suffixes:
             os.rename(cleaned[sfx], os.path.join(self.dir, segment_file_name(base, sfx + SWAP_SUFFIX)))
         paths: list[str] = []
@@ -1131,6 +1224,7 @@ class Log:
         ps = self.producer_state
         ps.delete_snapshots_after(self._leo)
         self._load_producer_state()
+        ps.on_high_watermark(self._high_watermark)
 
     def close(self, sync: bool = False, *, deleting: bool = False) -> None:
         """Snapshot producer state at the LEO, trim indexes, release files.
@@ -1184,6 +1278,20 @@ def _record_validation_error(errors: list[tuple[int, str | None]], timestamp_err
         f"showing the first three errors at most: [{shown}]",
         errors,
     )
+
+
+def _control_of(batch: bytes | bytearray | memoryview) -> tuple[int, int] | None:
+    """(control type, coordinator epoch) of an end-transaction marker batch; None if it is none."""
+    try:
+        rec = parse_records(memoryview(batch)[BATCH_HEADER_SIZE:], 1)[0]
+    except (RecordError, ValueError, IndexError):
+        return None
+    if rec.key is None or len(rec.key) < 4 or rec.value is None or len(rec.value) < 6:
+        return None
+    ctype = struct.unpack_from(">h", rec.key, 2)[0]
+    if ctype not in (CONTROL_ABORT, CONTROL_COMMIT):
+        return None
+    return ctype, struct.unpack_from(">i", rec.value, 2)[0]
 
 
 def _unlink(path: str) -> None:

@@ -10,6 +10,13 @@ Checks follow Kafka's ProducerAppendInfo (client-origin appends):
 * a batch equal (epoch, first and last sequence) to one of the last 5 appended is a duplicate:
   the append is skipped and the original offsets are returned, with no error;
 * a non-transactional batch while a transaction is open -> INVALID_TXN_STATE (48).
+
+Transaction markers (control batches the coordinator writes through WriteTxnMarkers) follow
+Kafka's appendEndTxnMarker: an epoch below the producer's -> INVALID_PRODUCER_EPOCH, a
+coordinator epoch below the last marker's -> TRANSACTION_COORDINATOR_FENCED (52).  A marker
+ending a transaction that wrote data completes it (``CompletedTxn``); the first offsets of the
+open transactions and of completed ones not yet below the high watermark give the first
+unstable offset, from which the log computes its last stable offset.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ import struct
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import crc32c
 
@@ -38,6 +46,19 @@ NO_SEQUENCE = -1
 _SNAP_HEADER = struct.Struct(">hIi")
 _SNAP_ENTRY = struct.Struct(">qhiqiqiq")  # 46 bytes
 _SNAPSHOT_NAME = re.compile(r"^(\d{20})\.snapshot$")
+
+
+CONTROL_ABORT = 0
+CONTROL_COMMIT = 1
+
+
+class CompletedTxn(NamedTuple):
+    """A transaction ended by a marker: its data from first_offset, its marker at last_offset."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    aborted: bool
 
 
 def _decrement_sequence(seq: int, dec: int) -> int:
@@ -110,6 +131,9 @@ class ProducerStateManager:
         self.dir = directory
         self.producers: dict[int, ProducerEntry] = {}
         self.map_end_offset = 0  # state covers every batch below this offset
+        self.ongoing_txns: dict[int, int] = {}  # producer id -> first offset of its open transaction
+        # Completed transactions whose marker is not yet below the high watermark, by marker offset.
+        self.unreplicated_txns: list[CompletedTxn] = []
 
     # ---- validation (no mutation) ----
 
@@ -162,11 +186,34 @@ class ProducerStateManager:
             pending[pid] = (h.producer_epoch, last_seq, 0 if h.is_transactional else txn_first)
         return None
 
+    def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> None:
+        """Validate a transaction marker the coordinator is about to write (no state change)."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            return
+        if producer_epoch < entry.producer_epoch:
+            raise ProducerStateError(
+                ErrorCode.INVALID_PRODUCER_EPOCH,
+                f"marker epoch {producer_epoch} of producer {producer_id} is below the current epoch "
+                f"{entry.producer_epoch}",
+            )
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise ProducerStateError(
+                ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+                f"marker coordinator epoch {coordinator_epoch} for producer {producer_id} is below the last "
+                f"seen {entry.coordinator_epoch}",
+            )
+
     # ---- updates ----
 
-    def update(self, h: BatchHeader) -> None:
-        """Apply one appended batch (with its final offsets) to the state."""
+    def update(self, h: BatchHeader, control: tuple[int, int] | None = None) -> CompletedTxn | None:
+        """Apply one appended batch (with its final offsets) to the state.
+
+        ``control``: (control type, coordinator epoch) of a marker batch.  Returns the
+        transaction a marker completed, if it had written data.
+        """
         last_offset = h.base_offset + h.last_offset_delta
+        completed = None
         if h.producer_id >= 0 and not h.is_control:
             entry = self.producers.get(h.producer_id)
             if entry is None:
@@ -174,6 +221,7 @@ class ProducerStateManager:
             entry.add_batch(h.producer_epoch, h.last_sequence, last_offset, h.last_offset_delta, h.max_timestamp)
             if h.is_transactional and entry.current_txn_first_offset < 0:
                 entry.current_txn_first_offset = h.base_offset
+                self.ongoing_txns[h.producer_id] = h.base_offset
         elif h.producer_id >= 0 and h.is_control:
             # End-transaction marker: the transaction is over; the epoch may have been bumped.
             entry = self.producers.get(h.producer_id)
@@ -182,13 +230,42 @@ class ProducerStateManager:
             if h.producer_epoch != entry.producer_epoch:
                 entry.batches.clear()
                 entry.producer_epoch = h.producer_epoch
+            if entry.current_txn_first_offset >= 0 and control is not None:
+                completed = CompletedTxn(h.producer_id, entry.current_txn_first_offset, h.base_offset,
+                                         control[0] == CONTROL_ABORT)
+                self.unreplicated_txns.append(completed)
+            self.ongoing_txns.pop(h.producer_id, None)
             entry.current_txn_first_offset = -1
+            if control is not None:
+                entry.coordinator_epoch = control[1]
             entry.last_timestamp = h.max_timestamp
         self.map_end_offset = max(self.map_end_offset, last_offset + 1)
+        return completed
+
+    def last_stable_offset(self, completed: CompletedTxn) -> int:
+        """The LSO right after ``completed`` ends (for its .txnindex entry), as Kafka computes it:
+        the first offset of the earliest other open transaction, else past the marker."""
+        others = [first for pid, first in self.ongoing_txns.items() if pid != completed.producer_id]
+        return min(others) if others else completed.last_offset + 1
+
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the earliest transaction not yet decided and replicated, if any."""
+        first = min(self.ongoing_txns.values(), default=None)
+        for txn in self.unreplicated_txns:
+            if first is None or txn.first_offset < first:
+                first = txn.first_offset
+        return first
+
+    def on_high_watermark(self, hw: int) -> None:
+        """Completed transactions whose marker is below the high watermark are stable."""
+        if self.unreplicated_txns and self.unreplicated_txns[0].last_offset < hw:
+            self.unreplicated_txns = [t for t in self.unreplicated_txns if t.last_offset >= hw]
 
     def truncate(self) -> None:
         """Forget all state (before reloading from an earlier snapshot)."""
         self.producers.clear()
+        self.ongoing_txns.clear()
+        self.unreplicated_txns.clear()
         self.map_end_offset = 0
 
     # ---- snapshots ----
@@ -278,6 +355,8 @@ class ProducerStateManager:
             except (OSError, ValueError):
                 _unlink(path)
                 continue
+            self.ongoing_txns = {pid: e.current_txn_first_offset for pid, e in self.producers.items()
+                                 if e.current_txn_first_offset >= 0}
             self.map_end_offset = off
             return off
         return None

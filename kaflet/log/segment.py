@@ -16,6 +16,7 @@ from kaflet.log.config import LogConfig
 from kaflet.log.errors import CorruptIndexError
 from kaflet.log.offset_index import OffsetIndex
 from kaflet.log.time_index import TimeIndex
+from kaflet.log.transaction_index import TransactionIndex
 from kaflet.protocol.records import (
     _HEADER,
     ATTRIBUTES_OFFSET,
@@ -139,6 +140,7 @@ class LogSegment:
             os.path.join(directory, segment_file_name(base_offset, TIME_INDEX_SUFFIX)), base_offset,
             config.segment_index_bytes,
         )
+        self.txn_index = TransactionIndex(os.path.join(directory, segment_file_name(base_offset, TXN_INDEX_SUFFIX)))
         self.index_interval_bytes = config.index_interval_bytes
         self.created_ms = created_ms
         self.roll_jitter_ms = roll_jitter_ms
@@ -247,6 +249,7 @@ class LogSegment:
         os.fsync(self._fd)
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def on_become_inactive(self) -> None:
         """At roll: final time-index entry for the max timestamp, then trim both indexes."""
@@ -263,6 +266,7 @@ class LogSegment:
         position = found[0]
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         removed = self.size - position
         os.ftruncate(self._fd, position)
         self.size = position
@@ -489,8 +493,7 @@ class LogSegment:
         """
         self.close_handlers()
         renamed: list[str] = []
-        for path in (self.log_path, self.offset_index.path, self.time_index.path,
-                     os.path.join(self.dir, segment_file_name(self.base_offset, TXN_INDEX_SUFFIX))):
+        for path in (self.log_path, self.offset_index.path, self.time_index.path, self.txn_index.path):
             try:
                 os.rename(path, path + DELETED_SUFFIX)
             except FileNotFoundError:
@@ -501,8 +504,7 @@ class LogSegment:
     def delete(self) -> None:
         """Close and remove the segment's files (open regions still read the old data)."""
         self.close_handlers()
-        for path in (self.log_path, self.offset_index.path, self.time_index.path,
-                     os.path.join(self.dir, segment_file_name(self.base_offset, TXN_INDEX_SUFFIX))):
+        for path in (self.log_path, self.offset_index.path, self.time_index.path, self.txn_index.path):
             try:
                 os.unlink(path)
             except FileNotFoundError:

@@ -49,6 +49,7 @@ FetchPartition = tuple[int, int, int, int, int, int]
 P_INDEX, P_LEADER_EPOCH, P_FETCH_OFFSET, P_LAST_FETCHED_EPOCH, P_LOG_START, P_MAX_BYTES = range(6)
 
 _I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
 _REPLICA_STATE = struct.Struct(">iq")
 # Request partitions by version range (see FetchRequest.json).
 _REQ_V4 = struct.Struct(">iqi")  # partition, fetch offset, max bytes
@@ -257,6 +258,8 @@ class PartitionFetchData:
     records: list[Region | bytes] | None = None
     preferred_read_replica: int = -1
     current_leader: tuple[int, int] | None = None
+    # read_committed: (producer id, first offset) of the aborted transactions in the records
+    aborted_transactions: list[tuple[int, int]] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,7 +329,9 @@ def encode_fetch_response(
         w.array_len(len(parts), flexible)
         buf = w.buf
         for p in parts:
-            if not p.records and p.current_leader is None:
+            if p.aborted_transactions:
+                _pack_head_with_aborted(buf, p, version)
+            elif not p.records and p.current_leader is None:
                 if flexible:
                     buf += empty.pack(p.index, p.error_code, p.high_watermark, p.last_stable_offset,
                                       p.log_start_offset, 1, p.preferred_read_replica, 1, 0)
@@ -339,7 +344,7 @@ def encode_fetch_response(
                 else:
                     buf += empty.pack(p.index, p.error_code, p.high_watermark, p.last_stable_offset, 0, 0)
                 continue
-            if flexible:
+            elif flexible:
                 buf += head.pack(p.index, p.error_code, p.high_watermark, p.last_stable_offset,
                                  p.log_start_offset, 1, p.preferred_read_replica)
             elif version >= 11:
@@ -384,6 +389,29 @@ def encode_fetch_response(
         w.tagged_fields(flexible)
     chunks.append(bytes(w.buf))
     return chunks
+
+
+_ABORTED = struct.Struct(">qq")
+
+
+def _pack_head_with_aborted(buf: bytearray, p: PartitionFetchData, version: int) -> None:
+    """A partition's fixed fields when it carries aborted transactions (read_committed only)."""
+    flexible = version >= 12
+    aborted = p.aborted_transactions or ()
+    buf += struct.pack(">ihqq", p.index, p.error_code, p.high_watermark, p.last_stable_offset)
+    if version >= 5:
+        buf += _I64.pack(p.log_start_offset)
+    if flexible:
+        buf += uvarint_bytes(len(aborted) + 1)
+        for pid, first in aborted:
+            buf += _ABORTED.pack(pid, first)
+            buf.append(0)  # no tagged fields
+    else:
+        buf += _I32.pack(len(aborted))
+        for pid, first in aborted:
+            buf += _ABORTED.pack(pid, first)
+    if version >= 11:
+        buf += _I32.pack(p.preferred_read_replica)
 
 
 # -- decoding (the follower side) ------------------------------------------------------------

@@ -415,6 +415,22 @@ class Partition:
         self.maybe_increment_high_watermark()
         return result
 
+    def append_txn_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                          commit: bool) -> AppendResult:
+        """Append the coordinator's COMMIT/ABORT marker as leader (acks=all, as Kafka writes them)."""
+        if not self.is_leader:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        min_isr = self.log.config.min_insync_replicas
+        if len(self.isr) < min_isr:
+            raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS,
+                             f"The size of the current ISR {len(self.isr)} is insufficient to satisfy the "
+                             f"min.isr requirement of {min_isr} for partition {self.topic}-{self.index}")
+        result = self.log.append_txn_marker(producer_id, producer_epoch, coordinator_epoch, commit,
+                                            self.leader_epoch, self._time())
+        self._wake_followers()
+        self.maybe_increment_high_watermark()
+        return result
+
     # -- follower writes ----------------------------------------------------------------------
 
     def append_as_follower(self, records: memoryview) -> FollowerAppendResult | None:

@@ -950,6 +950,48 @@ def _offset_for_leader_epoch_check(broker: BrokerProcess, c: RawClient, v: int) 
         assert ask(7, 0).error_code == E.UNKNOWN_LEADER_EPOCH
 
 
+def _producer_record(c: RawClient, topic: str, transactional_id: str | None) -> Any:
+    """A new producer id's first record on partition 0 (transactional with an id); its InitProducerId answer."""
+    ip = c.request(K.INIT_PRODUCER_ID, 1, _req(K.INIT_PRODUCER_ID)(transactional_id=None,
+                                                                     transaction_timeout_ms=60000))
+    batch = build_batch([Record(0, 0, None, b"t", [])], producer_id=ip.producer_id, producer_epoch=ip.producer_epoch,
+                        base_sequence=0, is_transactional=transactional_id is not None)
+    P = _req(K.PRODUCE)
+    assert c.request(K.PRODUCE, 7, P(transactional_id=transactional_id, acks=-1, timeout_ms=5000, topic_data=[
+        P.TopicProduceData(name=topic, partition_data=[P.TopicProduceData.PartitionProduceData(
+            index=0, records=batch)])])).responses[0].partition_responses[0].error_code == 0
+    return ip
+
+
+@check(K.WRITE_TXN_MARKERS, range(0, 2))
+def _write_txn_markers_check(broker: BrokerProcess, c: RawClient, v: int) -> None:
+    topic = _topic(broker, f"wtm{v}")
+    ip = _producer_record(c, topic, "wtm")
+    W = _req(K.WRITE_TXN_MARKERS)
+    M = W.WritableTxnMarker
+    resp = c.request(K.WRITE_TXN_MARKERS, v, W(markers=[M(
+        producer_id=ip.producer_id, producer_epoch=ip.producer_epoch, transaction_result=True, coordinator_epoch=0,
+        topics=[M.WritableTxnMarkerTopic(name=topic, partition_indexes=[0, 9])])]))
+    [marker] = resp.markers
+    assert marker.producer_id == ip.producer_id
+    assert [(p.partition_index, p.error_code) for p in marker.topics[0].partitions] == [
+        (0, 0), (9, E.UNKNOWN_TOPIC_OR_PARTITION)]
+    # The marker is at offset 1: the log end is past it.
+    assert _produce(c, topic, [b"after"]).base_offset == 2
+
+
+@check(K.DESCRIBE_PRODUCERS, range(0, 1))
+def _describe_producers_check(broker: BrokerProcess, c: RawClient, v: int) -> None:
+    topic = _topic(broker, f"dp{v}")
+    ip = _producer_record(c, topic, None)
+    D = _req(K.DESCRIBE_PRODUCERS)
+    [t] = c.request(K.DESCRIBE_PRODUCERS, v, D(topics=[D.TopicRequest(name=topic, partition_indexes=[0])])).topics
+    [p] = t.partitions
+    assert p.error_code == 0
+    assert [(s.producer_id, s.producer_epoch, s.last_sequence) for s in p.active_producers] == [
+        (ip.producer_id, ip.producer_epoch, 0)]
+
+
 # -- the tests --------------------------------------------------------------------------------------
 
 def test_every_advertised_version_has_a_check_and_nothing_more() -> None:

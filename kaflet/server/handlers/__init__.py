@@ -30,6 +30,7 @@ from kaflet.server.handlers import (
     describe_cluster,
     describe_configs,
     describe_groups,
+    describe_producers,
     describe_user_scram_credentials,
     elect_leaders,
     fetch,
@@ -53,6 +54,7 @@ from kaflet.server.handlers import (
     stop_replica,
     sync_group,
     update_metadata,
+    write_txn_markers,
 )
 
 HANDLER_MODULES: list[ModuleType] = [
@@ -101,6 +103,9 @@ HANDLER_MODULES: list[ModuleType] = [
     offset_for_leader_epoch,
     controlled_shutdown,
     elect_leaders,
+    # transactions: the log side (markers written by the transaction coordinator)
+    write_txn_markers,
+    describe_producers,
 ]
 
 HANDLERS: dict[int, ModuleType] = {m.API_KEY: m for m in HANDLER_MODULES}

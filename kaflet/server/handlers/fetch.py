@@ -46,6 +46,7 @@ API_KEY = ApiKey.FETCH
 MIN_VERSION = 4
 MAX_VERSION = 16
 
+READ_COMMITTED = 1
 _NOT_LEADER = ErrorCode.NOT_LEADER_OR_FOLLOWER
 
 # A partition to read: its entry of the fetch, the local partition (None: not hosted here), and
@@ -78,7 +79,8 @@ async def handle(ctx: RequestContext, body: memoryview) -> SessionFetchResponse:
     # they refresh metadata and retry.
     storage_error = ErrorCode.KAFKA_STORAGE_ERROR if version > 5 else _NOT_LEADER
     replica_id = req.replica_id
-    total, failed = _read(local, max_bytes, 0, storage_error, cache, replica_id)
+    read_committed = req.isolation_level == READ_COMMITTED and not is_follower
+    total, failed = _read(local, max_bytes, 0, storage_error, cache, replica_id, read_committed)
     if is_follower:
         # A follower's position is recorded once, from the first read (Kafka's fetchMessages).
         total, refused = _record_follower_fetch(local, replica_id, total)
@@ -102,7 +104,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> SessionFetchResponse:
                 cp, _, data = local[i]
                 local[i] = (cp, hosted.get((cp.topic, cp.partition)), data)  # type: ignore[arg-type]
                 again.append(local[i])
-        total, failed = _read(again, max_bytes, total, storage_error, cache, replica_id)
+        total, failed = _read(again, max_bytes, total, storage_error, cache, replica_id, read_committed)
 
     read: list[ResponsePartition] = [(cp, data) for cp, _, data in local]
     traffic = ctx.traffic
@@ -202,20 +204,21 @@ def _classify(ctx: RequestContext, partitions: list[CachedPartition], is_followe
 
 
 def _read(targets: list[_Target], max_bytes: int, total: int, storage_error: ErrorCode, cache: MetadataCache,
-          replica_id: int) -> tuple[int, bool]:
+          replica_id: int, read_committed: bool = False) -> tuple[int, bool]:
     """Read partitions into their answers (Kafka's readFromLog); ``total`` bytes are already read.
 
     Returns the bytes read in all and whether a partition failed. Up to ``max_bytes`` in all,
     each partition up to its own limit; the first partition with data may exceed both by its
     first batch, so a large batch is never stuck. A consumer reads up to the high watermark, a
-    follower up to the log end offset (``fetch_upper_bound``); a partition whose fetch offset is
-    there has nothing to read and costs no log lookup.
+    follower up to the log end offset (``fetch_upper_bound``), a read_committed consumer up to the
+    last stable offset, with the aborted transactions of what it reads (the .txnindex entries);
+    a partition whose fetch offset is there has nothing to read and costs no log lookup.
     """
     failed = False
     for cp, part, data in targets:
         if data.records:
             total -= records_size(data.records)
-            data.records = None
+            data.records = data.aborted_transactions = None
         if part is None or not part.is_leader:
             # Gone from this broker since the request arrived: deleted, or no longer led here.
             info = cache.topics.get(cp.topic)  # type: ignore[arg-type]
@@ -226,7 +229,8 @@ def _read(targets: list[_Target], max_bytes: int, total: int, storage_error: Err
         log = part.log
         hw = log.high_watermark
         start = log.log_start_offset
-        data.high_watermark = data.last_stable_offset = hw
+        data.high_watermark = hw
+        data.last_stable_offset = lso = log.last_stable_offset
         data.log_start_offset = start
         epoch = cp.leader_epoch
         if epoch >= 0 and epoch != part.leader_epoch:
@@ -234,7 +238,7 @@ def _read(targets: list[_Target], max_bytes: int, total: int, storage_error: Err
             failed = True
             continue
         offset = cp.fetch_offset
-        bound = fetch_upper_bound(part, replica_id)
+        bound = lso if read_committed else fetch_upper_bound(part, replica_id)
         if offset == bound and offset >= start:
             continue
         budget = min(cp.max_bytes, max_bytes - total)
@@ -254,6 +258,9 @@ def _read(targets: list[_Target], max_bytes: int, total: int, storage_error: Err
             data.records = list(regions)
             for r in regions:
                 total += r.size
+            if read_committed:
+                data.aborted_transactions = [(a.producer_id, a.first_offset)
+                                             for a in log.aborted_txns_for_read(offset, bound)] or None
     return total, failed
 
 

@@ -19,6 +19,7 @@ CONSUMER_REPLICA_ID = -1
 LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3
+READ_COMMITTED = 1
 
 
 async def handle(ctx: RequestContext, body: memoryview) -> Response:
@@ -36,12 +37,12 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
                 continue
             table = ctx.partition_table(t.name) if req.replica_id == CONSUMER_REPLICA_ID else None
             real = p.partition_index if table is None else table.to_real(p.partition_index)
-            parts.append(_lookup(ctx, R, t.name, p, real, req.replica_id))
+            parts.append(_lookup(ctx, R, t.name, p, real, req.replica_id, getattr(req, "isolation_level", 0)))
         topics.append(R.ListOffsetsTopicResponse(name=t.name, partitions=parts))
     return R(topics=topics)
 
 
-def _lookup(ctx: RequestContext, R: Any, topic: str, p: Any, real: int, replica_id: int) -> Any:
+def _lookup(ctx: RequestContext, R: Any, topic: str, p: Any, real: int, replica_id: int, isolation_level: int) -> Any:
     """One partition's answer; `real` is the partition behind the client's number."""
     resp = R.ListOffsetsTopicResponse.ListOffsetsPartitionResponse(
         partition_index=p.partition_index, error_code=0, old_style_offsets=[], timestamp=-1, offset=-1, leader_epoch=-1
@@ -58,9 +59,12 @@ def _lookup(ctx: RequestContext, R: Any, topic: str, p: Any, real: int, replica_
         resp.error_code = epoch_error
         return resp
     log = partition.log
-    # Consumers may only see up to the high watermark (read_uncommitted; no transactions yet);
+    # Consumers see up to the high watermark, read_committed ones up to the last stable offset;
     # a follower (replica id >= 0) asks for the leader's log end offset, as in Kafka.
-    latest = log.high_watermark if replica_id == CONSUMER_REPLICA_ID else log.log_end_offset
+    if replica_id != CONSUMER_REPLICA_ID:
+        latest = log.log_end_offset
+    else:
+        latest = log.last_stable_offset if isolation_level == READ_COMMITTED else log.high_watermark
     ts = p.timestamp
     if ctx.version == 0:
         if ts == LATEST:

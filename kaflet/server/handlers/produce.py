@@ -10,8 +10,13 @@ from typing import Any
 from kaflet.network.connection import DeferredResponse
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode, KafkaError
-from kaflet.protocol.produce import PartitionProduceResult, ProduceResponse, decode_produce_request
-from kaflet.protocol.records import RecordValidationError
+from kaflet.protocol.produce import (
+    PartitionProduceResult,
+    ProduceRequest,
+    ProduceResponse,
+    decode_produce_request,
+)
+from kaflet.protocol.records import ATTRIBUTES_OFFSET, TRANSACTIONAL_FLAG_MASK, RecordValidationError
 from kaflet.replication.delayed_produce import wait_for_acks
 from kaflet.replication.partition import Partition
 from kaflet.security.acl import AclOperation, ResourceType
@@ -35,8 +40,11 @@ async def handle(ctx: RequestContext, body: memoryview) -> ProduceResponse | Def
     any_error = False
     # Kafka's checks: Write on the transactional id for the whole request, Write on each topic.
     # (Since Kafka 3.0 idempotent batches need no IdempotentWrite here: InitProducerId checks it.)
-    txn_denied = req.transactional_id is not None and not ctx.authorize(
-        AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id)
+    # Transactional batches need a transactional id the principal may write (Kafka's check).
+    if req.transactional_id is None:
+        txn_denied = _has_transactional_batch(req)
+    else:
+        txn_denied = not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id)
     writable = ctx.authorized(AclOperation.WRITE, ResourceType.TOPIC, (t.name for t in req.topics))
     traffic = ctx.traffic
     for topic in req.topics:
@@ -53,8 +61,6 @@ async def handle(ctx: RequestContext, body: memoryview) -> ProduceResponse | Def
                                      else ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 if req.acks not in (-1, 0, 1):
                     raise KafkaError(ErrorCode.INVALID_REQUIRED_ACKS)
-                if req.transactional_id is not None:
-                    raise KafkaError(ErrorCode.INVALID_TXN_STATE, "transactions are not supported by this broker")
                 if partition is None:
                     raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 if p.records is None or len(p.records) == 0:
@@ -101,6 +107,17 @@ async def handle(ctx: RequestContext, body: memoryview) -> ProduceResponse | Def
         # next Produce on this connection need not wait for to append its own.
         return DeferredResponse(completion)
     return await completion
+
+
+def _has_transactional_batch(req: ProduceRequest) -> bool:
+    """Does a partition's (single, v3+) batch carry the transactional attribute?"""
+    for topic in req.topics:
+        for p in topic.partitions:
+            recs = p.records
+            if recs is not None and len(recs) > ATTRIBUTES_OFFSET + 1 and \
+                    recs[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_FLAG_MASK:
+                return True
+    return False
 
 
 async def _complete(ctx: RequestContext, results: list[tuple[str, list[PartitionProduceResult]]],
