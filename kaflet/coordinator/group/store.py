@@ -75,15 +75,18 @@ class OffsetsTopicStore:
     """GroupStore over the broker's __consumer_offsets partitions.
 
     ``partitions`` finds the local partition; a write waits up to ``commit_timeout_ms``
-    (offsets.commit.timeout.ms) for the high watermark to cover it.
+    (offsets.commit.timeout.ms) for the high watermark to cover it. ``topic`` lets the
+    transaction coordinator use the same append and replay for __transaction_state.
     """
 
-    def __init__(self, partitions: PartitionLookup, commit_timeout_ms: int) -> None:
+    def __init__(self, partitions: PartitionLookup, commit_timeout_ms: int,
+                 topic: str = GROUP_METADATA_TOPIC) -> None:
         self._partition = partitions
         self.commit_timeout_ms = commit_timeout_ms
+        self.topic = topic
 
     async def append(self, partition: int, records: list[KeyValue]) -> ErrorCode:
-        part = self._partition(GROUP_METADATA_TOPIC, partition)
+        part = self._partition(self.topic, partition)
         if part is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         batch = build_batch([Record(i, 0, k, v) for i, (k, v) in enumerate(records)])
@@ -94,13 +97,13 @@ class OffsetsTopicStore:
         except ValueError:  # the log was closed under us (shutdown, deletion)
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         except OSError:
-            log.exception("append to %s-%d failed", GROUP_METADATA_TOPIC, partition)
+            log.exception("append to %s-%d failed", self.topic, partition)
             return ErrorCode.KAFKA_STORAGE_ERROR
         if result.flush_needed:
             try:
                 await part.log.flush_until(result.last_offset + 1)
             except OSError:
-                log.exception("fsync of %s-%d failed", GROUP_METADATA_TOPIC, partition)
+                log.exception("fsync of %s-%d failed", self.topic, partition)
                 return ErrorCode.KAFKA_STORAGE_ERROR
         (error,) = await wait_for_acks([(part, result.last_offset + 1)], self.commit_timeout_ms)
         return error
@@ -111,9 +114,14 @@ class OffsetsTopicStore:
         watermark may still lag behind (a follower learns it one fetch later), so a replay to
         the high watermark would bring back offsets older than the last ones committed."""
         loaded = LoadedPartition()
-        part = self._partition(GROUP_METADATA_TOPIC, partition)
+        await self.replay_partition(partition, lambda k, v: replay(loaded, k, v))
+        return loaded
+
+    async def replay_partition(self, partition: int, apply: Callable[[bytes | None, bytes | None], None]) -> None:
+        """Call ``apply(key, value)`` for every data record from log start to log end."""
+        part = self._partition(self.topic, partition)
         if part is None:
-            return loaded
+            return
         plog = part.log
         offset = plog.log_start_offset
         end = plog.log_end_offset
@@ -129,10 +137,9 @@ class OffsetsTopicStore:
                 if not h.is_control:
                     for rec in decode_records(mv[pos : pos + h.size]):
                         if h.base_offset + rec.offset_delta >= offset:
-                            replay(loaded, rec.key, rec.value)
+                            apply(rec.key, rec.value)
                 offset = h.next_offset
                 moved = True
             if not moved:
                 break
             await asyncio.sleep(0)  # a big partition must not hold up the loop
-        return loaded
