@@ -26,6 +26,7 @@ from kaflet.coordinator.group.group import CONSUMER_PROTOCOL_TYPE, Group, GroupS
 from kaflet.coordinator.group.hashing import partition_for
 from kaflet.coordinator.group.member import NEW_MEMBER_JOIN_TIMEOUT_MS, JoinResult, Member, SyncResult
 from kaflet.coordinator.group.store import GroupStore, KeyValue
+from kaflet.coordinator.tasks import BackgroundTasks
 from kaflet.protocol.errors import ErrorCode
 
 log = logging.getLogger("kaflet.coordinator")
@@ -111,20 +112,12 @@ class GroupCoordinator:
         self.loading: set[int] = set()
         self.active = True
         self._now = now_ms or (lambda: int(time.time() * 1000))
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks = BackgroundTasks("group coordinator")
 
     # ---- plumbing ------------------------------------------------------------------------
 
     def _spawn(self, coro: Awaitable[Any], name: str) -> None:
-        task = asyncio.ensure_future(coro)
-        task.set_name(name)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-
-    def _task_done(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("group coordinator task %s failed", task.get_name(), exc_info=task.exception())
+        self._tasks.spawn(coro, name)
 
     def start(self) -> None:
         """Start the periodic offset expiration."""
@@ -136,8 +129,7 @@ class GroupCoordinator:
         for group in list(self.groups.values()):
             self._unload_group(group)
         self.groups.clear()
-        for task in list(self._tasks):
-            task.cancel()
+        self._tasks.cancel_all()
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.num_partitions)

@@ -1,0 +1,173 @@
+"""The transaction coordinator's state machine over a real __transaction_state partition log,
+with the markers recorded instead of sent (the WriteTxnMarkers handler is the log side's)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kaflet.coordinator.group.store import OffsetsTopicStore
+from kaflet.coordinator.transaction import schemas
+from kaflet.coordinator.transaction.coordinator import MarkerJob, TransactionCoordinator, TxnConfig
+from kaflet.coordinator.transaction.schemas import TxnState
+from kaflet.coordinator.transaction.state import IllegalTransition, TransactionMetadata
+from kaflet.log.config import LogConfig
+from kaflet.log.log import Log
+from kaflet.protocol.errors import ErrorCode as E
+from kaflet.protocol.records import Record, build_batch, decode_records, iter_batches
+from kaflet.replication.partition import Partition
+
+S = TxnState
+TOPIC = schemas.TRANSACTION_STATE_TOPIC
+
+
+class Harness:
+    """A coordinator over one real __transaction_state partition; markers are recorded and
+    answered by ``marker_result``."""
+
+    def __init__(self, path: Path, start_pid: int = 1000) -> None:
+        self.log = Log(str(path / f"{TOPIC}-0"), LogConfig.from_props({}))
+        self.part = Partition(TOPIC, 0, "AAAAAAAAAAAAAAAAAAAAAA", self.log, broker_id=1)
+        self.part.make_leader(3, [1], [1])
+        self.store = OffsetsTopicStore(lambda topic, index: self.part if (topic, index) == (TOPIC, 0) else None,
+                                       5000, topic=TOPIC)
+        self.jobs: list[MarkerJob] = []
+        self.marker_result = True
+        self.marker_gate: asyncio.Event | None = None
+        self._pids: Iterator[int] = itertools.count(start_pid)
+        self.now = 1_000_000
+        self.coordinator = self.new_coordinator()
+
+    def new_coordinator(self) -> TransactionCoordinator:
+        async def next_pid() -> int:
+            return next(self._pids)
+
+        async def send(job: MarkerJob) -> bool:
+            self.jobs.append(job)
+            if self.marker_gate is not None:
+                await self.marker_gate.wait()
+            return self.marker_result
+
+        return TransactionCoordinator(TxnConfig(num_partitions=1), self.store, next_pid, send,
+                                      now_ms=lambda: self.now)
+
+    async def load(self, coordinator: TransactionCoordinator | None = None, epoch: int = 3) -> None:
+        c = coordinator or self.coordinator
+        c.on_became_leader(0, epoch)
+        await c.drain()
+        assert c.owned == {0: epoch}
+
+    def records(self) -> list[tuple[str, schemas.TxnLogValue | None]]:
+        out: list[tuple[str, schemas.TxnLogValue | None]] = []
+        data = b"".join(r.read_bytes() for r in self.log.read(0, 1 << 20, self.log.log_end_offset).regions)
+        mv = memoryview(data)
+        for pos, h in iter_batches(mv):
+            for rec in decode_records(mv[pos:pos + h.size]):
+                assert rec.key is not None
+                txn_id = schemas.decode_key(rec.key)
+                assert txn_id is not None
+                out.append((txn_id, schemas.decode_value(rec.value) if rec.value is not None else None))
+        return out
+
+    def states(self) -> list[TxnState]:
+        return [v.state for _, v in self.records() if v is not None]
+
+
+@pytest.fixture
+def h(tmp_path: Path) -> Iterator[Harness]:
+    harness = Harness(tmp_path)
+    yield harness
+    harness.coordinator.shutdown()
+    harness.log.close()
+
+
+# ---- the state machine ----------------------------------------------------------------------
+
+
+def test_transitions_follow_kafkas_valid_previous_states() -> None:
+    txn = TransactionMetadata("t", 5, -1, 0, -1, 1000, S.EMPTY)
+    with pytest.raises(IllegalTransition):
+        txn.prepare_abort_or_commit(S.PREPARE_COMMIT, 1)  # Empty -> PrepareCommit is not allowed
+    t = txn.prepare_add_partitions({("a", 0)}, 10)
+    with pytest.raises(IllegalTransition):
+        txn.prepare_add_partitions({("a", 1)}, 11)  # one pending transition at a time
+    txn.complete_transition(t)
+    assert (txn.state, txn.partitions, txn.start_ms) == (S.ONGOING, {("a", 0)}, 10)
+    t = txn.prepare_abort_or_commit(S.PREPARE_COMMIT, 20)
+    txn.complete_transition(t)
+    with pytest.raises(IllegalTransition):
+        txn.prepare_add_partitions({("a", 1)}, 21)  # PrepareCommit -> Ongoing is not allowed
+    txn.complete_transition(txn.prepare_complete(30))
+    assert (txn.state, txn.partitions) == (S.COMPLETE_COMMIT, set())
+
+
+def test_failed_write_leaves_state_unchanged() -> None:
+    txn = TransactionMetadata("t", 5, -1, 0, -1, 1000, S.EMPTY)
+    txn.prepare_add_partitions({("a", 0)}, 10)
+    txn.abort_transition()
+    assert (txn.state, txn.pending, txn.partitions) == (S.EMPTY, None, set())
+
+
+def test_epoch_bump_rules() -> None:
+    txn = TransactionMetadata("t", 5, -1, 4, -1, 1000, S.COMPLETE_ABORT)
+    t = txn.prepare_increment_epoch(2000, None, 50)
+    assert t is not None and (t.producer_epoch, t.last_producer_epoch, t.timeout_ms) == (5, -1, 2000)
+    txn.complete_transition(t)
+    # KIP-360: the producer that holds epoch 5 may bump it; a retry with the last epoch gets it again.
+    t = txn.prepare_increment_epoch(2000, 5, 60)
+    assert t is not None and (t.producer_epoch, t.last_producer_epoch) == (6, 5)
+    txn.complete_transition(t)
+    t = txn.prepare_increment_epoch(2000, 5, 70)
+    assert t is not None and (t.producer_epoch, t.last_producer_epoch) == (6, 5)
+    txn.abort_transition()
+    assert txn.prepare_increment_epoch(2000, 3, 80) is None  # a fenced epoch
+
+
+# ---- loading and unloading ------------------------------------------------------------------
+
+
+def _write(h: Harness, txn_id: str, v: schemas.TxnLogValue | None) -> None:
+    value = schemas.encode_value(v) if v is not None else None
+    h.part.append(memoryview(build_batch([Record(0, 0, schemas.encode_key(txn_id), value)])), -1)
+
+
+async def test_load_restores_last_state_and_resumes_prepared(h: Harness) -> None:
+    _write(h, "a", schemas.TxnLogValue(10, 0, 60000, S.ONGOING, {("x", 0)}, 5, 5))
+    _write(h, "a", schemas.TxnLogValue(10, 0, 60000, S.PREPARE_COMMIT, {("x", 0), ("y", 1)}, 6, 5))
+    _write(h, "b", schemas.TxnLogValue(11, 2, 60000, S.EMPTY, set(), 7, -1))
+    _write(h, "gone", schemas.TxnLogValue(12, 0, 60000, S.EMPTY, set(), 7, -1))
+    _write(h, "gone", None)
+    _write(h, "dead", schemas.TxnLogValue(13, 0, 60000, S.DEAD, set(), 7, -1))
+    await h.load()
+    c = h.coordinator
+    assert set(c.txns) == {"a", "b"}
+    assert (c.txns["b"].producer_id, c.txns["b"].producer_epoch) == (11, 2)
+    # The prepared commit is finished: markers to both partitions at coordinator epoch 3, then CompleteCommit.
+    assert h.jobs == [MarkerJob("a", 10, 0, True, 3, frozenset({("x", 0), ("y", 1)}))]
+    assert c.txns["a"].state == S.COMPLETE_COMMIT
+    assert h.records()[-1] == ("a", schemas.TxnLogValue(10, 0, 60000, S.COMPLETE_COMMIT, set(), h.now, 5))
+
+
+async def test_load_and_resign(h: Harness) -> None:
+    _write(h, "t", schemas.TxnLogValue(11, 2, 60000, S.EMPTY, set(), 7, -1))
+    c = h.coordinator
+    assert c._status("t") == E.NOT_COORDINATOR
+    c.on_became_leader(0, 3)
+    assert c._status("t") == E.COORDINATOR_LOAD_IN_PROGRESS
+    await c.drain()
+    assert c._status("t") is None and c.txns["t"].producer_epoch == 2
+    c.on_resigned(0)
+    assert c.txns == {} and c.owned == {} and c._status("t") == E.NOT_COORDINATOR
+    await h.load(epoch=4)  # loaded again from the log
+    assert c.txns["t"].producer_epoch == 2
+
+
+async def test_unreadable_record_is_skipped(h: Harness) -> None:
+    h.part.append(memoryview(build_batch([Record(0, 0, schemas.encode_key("bad"), b"\x00\x09junk")])), -1)
+    _write(h, "ok", schemas.TxnLogValue(11, 2, 60000, S.EMPTY, set(), 7, -1))
+    await h.load()
+    assert set(h.coordinator.txns) == {"ok"}
