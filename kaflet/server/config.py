@@ -163,6 +163,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("transaction.state.log.replication.factor", int, 3, minimum=1),
     ConfigDef("transaction.state.log.segment.bytes", int, 104857600, minimum=1),
     ConfigDef("transaction.state.log.min.isr", int, 2, minimum=1),
+    ConfigDef("transaction.max.timeout.ms", int, 900000, minimum=1),
     # Listener security (kaflet/security). Each may be overridden per listener as
     # listener.name.<listener>.<key>; secrets are in SECRET_SECURITY_CONFIGS below instead.
     ConfigDef("sasl.enabled.mechanisms", str, "GSSAPI"),

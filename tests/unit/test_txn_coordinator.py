@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -46,7 +46,7 @@ class Harness:
         async def next_pid() -> int:
             return next(self._pids)
 
-        async def send(job: MarkerJob) -> bool:
+        async def send(job: MarkerJob, current: Callable[[], bool]) -> bool:
             self.jobs.append(job)
             if self.marker_gate is not None:
                 await self.marker_gate.wait()
@@ -171,3 +171,63 @@ async def test_unreadable_record_is_skipped(h: Harness) -> None:
     _write(h, "ok", schemas.TxnLogValue(11, 2, 60000, S.EMPTY, set(), 7, -1))
     await h.load()
     assert set(h.coordinator.txns) == {"ok"}
+
+
+# ---- InitProducerId -------------------------------------------------------------------------
+
+
+async def test_init_producer_id_new_and_bumped(h: Harness) -> None:
+    await h.load()
+    c = h.coordinator
+    assert await c.init_producer_id("t", 60000) == (E.NONE, 1000, 0)
+    assert h.records() == [("t", schemas.TxnLogValue(1000, 0, 60000, S.EMPTY, set(), h.now, -1))]
+    # A second producer with the same id gets the next epoch: the first one is fenced.
+    assert await c.init_producer_id("t", 30000) == (E.NONE, 1000, 1)
+    assert c.txns["t"].timeout_ms == 30000
+    # KIP-360: the fenced producer (epoch 0) cannot bump; the current one (epoch 1) can.
+    assert await c.init_producer_id("t", 30000, 1000, 0) == (E.PRODUCER_FENCED, -1, -1)
+    assert await c.init_producer_id("t", 30000, 1000, 1) == (E.NONE, 1000, 2)
+    assert await c.init_producer_id("t", 30000, 1000, 1) == (E.NONE, 1000, 2)  # its retry
+    assert await c.init_producer_id("t", 30000, 77, 2) == (E.PRODUCER_FENCED, -1, -1)
+
+
+async def test_init_producer_id_rejects_bad_input(h: Harness) -> None:
+    await h.load()
+    c = h.coordinator
+    assert (await c.init_producer_id("", 1000))[0] == E.INVALID_REQUEST
+    assert (await c.init_producer_id("t", 0))[0] == E.INVALID_TRANSACTION_TIMEOUT
+    assert (await c.init_producer_id("t", 900_001))[0] == E.INVALID_TRANSACTION_TIMEOUT
+    assert h.records() == []
+
+
+async def test_exhausted_epoch_rotates_producer_id(h: Harness) -> None:
+    _write(h, "t", schemas.TxnLogValue(10, 32766, 60000, S.COMPLETE_COMMIT, set(), 5, 5))
+    await h.load()
+    assert await h.coordinator.init_producer_id("t", 60000) == (E.NONE, 1000, 0)
+
+
+async def test_failed_write_is_answered_and_nothing_changes(h: Harness) -> None:
+    await h.load()
+    c = h.coordinator
+    assert await c.init_producer_id("t", 60000) == (E.NONE, 1000, 0)
+    h.part.make_follower(2, 4, [2, 1])  # the partition moved to broker 2
+    code, _, _ = await c.init_producer_id("t", 60000)
+    assert code == E.NOT_COORDINATOR
+    assert c.txns["t"].producer_epoch == 0 and c.txns["t"].pending is None
+
+
+async def test_init_aborts_an_ongoing_transaction_first(h: Harness) -> None:
+    await h.load()
+    c = h.coordinator
+    assert await c.init_producer_id("t", 60000) == (E.NONE, 1000, 0)
+    assert await c.add_partitions("t", 1000, 0, {("x", 0), ("x", 1)}) == E.NONE
+    h.now += 10
+    # A new producer instance: the open transaction is aborted at a bumped epoch, which fences
+    # the old producer's writes; the client retries on CONCURRENT_TRANSACTIONS.
+    assert (await c.init_producer_id("t", 60000))[0] == E.CONCURRENT_TRANSACTIONS
+    await c.drain()
+    assert h.jobs == [MarkerJob("t", 1000, 1, False, 3, frozenset({("x", 0), ("x", 1)}))]
+    assert h.states() == [S.EMPTY, S.ONGOING, S.PREPARE_ABORT, S.COMPLETE_ABORT]
+    assert [v.producer_epoch for _, v in h.records() if v is not None] == [0, 0, 1, 1]
+    assert await c.init_producer_id("t", 60000) == (E.NONE, 1000, 2)
+    assert await c.add_partitions("t", 1000, 0, {("x", 0)}) == E.PRODUCER_FENCED

@@ -55,10 +55,10 @@ class MarkerJob:
     partitions: frozenset[TopicPartition]
 
 
-#: Writes a transaction's markers to its partitions' leaders; True once every partition has
-#: them (or is gone), False when the markers cannot be written by this coordinator any more
-#: (it was fenced, or resigned).
-MarkerSender = Callable[[MarkerJob], Awaitable[bool]]
+#: Writes a transaction's markers to its partitions' leaders, for as long as the second
+#: argument says the job is still this coordinator's; True once every partition has them (or
+#: is gone), False when they cannot be written by this coordinator any more.
+MarkerSender = Callable[[MarkerJob, Callable[[], bool]], Awaitable[bool]]
 
 
 @dataclass(slots=True)
@@ -66,10 +66,12 @@ class TxnConfig:
     """The broker configs the coordinator honours (Kafka's names in from_broker)."""
 
     num_partitions: int = 50
+    max_timeout_ms: int = 900_000
 
     @classmethod
     def from_broker(cls, cfg: Mapping[str, Any]) -> TxnConfig:
-        return cls(num_partitions=cfg["transaction.state.log.num.partitions"])
+        return cls(num_partitions=cfg["transaction.state.log.num.partitions"],
+                   max_timeout_ms=cfg["transaction.max.timeout.ms"])
 
 
 def _append_error(code: ErrorCode) -> ErrorCode:
@@ -218,6 +220,159 @@ class TransactionCoordinator:
         txn.complete_transition(transit)
         return E.NONE
 
+    # ---- InitProducerId ------------------------------------------------------------------
+
+    async def init_producer_id(self, transactional_id: str, timeout_ms: int, expected_producer_id: int = -1,
+                               expected_epoch: int = -1) -> tuple[ErrorCode, int, int]:
+        """Kafka's handleInitProducerId for a transactional id: (error, producer id, epoch).
+
+        A new id gets a fresh producer id at epoch 0; an existing one has its epoch bumped,
+        which fences the previous producer. An ongoing transaction is first aborted with a
+        bumped epoch (the client gets CONCURRENT_TRANSACTIONS and retries)."""
+        def fail(code: ErrorCode) -> tuple[ErrorCode, int, int]:
+            return code, -1, -1
+
+        if not transactional_id:
+            return fail(E.INVALID_REQUEST)
+        if not 0 < timeout_ms <= self.config.max_timeout_ms:
+            return fail(E.INVALID_TRANSACTION_TIMEOUT)
+        status = self._status(transactional_id)
+        if status is not None:
+            return fail(status)
+        expected = (expected_producer_id, expected_epoch) if expected_producer_id >= 0 else None
+        txn = self.txns.get(transactional_id)
+        if txn is None:
+            pid = await self.next_producer_id()
+            status = self._status(transactional_id)
+            if status is not None:
+                return fail(status)
+            txn = self.txns.get(transactional_id)  # another request may have created it meanwhile
+            if txn is None:
+                txn = TransactionMetadata(transactional_id, pid, -1, -1, -1, timeout_ms, S.EMPTY,
+                                          last_update_ms=self._now())
+                self.txns[transactional_id] = txn
+
+        if txn.pending_in_progress:
+            return fail(E.CONCURRENT_TRANSACTIONS)
+        if expected is not None and not (
+                txn.producer_epoch == -1 or expected[0] == txn.producer_id
+                or (expected[0] == txn.last_producer_id and expected[1] >= 32766)):
+            return fail(E.PRODUCER_FENCED)
+        if txn.state in (S.PREPARE_ABORT, S.PREPARE_COMMIT):
+            return fail(E.CONCURRENT_TRANSACTIONS)
+        if txn.state == S.ONGOING:
+            fence = txn.prepare_fence_producer_epoch()
+            code = await self._end(txn, fence.producer_id, fence.producer_epoch, commit=False, from_client=False)
+            return fail(code if code != E.NONE else E.CONCURRENT_TRANSACTIONS)
+        if txn.state not in (S.EMPTY, S.COMPLETE_ABORT, S.COMPLETE_COMMIT):
+            log.error("transactional id %s is %s, which InitProducerId never meets", transactional_id,
+                      txn.state.kafka_name)
+            return fail(E.UNKNOWN_SERVER_ERROR)
+        now = self._now()
+        transit: Transit | None
+        if txn.epoch_exhausted and (expected is None or expected[1] == txn.producer_epoch):
+            new_pid = await self.next_producer_id()
+            if txn.pending_in_progress or self.txns.get(transactional_id) is not txn:
+                return fail(E.CONCURRENT_TRANSACTIONS)
+            transit = txn.prepare_producer_id_rotation(new_pid, timeout_ms, now, expected is not None)
+        else:
+            transit = txn.prepare_increment_epoch(timeout_ms, expected[1] if expected else None, now)
+            if transit is None:
+                return fail(E.PRODUCER_FENCED)
+        code = await self._write(txn, transit)
+        if code != E.NONE:
+            return fail(code)
+        log.info("initialized transactional id %s with producer id %d and epoch %d on %s-%d", transactional_id,
+                 transit.producer_id, transit.producer_epoch, schemas.TRANSACTION_STATE_TOPIC,
+                 self.partition_for(transactional_id))
+        return E.NONE, transit.producer_id, transit.producer_epoch
+
+    # ---- AddPartitionsToTxn / AddOffsetsToTxn --------------------------------------------
+
+    def _check_producer(self, transactional_id: str, producer_id: int,
+                        epoch: int) -> tuple[ErrorCode | None, TransactionMetadata | None]:
+        if not transactional_id:
+            return E.INVALID_REQUEST, None
+        status = self._status(transactional_id)
+        if status is not None:
+            return status, None
+        txn = self.txns.get(transactional_id)
+        if txn is None or txn.producer_id != producer_id:
+            return E.INVALID_PRODUCER_ID_MAPPING, None
+        if txn.producer_epoch != epoch:
+            return E.PRODUCER_FENCED, None
+        return None, txn
+
+    async def add_partitions(self, transactional_id: str, producer_id: int, epoch: int,
+                             partitions: set[TopicPartition]) -> ErrorCode:
+        """Kafka's handleAddPartitionsToTransaction: the partitions join the ongoing transaction."""
+        code, txn = self._check_producer(transactional_id, producer_id, epoch)
+        if txn is None:
+            return code or E.UNKNOWN_SERVER_ERROR
+        if txn.pending_in_progress or txn.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            return E.CONCURRENT_TRANSACTIONS
+        if txn.state == S.ONGOING and partitions <= txn.partitions:
+            return E.NONE
+        return await self._write(txn, txn.prepare_add_partitions(partitions, self._now()))
+
+    # ---- EndTxn and the markers ----------------------------------------------------------
+
+    async def end_txn(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> ErrorCode:
+        """Kafka's handleEndTransaction: answered once PrepareCommit/PrepareAbort is written."""
+        if not transactional_id:
+            return E.INVALID_REQUEST
+        status = self._status(transactional_id)
+        if status is not None:
+            return status
+        txn = self.txns.get(transactional_id)
+        if txn is None:
+            return E.INVALID_PRODUCER_ID_MAPPING
+        return await self._end(txn, producer_id, epoch, commit, from_client=True)
+
+    async def _end(self, txn: TransactionMetadata, producer_id: int, epoch: int, commit: bool,
+                   from_client: bool) -> ErrorCode:
+        is_fence = False
+        if txn.producer_id != producer_id:
+            if txn.pending == S.PREPARE_EPOCH_FENCE:
+                txn.abort_transition()
+            return E.INVALID_PRODUCER_ID_MAPPING
+        if (from_client and epoch != txn.producer_epoch) or epoch < txn.producer_epoch:
+            return E.PRODUCER_FENCED
+        if txn.pending_in_progress and txn.pending != S.PREPARE_EPOCH_FENCE:
+            return E.CONCURRENT_TRANSACTIONS
+        state = txn.state
+        if state == S.ONGOING:
+            target = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
+            if target == S.PREPARE_ABORT and txn.pending == S.PREPARE_EPOCH_FENCE:
+                # The fence is not written by itself: it becomes the PrepareAbort at the new epoch.
+                is_fence = True
+                txn.pending = None
+                txn.producer_epoch = epoch
+                txn.last_producer_epoch = -1
+            transit = txn.prepare_abort_or_commit(target, self._now())
+        elif state == S.COMPLETE_COMMIT:
+            return E.NONE if commit else E.INVALID_TXN_STATE
+        elif state == S.COMPLETE_ABORT:
+            return E.INVALID_TXN_STATE if commit else E.NONE
+        elif state == S.PREPARE_COMMIT:
+            return E.CONCURRENT_TRANSACTIONS if commit else E.INVALID_TXN_STATE
+        elif state == S.PREPARE_ABORT:
+            return E.INVALID_TXN_STATE if commit else E.CONCURRENT_TRANSACTIONS
+        else:  # Empty (Dead and PrepareEpochFence are never a current state)
+            return E.INVALID_TXN_STATE
+        partition = self.partition_for(txn.transactional_id)
+        coordinator_epoch = self.owned.get(partition, -1)
+        code = await self._write(txn, transit)
+        if code != E.NONE:
+            if is_fence and self.txns.get(txn.transactional_id) is txn:
+                # The epoch was bumped in memory but never returned: the next fence reuses it.
+                txn.failed_epoch_fence = True
+                log.warning("writing the epoch fence of %s failed (%s); epoch %d was not returned to the client",
+                            txn.transactional_id, code.name, txn.producer_epoch)
+            return code
+        self._start_markers(txn, coordinator_epoch)
+        return E.NONE
+
     # ---- markers ------------------------------------------------------------------------
 
     def _start_markers(self, txn: TransactionMetadata, coordinator_epoch: int) -> None:
@@ -227,14 +382,18 @@ class TransactionCoordinator:
 
     async def _complete(self, txn: TransactionMetadata, job: MarkerJob) -> None:
         """Write the markers, then CompleteCommit/CompleteAbort (Kafka's TransactionMarkerChannelManager)."""
-        done = await self.send_markers(job)
         partition = self.partition_for(job.transactional_id)
-        if not done or self.owned.get(partition) != job.coordinator_epoch or \
-                self.txns.get(job.transactional_id) is not txn:
+
+        def current() -> bool:
+            return self.active and self.owned.get(partition) == job.coordinator_epoch and \
+                self.txns.get(job.transactional_id) is txn and txn.producer_epoch == job.producer_epoch
+
+        done = await self.send_markers(job, current)
+        if not done or not current():
             log.info("markers of %s at coordinator epoch %d were not completed here (coordinator moved or fenced)",
                      job.transactional_id, job.coordinator_epoch)
             return
-        if txn.producer_epoch != job.producer_epoch or txn.state not in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+        if txn.state not in (S.PREPARE_COMMIT, S.PREPARE_ABORT) or txn.pending_in_progress:
             return
         while True:
             code = await self._write(txn, txn.prepare_complete(self._now()))
