@@ -231,3 +231,76 @@ async def test_init_aborts_an_ongoing_transaction_first(h: Harness) -> None:
     assert [v.producer_epoch for _, v in h.records() if v is not None] == [0, 0, 1, 1]
     assert await c.init_producer_id("t", 60000) == (E.NONE, 1000, 2)
     assert await c.add_partitions("t", 1000, 0, {("x", 0)}) == E.PRODUCER_FENCED
+
+
+# ---- AddPartitionsToTxn, AddOffsetsToTxn, EndTxn ---------------------------------------------
+
+
+async def _begin(h: Harness, txn_id: str = "t") -> tuple[int, int]:
+    await h.load()
+    code, pid, epoch = await h.coordinator.init_producer_id(txn_id, 60000)
+    assert code == E.NONE
+    return pid, epoch
+
+
+async def test_commit_writes_prepare_markers_then_complete(h: Harness) -> None:
+    pid, epoch = await _begin(h)
+    c = h.coordinator
+    assert await c.add_partitions("t", pid, epoch, {("x", 0)}) == E.NONE
+    h.now += 5
+    assert await c.add_partitions("t", pid, epoch, {("x", 0), ("__consumer_offsets", 7)}) == E.NONE
+    assert await c.add_partitions("t", pid, epoch, {("x", 0)}) == E.NONE  # nothing new: no write
+    assert c.txns["t"].start_ms == h.now - 5
+    h.marker_gate = asyncio.Event()
+    assert await c.end_txn("t", pid, epoch, commit=True) == E.NONE
+    # Answered after PrepareCommit is written; while markers are in flight, retries wait.
+    assert c.txns["t"].state == S.PREPARE_COMMIT
+    assert await c.end_txn("t", pid, epoch, commit=True) == E.CONCURRENT_TRANSACTIONS
+    assert await c.end_txn("t", pid, epoch, commit=False) == E.INVALID_TXN_STATE
+    assert await c.add_partitions("t", pid, epoch, {("y", 0)}) == E.CONCURRENT_TRANSACTIONS
+    h.marker_gate.set()
+    await c.drain()
+    assert h.jobs == [MarkerJob("t", pid, epoch, True, 3, frozenset({("x", 0), ("__consumer_offsets", 7)}))]
+    assert h.states() == [S.EMPTY, S.ONGOING, S.ONGOING, S.PREPARE_COMMIT, S.COMPLETE_COMMIT]
+    assert await c.end_txn("t", pid, epoch, commit=True) == E.NONE  # a retry after completion
+    assert await c.end_txn("t", pid, epoch, commit=False) == E.INVALID_TXN_STATE
+    # The next transaction starts from CompleteCommit.
+    assert await c.add_partitions("t", pid, epoch, {("y", 0)}) == E.NONE
+    assert c.txns["t"].partitions == {("y", 0)}
+
+
+async def test_abort(h: Harness) -> None:
+    pid, epoch = await _begin(h)
+    c = h.coordinator
+    assert await c.add_partitions("t", pid, epoch, {("x", 0)}) == E.NONE
+    assert await c.end_txn("t", pid, epoch, commit=False) == E.NONE
+    await c.drain()
+    assert h.jobs[0].commit is False
+    assert h.states()[-2:] == [S.PREPARE_ABORT, S.COMPLETE_ABORT]
+
+
+async def test_request_errors(h: Harness) -> None:
+    pid, epoch = await _begin(h)
+    c = h.coordinator
+    assert await c.end_txn("t", pid, epoch, commit=True) == E.INVALID_TXN_STATE  # nothing to end
+    assert await c.add_partitions("t", pid + 1, epoch, {("x", 0)}) == E.INVALID_PRODUCER_ID_MAPPING
+    assert await c.add_partitions("t", pid, epoch + 1, {("x", 0)}) == E.PRODUCER_FENCED
+    assert await c.add_partitions("nope", pid, epoch, {("x", 0)}) == E.INVALID_PRODUCER_ID_MAPPING
+    assert await c.add_partitions("", pid, epoch, {("x", 0)}) == E.INVALID_REQUEST
+    assert await c.end_txn("nope", pid, epoch, commit=True) == E.INVALID_PRODUCER_ID_MAPPING
+    assert await c.end_txn("t", pid, epoch - 1, commit=True) == E.PRODUCER_FENCED
+
+
+async def test_markers_not_completed_when_coordinator_moves(h: Harness) -> None:
+    pid, epoch = await _begin(h)
+    c = h.coordinator
+    assert await c.add_partitions("t", pid, epoch, {("x", 0)}) == E.NONE
+    h.marker_result = False  # e.g. TRANSACTION_COORDINATOR_FENCED from the leader
+    assert await c.end_txn("t", pid, epoch, commit=True) == E.NONE
+    await c.drain()
+    assert h.states()[-1] == S.PREPARE_COMMIT
+    # A new coordinator (re-election at a higher epoch) finishes it from the log.
+    h.marker_result = True
+    c.on_resigned(0)
+    await h.load(epoch=4)
+    assert h.jobs[-1].coordinator_epoch == 4 and h.states()[-1] == S.COMPLETE_COMMIT

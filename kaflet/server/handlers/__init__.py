@@ -13,6 +13,8 @@ from __future__ import annotations
 from types import ModuleType
 
 from kaflet.server.handlers import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     alter_client_quotas,
     alter_configs,
     alter_user_scram_credentials,
@@ -32,6 +34,7 @@ from kaflet.server.handlers import (
     describe_groups,
     describe_user_scram_credentials,
     elect_leaders,
+    end_txn,
     fetch,
     find_coordinator,
     heartbeat,
@@ -102,6 +105,11 @@ HANDLER_MODULES: list[ModuleType] = [
     controlled_shutdown,
     elect_leaders,
 ]
+
+#: Transactions' client APIs: written and tested against the coordinator, but not registered
+#: (so not advertised) until a transaction can complete end to end, which needs the log side's
+#: WriteTxnMarkers handler (key 27) to write the markers the coordinator sends.
+PENDING_TRANSACTION_MODULES: list[ModuleType] = [add_partitions_to_txn, add_offsets_to_txn, end_txn]
 
 HANDLERS: dict[int, ModuleType] = {m.API_KEY: m for m in HANDLER_MODULES}
 
