@@ -113,6 +113,8 @@ class GroupCoordinator:
         self.active = True
         self._now = now_ms or (lambda: int(time.time() * 1000))
         self._tasks = BackgroundTasks("group coordinator")
+        # Orders offset writes (log offsets on load, this counter's values after, both rising).
+        self._write_order = 1 << 62
 
     # ---- plumbing ------------------------------------------------------------------------
 
@@ -185,10 +187,16 @@ class GroupCoordinator:
             return  # resigned meanwhile
         now = self._now()
         names = set(loaded.groups) | {g for g, offs in loaded.offsets.items() if offs}
+        names |= {g for by_group in loaded.pending_txn.values() for g in by_group}
         for name in names:
             if name in self.groups:
                 continue
-            self.groups[name] = self._restore_group(name, loaded.groups.get(name), loaded.offsets.get(name, {}), now)
+            group = self._restore_group(name, loaded.groups.get(name), loaded.offsets.get(name, {}), now)
+            group.offset_order = {(t, p): pos for (g, t, p), pos in loaded.positions.items() if g == name}
+            for pid, by_group in loaded.pending_txn.items():
+                if name in by_group:
+                    group.pending_txn_offsets[pid] = dict(by_group[name])
+            self.groups[name] = group
         self.loading.discard(partition)
         self.owned.add(partition)
         if names:
@@ -712,8 +720,8 @@ class GroupCoordinator:
             self._schedule_heartbeat(group, member)
         return await self._store_offsets(group, offsets)
 
-    async def _store_offsets(self, group: Group, offsets: dict[TopicPartition, schemas.OffsetValue]
-                             ) -> dict[TopicPartition, ErrorCode]:
+    async def _store_offsets(self, group: Group, offsets: dict[TopicPartition, schemas.OffsetValue],
+                             producer_id: int = -1, producer_epoch: int = -1) -> dict[TopicPartition, ErrorCode]:
         result: dict[TopicPartition, ErrorCode] = {}
         records: list[KeyValue] = []
         valid: dict[TopicPartition, schemas.OffsetValue] = {}
@@ -724,13 +732,61 @@ class GroupCoordinator:
             valid[tp] = value
             records.append((schemas.encode_offset_key(group.group_id, tp[0], tp[1]), schemas.encode_offset_value(value)))
         if records:
-            err = await self.store.append(self.partition_for(group.group_id), records)
+            self._write_order += 1
+            order = self._write_order  # taken before the append, which happens before its first await
+            err = await self.store.append(self.partition_for(group.group_id), records, producer_id, producer_epoch)
             code = E.NONE if err == E.NONE else _commit_store_error(err)
             if code == E.NONE and not group.is_(S.DEAD):
-                group.offsets.update(valid)
+                if producer_id >= 0:
+                    pending = group.pending_txn_offsets.setdefault(producer_id, {})
+                    pending.update({tp: (v, order) for tp, v in valid.items()})
+                else:
+                    group.offsets.update(valid)
+                    group.offset_order.update({tp: order for tp in valid})
             for tp in valid:
                 result[tp] = code
         return result
+
+    async def commit_txn_offsets(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
+                                 group_instance_id: str | None, generation_id: int,
+                                 offsets: dict[TopicPartition, schemas.OffsetValue]) -> dict[TopicPartition, ErrorCode]:
+        """Kafka's handleTxnCommitOffsets: the offsets are written with the producer's
+        transaction and become the group's committed offsets when its COMMIT marker arrives."""
+        def all_(code: ErrorCode) -> dict[TopicPartition, ErrorCode]:
+            return {tp: code for tp in offsets}
+
+        err = self._status(group_id, Api.COMMIT)
+        if err is not None:
+            return all_(err)
+        group = self._get_or_create(group_id)
+        if group.is_(S.DEAD):
+            return all_(E.COORDINATOR_NOT_AVAILABLE)
+        if group.is_static_member_fenced(member_id, group_instance_id):
+            return all_(E.FENCED_INSTANCE_ID)
+        if member_id and member_id not in group.members:
+            return all_(E.UNKNOWN_MEMBER_ID)
+        if generation_id >= 0 and generation_id != group.generation_id:
+            return all_(E.ILLEGAL_GENERATION)
+        return await self._store_offsets(group, offsets, producer_id, producer_epoch)
+
+    def complete_txn(self, partition: int, producer_id: int, commit: bool) -> None:
+        """A COMMIT/ABORT marker of `producer_id` was written to __consumer_offsets-`partition`
+        (Kafka's scheduleHandleTxnCompletion): its pending offsets are committed or dropped."""
+        for group in self.groups.values():
+            if self.partition_for(group.group_id) != partition:
+                continue
+            pending = group.pending_txn_offsets.pop(producer_id, None)
+            if not pending or not commit or group.is_(S.DEAD):
+                continue
+            for tp, (value, order) in pending.items():
+                if group.offset_order.get(tp, -1) < order:
+                    group.offsets[tp] = value
+                    group.offset_order[tp] = order
+
+    def has_pending_txn_offsets(self, group_id: str, tp: TopicPartition) -> bool:
+        """Offsets of an open transaction wait for `tp` (OffsetFetch's UNSTABLE_OFFSET_COMMIT)."""
+        group = self.groups.get(group_id)
+        return group is not None and any(tp in p for p in group.pending_txn_offsets.values())
 
     def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None
                       ) -> tuple[ErrorCode, dict[TopicPartition, schemas.OffsetValue | None]]:

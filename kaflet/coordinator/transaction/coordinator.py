@@ -40,7 +40,7 @@ class TxnStore(Protocol):
     async def append(self, partition: int, records: list[KeyValue]) -> ErrorCode: ...
 
     async def replay_partition(self, partition: int,
-                               apply: Callable[[bytes | None, bytes | None], None]) -> None: ...
+                               apply: Callable[[bytes | None, bytes | None, int, int], None]) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +160,7 @@ class TransactionCoordinator:
     async def _load(self, partition: int, coordinator_epoch: int) -> None:
         values: dict[str, schemas.TxnLogValue] = {}
 
-        def apply(key: bytes | None, value: bytes | None) -> None:
+        def apply(key: bytes | None, value: bytes | None, position: int, txn_producer_id: int) -> None:
             if key is None:
                 return
             try:

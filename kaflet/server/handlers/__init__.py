@@ -55,6 +55,7 @@ from kaflet.server.handlers import (
     sasl_handshake,
     stop_replica,
     sync_group,
+    txn_offset_commit,
     update_metadata,
 )
 
@@ -109,7 +110,8 @@ HANDLER_MODULES: list[ModuleType] = [
 #: Transactions' client APIs: written and tested against the coordinator, but not registered
 #: (so not advertised) until a transaction can complete end to end, which needs the log side's
 #: WriteTxnMarkers handler (key 27) to write the markers the coordinator sends.
-PENDING_TRANSACTION_MODULES: list[ModuleType] = [add_partitions_to_txn, add_offsets_to_txn, end_txn]
+PENDING_TRANSACTION_MODULES: list[ModuleType] = [add_partitions_to_txn, add_offsets_to_txn, end_txn,
+                                                 txn_offset_commit]
 
 HANDLERS: dict[int, ModuleType] = {m.API_KEY: m for m in HANDLER_MODULES}
 
