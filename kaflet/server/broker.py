@@ -224,6 +224,7 @@ class Broker:
             TxnConfig.from_broker(cfg.values),
             OffsetsTopicStore(self.replica_manager.get, cfg["request.timeout.ms"], topic=TRANSACTION_STATE_TOPIC),
             self.producer_ids.next_id, self._txn_markers.send, ensure_topic=txn_topic.ensure)
+        self.txn_coordinator.start()
         self.replica_manager.start()
         self.isr_manager.start()
         await self.config_admin.start()

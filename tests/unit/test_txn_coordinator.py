@@ -304,3 +304,34 @@ async def test_markers_not_completed_when_coordinator_moves(h: Harness) -> None:
     c.on_resigned(0)
     await h.load(epoch=4)
     assert h.jobs[-1].coordinator_epoch == 4 and h.states()[-1] == S.COMPLETE_COMMIT
+
+
+# ---- timeouts and expiration ----------------------------------------------------------------
+
+
+async def test_timed_out_transaction_is_aborted_and_producer_fenced(h: Harness) -> None:
+    pid, epoch = await _begin(h)
+    c = h.coordinator
+    assert await c.add_partitions("t", pid, epoch, {("x", 0)}) == E.NONE
+    h.now += 59_999
+    assert await c.abort_timed_out() == 0
+    h.now += 2
+    assert await c.abort_timed_out() == 1
+    await c.drain()
+    assert h.jobs == [MarkerJob("t", pid, epoch + 1, False, 3, frozenset({("x", 0)}))]
+    assert h.states()[-2:] == [S.PREPARE_ABORT, S.COMPLETE_ABORT]
+    assert await c.end_txn("t", pid, epoch, commit=True) == E.PRODUCER_FENCED
+
+
+async def test_idle_transactional_id_expires(h: Harness) -> None:
+    await _begin(h)
+    c = h.coordinator
+    h.now += c.config.id_expiration_ms - 1
+    assert await c.expire_transactional_ids() == 0
+    h.now += 1
+    assert await c.expire_transactional_ids() == 1
+    assert "t" not in c.txns and h.records()[-1] == ("t", None)
+    c.on_resigned(0)
+    await h.load(epoch=4)
+    assert "t" not in c.txns  # the tombstone is replayed
+    assert await c.init_producer_id("t", 1000) == (E.NONE, 1001, 0)  # a new producer id

@@ -67,11 +67,17 @@ class TxnConfig:
 
     num_partitions: int = 50
     max_timeout_ms: int = 900_000
+    id_expiration_ms: int = 604_800_000
+    abort_interval_ms: int = 10_000
+    remove_expired_interval_ms: int = 3_600_000
 
     @classmethod
     def from_broker(cls, cfg: Mapping[str, Any]) -> TxnConfig:
         return cls(num_partitions=cfg["transaction.state.log.num.partitions"],
-                   max_timeout_ms=cfg["transaction.max.timeout.ms"])
+                   max_timeout_ms=cfg["transaction.max.timeout.ms"],
+                   id_expiration_ms=cfg["transactional.id.expiration.ms"],
+                   abort_interval_ms=cfg["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
+                   remove_expired_interval_ms=cfg["transaction.remove.expired.transaction.cleanup.interval.ms"])
 
 
 def _append_error(code: ErrorCode) -> ErrorCode:
@@ -109,6 +115,21 @@ class TransactionCoordinator:
 
     def _spawn(self, coro: Awaitable[Any], name: str) -> None:
         self._tasks.spawn(coro, name)
+
+    def start(self) -> None:
+        """Start Kafka's two periodic jobs: aborting timed-out transactions and expiring idle
+        transactional ids."""
+        self._spawn(self._every(self.config.abort_interval_ms, self.abort_timed_out), "txn-abort-timed-out")
+        self._spawn(self._every(self.config.remove_expired_interval_ms, self.expire_transactional_ids),
+                    "txn-expire-ids")
+
+    async def _every(self, interval_ms: int, job: Callable[[], Awaitable[int]]) -> None:
+        while self.active:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                await job()
+            except Exception:
+                log.exception("transaction coordinator job %s failed", job.__name__)
 
     def shutdown(self) -> None:
         """Stop the timers and the marker writes; the state stays in the log."""
@@ -403,3 +424,54 @@ class TransactionCoordinator:
             # Kafka retries the completion write until it succeeds or the coordinator moves.
             log.warning("writing the completion of %s failed (%s); retrying", job.transactional_id, code.name)
             await asyncio.sleep(0.1)
+
+    # ---- timeouts and expiration ---------------------------------------------------------
+
+    async def abort_timed_out(self) -> int:
+        """Abort every ongoing transaction older than its timeout, at a bumped epoch so its
+        producer is fenced (Kafka's abortTimedOutTransactions); how many were started."""
+        now = self._now()
+        expired = [t for p, t in self._owned_txns() if t.state == S.ONGOING and not t.pending_in_progress
+                   and t.start_ms + t.timeout_ms < now]
+        started = 0
+        for txn in expired:
+            if txn.pending_in_progress or txn.state != S.ONGOING or \
+                    self.txns.get(txn.transactional_id) is not txn:
+                continue  # changed while an earlier abort was being written
+            fence = txn.prepare_fence_producer_epoch()
+            log.info("aborting transaction of %s (producer id %d): it timed out after %d ms", txn.transactional_id,
+                     txn.producer_id, txn.timeout_ms)
+            code = await self._end(txn, fence.producer_id, fence.producer_epoch, commit=False, from_client=False)
+            if code == E.NONE:
+                started += 1
+            else:
+                log.warning("aborting the timed-out transaction of %s failed: %s", txn.transactional_id, code.name)
+        return started
+
+    async def expire_transactional_ids(self) -> int:
+        """Forget ids idle for transactional.id.expiration.ms with no transaction open: Dead,
+        then a tombstone in the log (Kafka's removeExpiredTransactionalIds); how many."""
+        now = self._now()
+        idle = [t for p, t in self._owned_txns()
+                if t.state in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT) and not t.pending_in_progress
+                and t.last_update_ms + self.config.id_expiration_ms <= now]
+        removed = 0
+        for txn in idle:
+            if txn.pending_in_progress or self.txns.get(txn.transactional_id) is not txn:
+                continue
+            partition = self.partition_for(txn.transactional_id)
+            epoch = self.owned.get(partition)
+            txn.prepare_dead()
+            code = await self.store.append(partition, [(schemas.encode_key(txn.transactional_id), None)])
+            if self.owned.get(partition) != epoch or self.txns.get(txn.transactional_id) is not txn:
+                continue
+            txn.abort_transition()
+            if code == E.NONE:
+                del self.txns[txn.transactional_id]
+                removed += 1
+                log.info("transactional id %s expired (idle for %d ms)", txn.transactional_id,
+                         now - txn.last_update_ms)
+        return removed
+
+    def _owned_txns(self) -> list[tuple[int, TransactionMetadata]]:
+        return [(p, t) for t in self.txns.values() if (p := self.partition_for(t.transactional_id)) in self.owned]
