@@ -583,6 +583,45 @@ def _init_producer_id_check(broker: BrokerProcess, c: RawClient, v: int) -> None
     assert a.producer_id >= 0 and b.producer_id != a.producer_id and a.producer_epoch == 0
 
 
+def _transactional_id(c: RawClient) -> tuple[str, int]:
+    """A new transactional id initialised at epoch 0 (waits for __transaction_state's coordinator)."""
+    txn_id = _name("tx")
+    deadline = time.monotonic() + 30
+    while True:
+        r = _call(c, K.INIT_PRODUCER_ID, 4, transactional_id=txn_id, transaction_timeout_ms=60000, producer_id=-1,
+                  producer_epoch=-1)
+        if r.error_code == 0:
+            return txn_id, r.producer_id
+        assert r.error_code in (E.COORDINATOR_NOT_AVAILABLE, E.COORDINATOR_LOAD_IN_PROGRESS, E.NOT_COORDINATOR)
+        assert time.monotonic() < deadline, "no transaction coordinator"
+        _call(c, K.FIND_COORDINATOR, 3, key=txn_id, key_type=1)
+        time.sleep(0.1)
+
+
+@check(K.DESCRIBE_TRANSACTIONS, range(0, 1))
+def _describe_transactions_check(broker: BrokerProcess, c: RawClient, v: int) -> None:
+    txn_id, pid = _transactional_id(c)
+    found, missing = _call(c, K.DESCRIBE_TRANSACTIONS, v, transactional_ids=[txn_id, _name("none")]).transaction_states
+    assert (found.error_code, found.transactional_id, found.transaction_state, found.transaction_timeout_ms,
+            found.producer_id, found.producer_epoch, found.topics) == (0, txn_id, "Empty", 60000, pid, 0, [])
+    assert missing.error_code == E.TRANSACTIONAL_ID_NOT_FOUND
+
+
+@check(K.LIST_TRANSACTIONS, range(0, 2))
+def _list_transactions_check(broker: BrokerProcess, c: RawClient, v: int) -> None:
+    txn_id, pid = _transactional_id(c)
+    extra = {"duration_filter": -1} if v >= 1 else {}
+    r = _call(c, K.LIST_TRANSACTIONS, v, state_filters=["Empty", "Bogus"], producer_id_filters=[pid], **extra)
+    assert (r.error_code, r.unknown_state_filters) == (0, ["Bogus"])
+    assert [(t.transactional_id, t.producer_id, t.transaction_state) for t in r.transaction_states] == [
+        (txn_id, pid, "Empty")]
+    assert _call(c, K.LIST_TRANSACTIONS, v, state_filters=["Ongoing"], producer_id_filters=[pid],
+                 **extra).transaction_states == []
+    if v >= 1:  # KIP-994: only transactions running longer than the filter (no transaction: start -1)
+        assert _call(c, K.LIST_TRANSACTIONS, v, state_filters=[], producer_id_filters=[pid],
+                     duration_filter=10**14).transaction_states == []
+
+
 @check(K.DESCRIBE_ACLS, range(0, 4))
 def _describe_acls_check(broker: BrokerProcess, c: RawClient, v: int) -> None:
     topic = _name("acl")

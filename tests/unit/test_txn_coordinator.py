@@ -335,3 +335,25 @@ async def test_idle_transactional_id_expires(h: Harness) -> None:
     await h.load(epoch=4)
     assert "t" not in c.txns  # the tombstone is replayed
     assert await c.init_producer_id("t", 1000) == (E.NONE, 1001, 0)  # a new producer id
+
+
+# ---- DescribeTransactions / ListTransactions ------------------------------------------------
+
+
+async def test_describe_and_list(h: Harness) -> None:
+    c = h.coordinator
+    assert c.describe("t") == (E.NOT_COORDINATOR, None)
+    pid, epoch = await _begin(h)
+    assert await c.add_partitions("t", pid, epoch, {("x", 0)}) == E.NONE
+    await c.init_producer_id("idle", 1000)
+    code, txn = c.describe("t")
+    assert code == E.NONE and txn is not None and (txn.state, txn.partitions) == (S.ONGOING, {("x", 0)})
+    assert c.describe("nope") == (E.TRANSACTIONAL_ID_NOT_FOUND, None)
+    assert c.describe("") == (E.INVALID_REQUEST, None)
+    code, unknown, txns = c.list(set(), {"Ongoing", "Nope"})
+    assert (code, unknown, [t.transactional_id for t in txns]) == (E.NONE, ["Nope"], ["t"])
+    assert [t.transactional_id for t in c.list({pid + 1}, set())[2]] == ["idle"]
+    h.now += 100
+    # Running for 100 ms; an id with no transaction has start time -1, so Kafka lists it too.
+    assert [t.transactional_id for t in c.list(set(), set(), 99)[2]] == ["idle", "t"]
+    assert [t.transactional_id for t in c.list(set(), set(), 100)[2]] == ["idle"]

@@ -475,3 +475,37 @@ class TransactionCoordinator:
 
     def _owned_txns(self) -> list[tuple[int, TransactionMetadata]]:
         return [(p, t) for t in self.txns.values() if (p := self.partition_for(t.transactional_id)) in self.owned]
+
+    # ---- DescribeTransactions / ListTransactions -----------------------------------------
+
+    def describe(self, transactional_id: str) -> tuple[ErrorCode, TransactionMetadata | None]:
+        """Kafka's handleDescribeTransactions: the id's metadata, or why there is none."""
+        if not self.active:
+            return E.COORDINATOR_NOT_AVAILABLE, None
+        if not transactional_id:
+            return E.INVALID_REQUEST, None
+        status = self._status(transactional_id)
+        if status is not None:
+            return status, None
+        txn = self.txns.get(transactional_id)
+        if txn is None or txn.state == S.DEAD:
+            return E.TRANSACTIONAL_ID_NOT_FOUND, None
+        return E.NONE, txn
+
+    def list(self, producer_ids: set[int], state_names: set[str], duration_ms: int = -1
+             ) -> tuple[ErrorCode, list[str], list[TransactionMetadata]]:
+        """Kafka's listTransactionStates: (error, unknown state filters, matching ids)."""
+        if not self.active:
+            return E.COORDINATOR_NOT_AVAILABLE, [], []
+        if self.loading:
+            return E.COORDINATOR_LOAD_IN_PROGRESS, [], []
+        by_name = {s.kafka_name: s for s in TxnState}
+        unknown = sorted(n for n in state_names if n not in by_name)
+        states = {by_name[n] for n in state_names if n in by_name}
+        now = self._now()
+        out = [t for _, t in self._owned_txns()
+               if t.state != S.DEAD
+               and (not producer_ids or t.producer_id in producer_ids)
+               and (not state_names or t.state in states)
+               and not (duration_ms >= 0 and now - t.start_ms <= duration_ms)]
+        return E.NONE, unknown, sorted(out, key=lambda t: t.transactional_id)

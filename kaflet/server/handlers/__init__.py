@@ -32,6 +32,7 @@ from kaflet.server.handlers import (
     describe_cluster,
     describe_configs,
     describe_groups,
+    describe_transactions,
     describe_user_scram_credentials,
     elect_leaders,
     end_txn,
@@ -45,6 +46,7 @@ from kaflet.server.handlers import (
     leave_group,
     list_groups,
     list_offsets,
+    list_transactions,
     metadata,
     offset_commit,
     offset_delete,
@@ -63,6 +65,7 @@ HANDLER_MODULES: list[ModuleType] = [
     produce,
     fetch,
     list_offsets,
+    list_transactions,
     metadata,
     api_versions,
     create_topics,
@@ -105,6 +108,9 @@ HANDLER_MODULES: list[ModuleType] = [
     offset_for_leader_epoch,
     controlled_shutdown,
     elect_leaders,
+    # transactions: what the coordinator knows (works without the markers)
+    describe_transactions,
+    list_transactions,
 ]
 
 #: Transactions' client APIs: written and tested against the coordinator, but not registered
