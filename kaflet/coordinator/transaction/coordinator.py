@@ -397,11 +397,15 @@ class TransactionCoordinator:
     # ---- markers ------------------------------------------------------------------------
 
     def _start_markers(self, txn: TransactionMetadata, coordinator_epoch: int) -> None:
+        # Kafka prepares the completion before sending: while the markers are in flight the
+        # transition is pending, so every other request for the id gets CONCURRENT_TRANSACTIONS
+        # (a client's retry of EndTxn, its next AddPartitionsToTxn, or an abort, which it retries).
+        transit = txn.prepare_complete(self._now())
         job = MarkerJob(txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.state == S.PREPARE_COMMIT,
                         coordinator_epoch, frozenset(txn.partitions))
-        self._spawn(self._complete(txn, job), f"txn-markers-{txn.transactional_id}")
+        self._spawn(self._complete(txn, job, transit), f"txn-markers-{txn.transactional_id}")
 
-    async def _complete(self, txn: TransactionMetadata, job: MarkerJob) -> None:
+    async def _complete(self, txn: TransactionMetadata, job: MarkerJob, transit: Transit) -> None:
         """Write the markers, then CompleteCommit/CompleteAbort (Kafka's TransactionMarkerChannelManager)."""
         partition = self.partition_for(job.transactional_id)
 
@@ -411,18 +415,18 @@ class TransactionCoordinator:
 
         done = await self.send_markers(job, current)
         if not done or not current():
+            # As in Kafka, the completion stays pending: the coordinator that loads the
+            # partition next sends the markers again.
             log.info("markers of %s at coordinator epoch %d were not completed here (coordinator moved or fenced)",
                      job.transactional_id, job.coordinator_epoch)
             return
-        if txn.state not in (S.PREPARE_COMMIT, S.PREPARE_ABORT) or txn.pending_in_progress:
-            return
         while True:
-            code = await self._write(txn, txn.prepare_complete(self._now()))
-            if code == E.NONE or self.owned.get(partition) != job.coordinator_epoch or \
-                    self.txns.get(job.transactional_id) is not txn or not self.active:
+            code = await self._write(txn, transit)
+            if code == E.NONE or not current():
                 return
             # Kafka retries the completion write until it succeeds or the coordinator moves.
             log.warning("writing the completion of %s failed (%s); retrying", job.transactional_id, code.name)
+            transit = txn.prepare_complete(self._now())
             await asyncio.sleep(0.1)
 
     # ---- timeouts and expiration ---------------------------------------------------------
