@@ -74,6 +74,29 @@ async def test_pending_transaction_apis(monkeypatch: pytest.MonkeyPatch) -> None
             off = await c.send(K.ADD_OFFSETS_TO_TXN, 3, _req(K.ADD_OFFSETS_TO_TXN, transactional_id="h",
                                                              producer_id=pid, producer_epoch=epoch, group_id="grp"))
             assert off.error_code == E.NONE
+            # The group's offsets join the transaction; OffsetFetch with require_stable sees them pending.
+            await _until(c, K.FIND_COORDINATOR, 3, _req(K.FIND_COORDINATOR, key="grp", key_type=0), retry=loading)
+            T: Any = codec.request_class(K.TXN_OFFSET_COMMIT)
+            commit = T(transactional_id="h", group_id="grp", producer_id=pid, producer_epoch=epoch, generation_id=-1,
+                       member_id="", group_instance_id=None, topics=[T.TxnOffsetCommitRequestTopic(
+                           name="tx-topic", partitions=[
+                               T.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition(
+                                   partition_index=i, committed_offset=5, committed_leader_epoch=-1,
+                                   committed_metadata="m") for i in (0, 9)])])
+            for _ in range(100):
+                tr = await c.send(K.TXN_OFFSET_COMMIT, 3, commit)
+                codes = {p.partition_index: p.error_code for p in tr.topics[0].partitions}
+                if codes[0] not in loading:
+                    break
+                await asyncio.sleep(0.05)
+            assert codes == {0: E.NONE, 9: E.UNKNOWN_TOPIC_OR_PARTITION}
+            F: Any = codec.request_class(K.OFFSET_FETCH)
+            fetched = await c.send(K.OFFSET_FETCH, 7, F(group_id="grp", require_stable=True, topics=[
+                F.OffsetFetchRequestTopic(name="tx-topic", partition_indexes=[0])]))
+            assert fetched.topics[0].partitions[0].error_code == E.UNSTABLE_OFFSET_COMMIT
+            plain = await c.send(K.OFFSET_FETCH, 7, F(group_id="grp", require_stable=False, topics=[
+                F.OffsetFetchRequestTopic(name="tx-topic", partition_indexes=[0])]))
+            assert (plain.topics[0].partitions[0].error_code, plain.topics[0].partitions[0].committed_offset) == (0, -1)
             end = _req(K.END_TXN, transactional_id="h", producer_id=pid, producer_epoch=epoch, committed=True)
             assert (await c.send(K.END_TXN, 3, end)).error_code == E.NONE
             # The markers cannot be written yet (no WriteTxnMarkers handler): the commit stays prepared.
