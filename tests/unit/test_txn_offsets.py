@@ -107,3 +107,13 @@ async def test_reload_replays_markers(o: Offsets) -> None:
     assert reloaded.has_pending_txn_offsets("g", TP)
     reloaded.complete_txn(0, PID, commit=True)
     assert _fetch(reloaded) == 8
+
+
+async def test_marker_during_load_is_applied_after_it(o: Offsets) -> None:
+    c = await _loaded(o)
+    await c.commit_txn_offsets("g", PID, EPOCH, "", None, -1, {TP: OffsetValue(3)})
+    c.on_resigned(0)
+    c.on_became_leader(0)  # loading: the replay may miss a marker written now
+    c.complete_txn(0, PID, commit=True)
+    await c._tasks.drain()
+    assert _fetch(c) == 3

@@ -115,6 +115,7 @@ class GroupCoordinator:
         self._tasks = BackgroundTasks("group coordinator")
         # Orders offset writes (log offsets on load, this counter's values after, both rising).
         self._write_order = 1 << 62
+        self._txn_completions: dict[int, list[tuple[int, bool]]] = {}  # markers met while loading
 
     # ---- plumbing ------------------------------------------------------------------------
 
@@ -169,6 +170,7 @@ class GroupCoordinator:
 
     def on_resigned(self, partition: int) -> None:
         """This broker no longer leads `partition`: forget its groups."""
+        self._txn_completions.pop(partition, None)
         self.owned.discard(partition)
         self.loading.discard(partition)
         for group in [g for g in self.groups.values() if self.partition_for(g.group_id) == partition]:
@@ -199,6 +201,8 @@ class GroupCoordinator:
             self.groups[name] = group
         self.loading.discard(partition)
         self.owned.add(partition)
+        for producer_id, commit in self._txn_completions.pop(partition, []):
+            self.complete_txn(partition, producer_id, commit)
         if names:
             log.info("loaded %d groups from __consumer_offsets-%d in %.0f ms", len(names), partition,
                      (time.monotonic() - start) * 1000)
@@ -772,6 +776,10 @@ class GroupCoordinator:
     def complete_txn(self, partition: int, producer_id: int, commit: bool) -> None:
         """A COMMIT/ABORT marker of `producer_id` was written to __consumer_offsets-`partition`
         (Kafka's scheduleHandleTxnCompletion): its pending offsets are committed or dropped."""
+        if partition in self.loading:
+            # The load may have read the log before this marker: applied once it is done.
+            self._txn_completions.setdefault(partition, []).append((producer_id, commit))
+            return
         for group in self.groups.values():
             if self.partition_for(group.group_id) != partition:
                 continue
