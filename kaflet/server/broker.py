@@ -19,6 +19,10 @@ from kaflet.coordinator.group.coordinator import GroupConfig, GroupCoordinator
 from kaflet.coordinator.group.store import GROUP_METADATA_TOPIC, OffsetsTopicStore
 from kaflet.coordinator.group.topic import OffsetsTopic, OffsetsTopicConfig
 from kaflet.coordinator.producer_id_manager import ProducerIdManager
+from kaflet.coordinator.transaction.coordinator import TransactionCoordinator, TxnConfig
+from kaflet.coordinator.transaction.markers import TxnMarkerSender
+from kaflet.coordinator.transaction.schemas import TRANSACTION_STATE_TOPIC
+from kaflet.coordinator.transaction.topic import transaction_topic_config
 from kaflet.gateway.gateway import ClusterIdMismatchError, Gateway, GatewaySettings, check_cluster_id
 from kaflet.gateway.model import ManagementService, PartitionView
 from kaflet.gateway.partitions import PartitionRouter
@@ -86,6 +90,8 @@ class Broker:
         self._session_task: asyncio.Task[None] | None = None
         self.producer_ids: ProducerIdManager = None  # type: ignore[assignment]
         self.group_coordinator: GroupCoordinator = None  # type: ignore[assignment]
+        self.txn_coordinator: TransactionCoordinator = None  # type: ignore[assignment]
+        self._txn_markers: TxnMarkerSender | None = None
         self.topic_admin = TopicAdmin(self)
         # Topic and broker configs at run time (DescribeConfigs, AlterConfigs, /config/changes).
         self.config_admin = ConfigAdmin(self)
@@ -218,6 +224,15 @@ class Broker:
             OffsetsTopicStore(self.replica_manager.get, cfg["offsets.commit.timeout.ms"]),
             ensure_topic=offsets_topic.ensure)
         self.group_coordinator.start()
+        txn_topic = OffsetsTopic(transaction_topic_config(cfg.values), self.topic_admin.create,
+                                 self.metadata_cache.partition_count, lambda: len(self.live_brokers()),
+                                 cap_replication_factor=not self.clustered)
+        self._txn_markers = TxnMarkerSender(self._partition_leader, self._connect_for_markers)
+        self.txn_coordinator = TransactionCoordinator(
+            TxnConfig.from_broker(cfg.values),
+            OffsetsTopicStore(self.replica_manager.get, cfg["request.timeout.ms"], topic=TRANSACTION_STATE_TOPIC),
+            self.producer_ids.next_id, self._txn_markers.send, ensure_topic=txn_topic.ensure)
+        self.txn_coordinator.start()
         self.replica_manager.start()
         self.isr_manager.start()
         await self.config_admin.start()
@@ -530,6 +545,28 @@ class Broker:
             connect_timeout_s=settings.connect_timeout_s,
             request_timeout_s=self.config["replica.socket.timeout.ms"] / 1000)
 
+    def _partition_leader(self, topic: str, index: int) -> int | None:
+        """The leader of a partition for the marker sender (-1: none now; None: no such partition)."""
+        part = self.metadata_cache.partition(topic, index)
+        return None if part is None else part.leader
+
+    async def _connect_for_markers(self, broker_id: int) -> BrokerClient:
+        """A connection to `broker_id`'s inter-broker listener for WriteTxnMarkers (this broker
+        included, as Kafka's marker channel does)."""
+        try:
+            settings = self._inter_broker_settings()
+        except ConfigError:
+            # Alone, with no inter-broker listener configured: this broker's own listener.
+            settings = InterBrokerSettings(listener=self._inter_broker_listener(),
+                                           security=ClientSecurity("PLAINTEXT"))
+        info = self.metadata_cache.brokers.get(broker_id)
+        ep = info.endpoint(settings.listener) if info is not None else None
+        if ep is None:
+            raise BrokerConnectionError(f"broker {broker_id} has no {settings.listener} endpoint")
+        return await BrokerClient.connect(
+            ep.host or "", ep.port, settings.security, client_id=f"broker-{self.broker_id}-txn-markers",
+            connect_timeout_s=settings.connect_timeout_s, request_timeout_s=self.config["request.timeout.ms"] / 1000)
+
     def _update_metadata(self, request: Any) -> list[tuple[str, int]]:
         deleted = self.metadata_cache.update_metadata(request)
         for topic in {t for t, _ in deleted} - self.metadata_cache.topics.keys():
@@ -538,19 +575,27 @@ class Broker:
         return deleted
 
     def _on_leadership_change(self, leaders: Sequence[Partition], followers: Sequence[Partition]) -> None:
-        # Kafka's onLeadershipChange: the group coordinator loads what it now leads.
+        # Kafka's onLeadershipChange: the coordinators load what they now lead (the transaction
+        # coordinator at the partition's leader epoch, its coordinator epoch).
         count = self.metadata_cache.partition_count(GROUP_METADATA_TOPIC) or None
+        txn_count = self.metadata_cache.partition_count(TRANSACTION_STATE_TOPIC) or None
         for part in leaders:
             if part.topic == GROUP_METADATA_TOPIC:
                 self.group_coordinator.on_became_leader(part.index, count)
+            elif part.topic == TRANSACTION_STATE_TOPIC:
+                self.txn_coordinator.on_became_leader(part.index, part.leader_epoch, txn_count)
         for part in followers:
             if part.topic == GROUP_METADATA_TOPIC:
                 self.group_coordinator.on_resigned(part.index)
+            elif part.topic == TRANSACTION_STATE_TOPIC:
+                self.txn_coordinator.on_resigned(part.index)
 
     def _on_replicas_stopped(self, stopped: Sequence[tuple[str, int, bool]]) -> None:
         for topic, index, deleted in stopped:
             if topic == GROUP_METADATA_TOPIC and deleted:
                 self.group_coordinator.on_resigned(index)
+            elif topic == TRANSACTION_STATE_TOPIC:
+                self.txn_coordinator.on_resigned(index)  # Kafka resigns on every StopReplica
         self._changed()  # DeleteTopics waits for this broker's replicas to go
 
     async def deliver_local(self, api_key: ApiKey, request: Any) -> Any:
@@ -657,6 +702,10 @@ class Broker:
             self._session_task.cancel()
         if self.group_coordinator is not None:
             self.group_coordinator.shutdown()  # answers waiting JoinGroup/SyncGroup so draining is quick
+        if self.txn_coordinator is not None:
+            self.txn_coordinator.shutdown()
+        if self._txn_markers is not None:
+            self._txn_markers.close()
         if self.replica_manager is not None:
             self.replica_manager.shutdown()  # waiting fetches and acks=all produces are answered
         for lst in self.listeners:

@@ -158,6 +158,15 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("offsets.retention.check.interval.ms", int, 600000, minimum=1),
     ConfigDef("offset.metadata.max.bytes", int, 4096, minimum=0),
     ConfigDef("offsets.commit.timeout.ms", int, 5000, minimum=1),
+    # Transaction coordinator (kaflet/coordinator/transaction).
+    ConfigDef("transaction.state.log.num.partitions", int, 50, minimum=1),
+    ConfigDef("transaction.state.log.replication.factor", int, 3, minimum=1),
+    ConfigDef("transaction.state.log.segment.bytes", int, 104857600, minimum=1),
+    ConfigDef("transaction.state.log.min.isr", int, 2, minimum=1),
+    ConfigDef("transaction.max.timeout.ms", int, 900000, minimum=1),
+    ConfigDef("transactional.id.expiration.ms", int, 604800000, minimum=1),
+    ConfigDef("transaction.abort.timed.out.transaction.cleanup.interval.ms", int, 10000, minimum=1),
+    ConfigDef("transaction.remove.expired.transaction.cleanup.interval.ms", int, 3600000, minimum=1),
     # Listener security (kaflet/security). Each may be overridden per listener as
     # listener.name.<listener>.<key>; secrets are in SECRET_SECURITY_CONFIGS below instead.
     ConfigDef("sasl.enabled.mechanisms", str, "GSSAPI"),

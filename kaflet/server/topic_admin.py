@@ -109,6 +109,11 @@ class TopicAdmin:
                 # Kafka creates its internal topic with the offsets.topic.* settings, not the defaults.
                 await coordinator.ensure_topic()
                 continue
+            txn_coordinator = self.broker.txn_coordinator
+            if name == "__transaction_state" and txn_coordinator is not None and \
+                    txn_coordinator.ensure_topic is not None:
+                await txn_coordinator.ensure_topic()  # with the transaction.state.log.* settings
+                continue
             self._auto_creating.add(name)
             try:
                 req = TopicRequest(name, cfg["num.partitions"], cfg["default.replication.factor"], None, {})

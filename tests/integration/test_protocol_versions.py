@@ -365,12 +365,13 @@ def _find_coordinator_check(broker: BrokerProcess, c: RawClient, v: int) -> None
         assert [(x.key, x.error_code, x.node_id, x.port) for x in resp.coordinators] == [
             ("g1", 0, node, broker.port), ("g2", 0, node, broker.port)]
         txn = _call(c, K.FIND_COORDINATOR, v, key_type=1, coordinator_keys=["tx"]).coordinators[0]
-        assert txn.error_code == E.COORDINATOR_NOT_AVAILABLE
+        assert (txn.error_code, txn.node_id, txn.port) == (0, node, broker.port)
         return
     resp = _call(c, K.FIND_COORDINATOR, v, key=_name("g"), key_type=0)
     assert (resp.error_code, resp.node_id, resp.host, resp.port) == (0, node, "127.0.0.1", broker.port)
     if v >= 1:
-        assert _call(c, K.FIND_COORDINATOR, v, key="tx", key_type=1).error_code == E.COORDINATOR_NOT_AVAILABLE
+        txn = _call(c, K.FIND_COORDINATOR, v, key="tx", key_type=1)
+        assert (txn.error_code, txn.node_id, txn.port) == (0, node, broker.port)
 
 
 @check(K.JOIN_GROUP, range(0, 8))
@@ -580,6 +581,45 @@ def _init_producer_id_check(broker: BrokerProcess, c: RawClient, v: int) -> None
               producer_epoch=-1)
     assert a.error_code == 0 and b.error_code == 0
     assert a.producer_id >= 0 and b.producer_id != a.producer_id and a.producer_epoch == 0
+
+
+def _transactional_id(c: RawClient) -> tuple[str, int]:
+    """A new transactional id initialised at epoch 0 (waits for __transaction_state's coordinator)."""
+    txn_id = _name("tx")
+    deadline = time.monotonic() + 30
+    while True:
+        r = _call(c, K.INIT_PRODUCER_ID, 4, transactional_id=txn_id, transaction_timeout_ms=60000, producer_id=-1,
+                  producer_epoch=-1)
+        if r.error_code == 0:
+            return txn_id, r.producer_id
+        assert r.error_code in (E.COORDINATOR_NOT_AVAILABLE, E.COORDINATOR_LOAD_IN_PROGRESS, E.NOT_COORDINATOR)
+        assert time.monotonic() < deadline, "no transaction coordinator"
+        _call(c, K.FIND_COORDINATOR, 3, key=txn_id, key_type=1)
+        time.sleep(0.1)
+
+
+@check(K.DESCRIBE_TRANSACTIONS, range(0, 1))
+def _describe_transactions_check(broker: BrokerProcess, c: RawClient, v: int) -> None:
+    txn_id, pid = _transactional_id(c)
+    found, missing = _call(c, K.DESCRIBE_TRANSACTIONS, v, transactional_ids=[txn_id, _name("none")]).transaction_states
+    assert (found.error_code, found.transactional_id, found.transaction_state, found.transaction_timeout_ms,
+            found.producer_id, found.producer_epoch, found.topics) == (0, txn_id, "Empty", 60000, pid, 0, [])
+    assert missing.error_code == E.TRANSACTIONAL_ID_NOT_FOUND
+
+
+@check(K.LIST_TRANSACTIONS, range(0, 2))
+def _list_transactions_check(broker: BrokerProcess, c: RawClient, v: int) -> None:
+    txn_id, pid = _transactional_id(c)
+    extra = {"duration_filter": -1} if v >= 1 else {}
+    r = _call(c, K.LIST_TRANSACTIONS, v, state_filters=["Empty", "Bogus"], producer_id_filters=[pid], **extra)
+    assert (r.error_code, r.unknown_state_filters) == (0, ["Bogus"])
+    assert [(t.transactional_id, t.producer_id, t.transaction_state) for t in r.transaction_states] == [
+        (txn_id, pid, "Empty")]
+    assert _call(c, K.LIST_TRANSACTIONS, v, state_filters=["Ongoing"], producer_id_filters=[pid],
+                 **extra).transaction_states == []
+    if v >= 1:  # KIP-994: only transactions running longer than the filter (no transaction: start -1)
+        assert _call(c, K.LIST_TRANSACTIONS, v, state_filters=[], producer_id_filters=[pid],
+                     duration_filter=10**14).transaction_states == []
 
 
 @check(K.DESCRIBE_ACLS, range(0, 4))
@@ -1043,3 +1083,76 @@ def test_unsupported_version(broker: BrokerProcess, api_key: int, version: int) 
     while line not in broker.new_log():
         assert time.monotonic() < deadline, f"no log line saying {line!r}"
         time.sleep(0.05)
+
+
+def _transaction(broker: BrokerProcess, c: RawClient, versions: dict[int, int]) -> None:
+    """One whole transaction: a record and a group's offset, committed; each API at the version
+    ``versions`` names (3 otherwise). Afterwards the record is below the last stable offset and
+    the offset is committed."""
+    topic = _topic(broker, "txv")
+    group = _name("txg")
+    txn_id, pid = _transactional_id(c)
+    v = {k: versions.get(k, 3) for k in (K.ADD_PARTITIONS_TO_TXN, K.ADD_OFFSETS_TO_TXN, K.TXN_OFFSET_COMMIT, K.END_TXN)}
+    A = _req(K.ADD_PARTITIONS_TO_TXN)
+    added = c.request(K.ADD_PARTITIONS_TO_TXN, v[K.ADD_PARTITIONS_TO_TXN], A(
+        v3_and_below_transactional_id=txn_id, v3_and_below_producer_id=pid, v3_and_below_producer_epoch=0,
+        v3_and_below_topics=[A.AddPartitionsToTxnTopic(name=topic, partitions=[0])]))
+    assert [(t.name, [(r.partition_index, r.partition_error_code) for r in t.results_by_partition])
+            for t in added.results_by_topic_v3_and_below] == [(topic, [(0, 0)])]
+    batch = build_batch([Record(0, 0, None, b"in-txn", [])], producer_id=pid, producer_epoch=0, base_sequence=0,
+                        is_transactional=True)
+    P = _req(K.PRODUCE)
+    assert c.request(K.PRODUCE, 7, P(transactional_id=txn_id, acks=-1, timeout_ms=5000, topic_data=[
+        P.TopicProduceData(name=topic, partition_data=[P.TopicProduceData.PartitionProduceData(
+            index=0, records=batch)])])).responses[0].partition_responses[0].error_code == 0
+    assert _call(c, K.ADD_OFFSETS_TO_TXN, v[K.ADD_OFFSETS_TO_TXN], transactional_id=txn_id, producer_id=pid,
+                 producer_epoch=0, group_id=group).error_code == 0
+    T = _req(K.TXN_OFFSET_COMMIT)
+    commit = T(transactional_id=txn_id, group_id=group, producer_id=pid, producer_epoch=0, generation_id=-1,
+               member_id="", group_instance_id=None, topics=[T.TxnOffsetCommitRequestTopic(name=topic, partitions=[
+                   T.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition(
+                       partition_index=0, committed_offset=1, committed_leader_epoch=-1, committed_metadata="tx")])])
+    deadline = time.monotonic() + 30
+    while True:
+        code = c.request(K.TXN_OFFSET_COMMIT, v[K.TXN_OFFSET_COMMIT], commit).topics[0].partitions[0].error_code
+        if code not in (E.COORDINATOR_NOT_AVAILABLE, E.COORDINATOR_LOAD_IN_PROGRESS, E.NOT_COORDINATOR):
+            break
+        assert time.monotonic() < deadline, "no group coordinator"
+        _call(c, K.FIND_COORDINATOR, 3, key=group, key_type=0)
+        time.sleep(0.1)
+    assert code == 0
+    assert _call(c, K.END_TXN, v[K.END_TXN], transactional_id=txn_id, producer_id=pid, producer_epoch=0,
+                 committed=True).error_code == 0
+    # The markers land: the committed record becomes stable and the offset visible.
+    L = _req(K.LIST_OFFSETS)
+    while True:
+        lso = c.request(K.LIST_OFFSETS, 5, L(replica_id=-1, isolation_level=1, topics=[L.ListOffsetsTopic(
+            name=topic, partitions=[L.ListOffsetsTopic.ListOffsetsPartition(
+                partition_index=0, current_leader_epoch=-1, timestamp=-1)])])).topics[0].partitions[0].offset
+        F = _req(K.OFFSET_FETCH)
+        fetched = c.request(K.OFFSET_FETCH, 7, F(group_id=group, require_stable=True, topics=[
+            F.OffsetFetchRequestTopic(name=topic, partition_indexes=[0])])).topics[0].partitions[0]
+        if lso == 2 and (fetched.error_code, fetched.committed_offset) == (0, 1):
+            break
+        assert time.monotonic() < deadline, f"transaction not complete: LSO {lso}, offset {fetched}"
+        time.sleep(0.05)
+
+
+@check(K.ADD_PARTITIONS_TO_TXN, range(0, 4))
+def _add_partitions_to_txn_check(broker: BrokerProcess, c: RawClient, v: int) -> None:
+    _transaction(broker, c, {K.ADD_PARTITIONS_TO_TXN: v})
+
+
+@check(K.ADD_OFFSETS_TO_TXN, range(0, 4))
+def _add_offsets_to_txn_check(broker: BrokerProcess, c: RawClient, v: int) -> None:
+    _transaction(broker, c, {K.ADD_OFFSETS_TO_TXN: v})
+
+
+@check(K.TXN_OFFSET_COMMIT, range(0, 4))
+def _txn_offset_commit_check(broker: BrokerProcess, c: RawClient, v: int) -> None:
+    _transaction(broker, c, {K.TXN_OFFSET_COMMIT: v})
+
+
+@check(K.END_TXN, range(0, 4))
+def _end_txn_check(broker: BrokerProcess, c: RawClient, v: int) -> None:
+    _transaction(broker, c, {K.END_TXN: v})

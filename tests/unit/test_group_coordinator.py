@@ -22,7 +22,9 @@ class MemoryStore:
         self.records: dict[int, list[KeyValue]] = {}
         self.fail: E = E.NONE
 
-    async def append(self, partition: int, records: list[KeyValue]) -> E:
+    async def append(self, partition: int, records: list[KeyValue], producer_id: int = -1,
+                     producer_epoch: int = -1) -> E:
+        assert producer_id == -1  # transactional offsets are tested over a real log (test_txn_offsets)
         if self.fail != E.NONE:
             return self.fail
         self.records.setdefault(partition, []).extend(records)

@@ -26,6 +26,7 @@ from kaflet.coordinator.group.group import CONSUMER_PROTOCOL_TYPE, Group, GroupS
 from kaflet.coordinator.group.hashing import partition_for
 from kaflet.coordinator.group.member import NEW_MEMBER_JOIN_TIMEOUT_MS, JoinResult, Member, SyncResult
 from kaflet.coordinator.group.store import GroupStore, KeyValue
+from kaflet.coordinator.tasks import BackgroundTasks
 from kaflet.protocol.errors import ErrorCode
 
 log = logging.getLogger("kaflet.coordinator")
@@ -111,20 +112,15 @@ class GroupCoordinator:
         self.loading: set[int] = set()
         self.active = True
         self._now = now_ms or (lambda: int(time.time() * 1000))
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks = BackgroundTasks("group coordinator")
+        # Orders offset writes (log offsets on load, this counter's values after, both rising).
+        self._write_order = 1 << 62
+        self._txn_completions: dict[int, list[tuple[int, bool]]] = {}  # markers met while loading
 
     # ---- plumbing ------------------------------------------------------------------------
 
     def _spawn(self, coro: Awaitable[Any], name: str) -> None:
-        task = asyncio.ensure_future(coro)
-        task.set_name(name)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-
-    def _task_done(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("group coordinator task %s failed", task.get_name(), exc_info=task.exception())
+        self._tasks.spawn(coro, name)
 
     def start(self) -> None:
         """Start the periodic offset expiration."""
@@ -136,8 +132,7 @@ class GroupCoordinator:
         for group in list(self.groups.values()):
             self._unload_group(group)
         self.groups.clear()
-        for task in list(self._tasks):
-            task.cancel()
+        self._tasks.cancel_all()
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.num_partitions)
@@ -175,6 +170,7 @@ class GroupCoordinator:
 
     def on_resigned(self, partition: int) -> None:
         """This broker no longer leads `partition`: forget its groups."""
+        self._txn_completions.pop(partition, None)
         self.owned.discard(partition)
         self.loading.discard(partition)
         for group in [g for g in self.groups.values() if self.partition_for(g.group_id) == partition]:
@@ -193,12 +189,20 @@ class GroupCoordinator:
             return  # resigned meanwhile
         now = self._now()
         names = set(loaded.groups) | {g for g, offs in loaded.offsets.items() if offs}
+        names |= {g for by_group in loaded.pending_txn.values() for g in by_group}
         for name in names:
             if name in self.groups:
                 continue
-            self.groups[name] = self._restore_group(name, loaded.groups.get(name), loaded.offsets.get(name, {}), now)
+            group = self._restore_group(name, loaded.groups.get(name), loaded.offsets.get(name, {}), now)
+            group.offset_order = {(t, p): pos for (g, t, p), pos in loaded.positions.items() if g == name}
+            for pid, by_group in loaded.pending_txn.items():
+                if name in by_group:
+                    group.pending_txn_offsets[pid] = dict(by_group[name])
+            self.groups[name] = group
         self.loading.discard(partition)
         self.owned.add(partition)
+        for producer_id, commit in self._txn_completions.pop(partition, []):
+            self.complete_txn(partition, producer_id, commit)
         if names:
             log.info("loaded %d groups from __consumer_offsets-%d in %.0f ms", len(names), partition,
                      (time.monotonic() - start) * 1000)
@@ -720,8 +724,8 @@ class GroupCoordinator:
             self._schedule_heartbeat(group, member)
         return await self._store_offsets(group, offsets)
 
-    async def _store_offsets(self, group: Group, offsets: dict[TopicPartition, schemas.OffsetValue]
-                             ) -> dict[TopicPartition, ErrorCode]:
+    async def _store_offsets(self, group: Group, offsets: dict[TopicPartition, schemas.OffsetValue],
+                             producer_id: int = -1, producer_epoch: int = -1) -> dict[TopicPartition, ErrorCode]:
         result: dict[TopicPartition, ErrorCode] = {}
         records: list[KeyValue] = []
         valid: dict[TopicPartition, schemas.OffsetValue] = {}
@@ -732,13 +736,65 @@ class GroupCoordinator:
             valid[tp] = value
             records.append((schemas.encode_offset_key(group.group_id, tp[0], tp[1]), schemas.encode_offset_value(value)))
         if records:
-            err = await self.store.append(self.partition_for(group.group_id), records)
+            self._write_order += 1
+            order = self._write_order  # taken before the append, which happens before its first await
+            err = await self.store.append(self.partition_for(group.group_id), records, producer_id, producer_epoch)
             code = E.NONE if err == E.NONE else _commit_store_error(err)
             if code == E.NONE and not group.is_(S.DEAD):
-                group.offsets.update(valid)
+                if producer_id >= 0:
+                    pending = group.pending_txn_offsets.setdefault(producer_id, {})
+                    pending.update({tp: (v, order) for tp, v in valid.items()})
+                else:
+                    group.offsets.update(valid)
+                    group.offset_order.update({tp: order for tp in valid})
             for tp in valid:
                 result[tp] = code
         return result
+
+    async def commit_txn_offsets(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
+                                 group_instance_id: str | None, generation_id: int,
+                                 offsets: dict[TopicPartition, schemas.OffsetValue]) -> dict[TopicPartition, ErrorCode]:
+        """Kafka's handleTxnCommitOffsets: the offsets are written with the producer's
+        transaction and become the group's committed offsets when its COMMIT marker arrives."""
+        def all_(code: ErrorCode) -> dict[TopicPartition, ErrorCode]:
+            return {tp: code for tp in offsets}
+
+        err = self._status(group_id, Api.COMMIT)
+        if err is not None:
+            return all_(err)
+        group = self._get_or_create(group_id)
+        if group.is_(S.DEAD):
+            return all_(E.COORDINATOR_NOT_AVAILABLE)
+        if group.is_static_member_fenced(member_id, group_instance_id):
+            return all_(E.FENCED_INSTANCE_ID)
+        if member_id and member_id not in group.members:
+            return all_(E.UNKNOWN_MEMBER_ID)
+        if generation_id >= 0 and generation_id != group.generation_id:
+            return all_(E.ILLEGAL_GENERATION)
+        return await self._store_offsets(group, offsets, producer_id, producer_epoch)
+
+    def complete_txn(self, partition: int, producer_id: int, commit: bool) -> None:
+        """A COMMIT/ABORT marker of `producer_id` was written to __consumer_offsets-`partition`
+        (Kafka's scheduleHandleTxnCompletion): its pending offsets are committed or dropped."""
+        if partition in self.loading:
+            # The load may have read the log before this marker: applied once it is done.
+            self._txn_completions.setdefault(partition, []).append((producer_id, commit))
+            return
+        for group in self.groups.values():
+            if self.partition_for(group.group_id) != partition:
+                continue
+            pending = group.pending_txn_offsets.pop(producer_id, None)
+            if not pending or not commit or group.is_(S.DEAD):
+                continue
+            for tp, (value, order) in pending.items():
+                if group.offset_order.get(tp, -1) < order:
+                    group.offsets[tp] = value
+                    group.offset_order[tp] = order
+
+    def has_pending_txn_offsets(self, group_id: str, tp: TopicPartition) -> bool:
+        """Offsets of an open transaction wait for `tp` (OffsetFetch's UNSTABLE_OFFSET_COMMIT)."""
+        group = self.groups.get(group_id)
+        return group is not None and any(tp in p for p in group.pending_txn_offsets.values())
 
     def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None
                       ) -> tuple[ErrorCode, dict[TopicPartition, schemas.OffsetValue | None]]:

@@ -78,6 +78,11 @@ class Group:
         self.new_member_added = False
         self.subscribed_topics: set[str] | None = None
         self.offsets: dict[tuple[str, int], OffsetValue] = {}
+        # Transactional offsets (TxnOffsetCommit) per producer id, with the order they were
+        # written in, until the transaction's marker commits or aborts them; ``offset_order`` is
+        # the order of each committed offset's write (a later plain commit wins over them).
+        self.pending_txn_offsets: dict[int, dict[tuple[str, int], tuple[OffsetValue, int]]] = {}
+        self.offset_order: dict[tuple[str, int], int] = {}
         # The rebalance timer (Kafka's DelayedJoin / InitialDelayedJoin).
         self.join_timer: asyncio.TimerHandle | None = None
         self.join_initial = False

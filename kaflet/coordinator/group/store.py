@@ -28,34 +28,63 @@ GROUP_METADATA_TOPIC = "__consumer_offsets"
 _LOAD_CHUNK_BYTES = 4 * 1024 * 1024
 
 KeyValue = tuple[bytes, bytes | None]
+#: A replayed data record: (key, value, log offset, producer id of its transaction or -1).
+ReplayRecord = Callable[[bytes | None, bytes | None, int, int], None]
 #: The partition this broker hosts for (topic, index), or None (``ReplicaManager.get``).
 PartitionLookup = Callable[[str, int], Partition | None]
 
 
 @dataclass(slots=True)
 class LoadedPartition:
-    """The live state of one partition after replaying it."""
+    """The live state of one partition after replaying it.
+
+    Offsets a transaction committed (TxnOffsetCommit) are held per producer id in
+    ``pending_txn`` until the transaction's COMMIT marker applies them (an ABORT drops them);
+    those still open at the end stay pending. ``positions`` is the log offset each offset was
+    written at, so a later plain commit is not overwritten by an earlier transaction's."""
 
     groups: dict[str, schemas.GroupValue] = field(default_factory=dict)
     offsets: dict[str, dict[tuple[str, int], schemas.OffsetValue]] = field(default_factory=dict)
+    positions: dict[tuple[str, str, int], int] = field(default_factory=dict)
+    pending_txn: dict[int, dict[str, dict[tuple[str, int], tuple[schemas.OffsetValue, int]]]] = \
+        field(default_factory=dict)
+
+    def complete_txn(self, producer_id: int, commit: bool) -> None:
+        """A COMMIT or ABORT marker of `producer_id` in the partition."""
+        for group, offsets in self.pending_txn.pop(producer_id, {}).items():
+            if not commit:
+                continue
+            for tp, (value, position) in offsets.items():
+                if self.positions.get((group, *tp), -1) < position:
+                    self.offsets.setdefault(group, {})[tp] = value
+                    self.positions[(group, *tp)] = position
 
 
 class GroupStore(Protocol):
     """Where the coordinator persists groups and offsets (the topic, or memory in unit tests)."""
 
-    async def append(self, partition: int, records: list[KeyValue]) -> ErrorCode: ...
+    async def append(self, partition: int, records: list[KeyValue], producer_id: int = -1,
+                     producer_epoch: int = -1) -> ErrorCode: ...
 
     async def load(self, partition: int) -> LoadedPartition: ...
 
 
-def replay(loaded: LoadedPartition, key_bytes: bytes | None, value: bytes | None) -> None:
-    """Apply one record of the topic to `loaded`."""
+def replay(loaded: LoadedPartition, key_bytes: bytes | None, value: bytes | None, position: int = -1,
+           txn_producer_id: int = -1) -> None:
+    """Apply one record of the topic (at log offset `position`; from a transaction of
+    `txn_producer_id`, else -1) to `loaded`."""
     if key_bytes is None:
         return
     try:
         key = schemas.decode_key(key_bytes)
         if isinstance(key, schemas.OffsetKey):
             tp = (key.topic, key.partition)
+            if txn_producer_id >= 0:
+                if value is not None:  # a transaction only writes offsets (Kafka's TxnOffsetCommit)
+                    loaded.pending_txn.setdefault(txn_producer_id, {}).setdefault(key.group, {})[tp] = (
+                        schemas.decode_offset_value(value), position)
+                return
+            loaded.positions[(key.group, *tp)] = position
             if value is None:
                 loaded.offsets.get(key.group, {}).pop(tp, None)
             else:
@@ -75,18 +104,36 @@ class OffsetsTopicStore:
     """GroupStore over the broker's __consumer_offsets partitions.
 
     ``partitions`` finds the local partition; a write waits up to ``commit_timeout_ms``
-    (offsets.commit.timeout.ms) for the high watermark to cover it.
+    (offsets.commit.timeout.ms) for the high watermark to cover it. ``topic`` lets the
+    transaction coordinator use the same append and replay for __transaction_state.
     """
 
-    def __init__(self, partitions: PartitionLookup, commit_timeout_ms: int) -> None:
+    def __init__(self, partitions: PartitionLookup, commit_timeout_ms: int,
+                 topic: str = GROUP_METADATA_TOPIC) -> None:
         self._partition = partitions
         self.commit_timeout_ms = commit_timeout_ms
+        self.topic = topic
 
-    async def append(self, partition: int, records: list[KeyValue]) -> ErrorCode:
-        part = self._partition(GROUP_METADATA_TOPIC, partition)
+    async def append(self, partition: int, records: list[KeyValue], producer_id: int = -1,
+                     producer_epoch: int = -1) -> ErrorCode:
+        """Append `records` as one batch; a producer id makes it a transactional batch (the
+        offsets of TxnOffsetCommit, which the transaction's marker commits or aborts)."""
+        part = self._partition(self.topic, partition)
         if part is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        batch = build_batch([Record(i, 0, k, v) for i, (k, v) in enumerate(records)])
+        recs = [Record(i, 0, k, v) for i, (k, v) in enumerate(records)]
+        if producer_id >= 0:
+            # Kafka appends these with the coordinator's origin, which skips sequence checks;
+            # kaflet's log checks every producer batch, so the batch continues the producer's
+            # sequence on this partition.
+            entry = part.log.producer_state.producers.get(producer_id)
+            seq = 0
+            if entry is not None and entry.producer_epoch == producer_epoch and entry.last_seq >= 0:
+                seq = (entry.last_seq + 1) & 0x7FFFFFFF
+            batch = build_batch(recs, producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=seq,
+                                is_transactional=True)
+        else:
+            batch = build_batch(recs)
         try:
             result = part.append(memoryview(batch), -1)
         except KafkaError as exc:
@@ -94,13 +141,13 @@ class OffsetsTopicStore:
         except ValueError:  # the log was closed under us (shutdown, deletion)
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         except OSError:
-            log.exception("append to %s-%d failed", GROUP_METADATA_TOPIC, partition)
+            log.exception("append to %s-%d failed", self.topic, partition)
             return ErrorCode.KAFKA_STORAGE_ERROR
         if result.flush_needed:
             try:
                 await part.log.flush_until(result.last_offset + 1)
             except OSError:
-                log.exception("fsync of %s-%d failed", GROUP_METADATA_TOPIC, partition)
+                log.exception("fsync of %s-%d failed", self.topic, partition)
                 return ErrorCode.KAFKA_STORAGE_ERROR
         (error,) = await wait_for_acks([(part, result.last_offset + 1)], self.commit_timeout_ms)
         return error
@@ -111,9 +158,18 @@ class OffsetsTopicStore:
         watermark may still lag behind (a follower learns it one fetch later), so a replay to
         the high watermark would bring back offsets older than the last ones committed."""
         loaded = LoadedPartition()
-        part = self._partition(GROUP_METADATA_TOPIC, partition)
+        await self.replay_partition(partition, lambda k, v, pos, pid: replay(loaded, k, v, pos, pid),
+                                    loaded.complete_txn)
+        return loaded
+
+    async def replay_partition(self, partition: int, apply: ReplayRecord,
+                               on_marker: Callable[[int, bool], None] | None = None) -> None:
+        """Call ``apply(key, value, offset, producer id of its transaction or -1)`` for every
+        data record from log start to log end, and ``on_marker(producer id, commit)`` for
+        every COMMIT/ABORT control record."""
+        part = self._partition(self.topic, partition)
         if part is None:
-            return loaded
+            return
         plog = part.log
         offset = plog.log_start_offset
         end = plog.log_end_offset
@@ -126,13 +182,20 @@ class OffsetsTopicStore:
             for pos, h in iter_batches(mv):
                 if h.next_offset <= offset:
                     continue
-                if not h.is_control:
-                    for rec in decode_records(mv[pos : pos + h.size]):
-                        if h.base_offset + rec.offset_delta >= offset:
-                            replay(loaded, rec.key, rec.value)
+                txn_pid = h.producer_id if h.is_transactional else -1
+                for rec in decode_records(mv[pos : pos + h.size]):
+                    at = h.base_offset + rec.offset_delta
+                    if at < offset:
+                        continue
+                    if not h.is_control:
+                        apply(rec.key, rec.value, at, txn_pid)
+                    elif on_marker is not None and rec.key is not None and len(rec.key) >= 4:
+                        # Control record key: int16 version, int16 type (0 ABORT, 1 COMMIT).
+                        kind = int.from_bytes(rec.key[2:4], "big", signed=True)
+                        if kind in (0, 1):
+                            on_marker(h.producer_id, kind == 1)
                 offset = h.next_offset
                 moved = True
             if not moved:
                 break
             await asyncio.sleep(0)  # a big partition must not hold up the loop
-        return loaded

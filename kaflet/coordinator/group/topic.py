@@ -1,4 +1,4 @@
-"""Creating __consumer_offsets on first use, with Kafka's settings for it."""
+"""Creating __consumer_offsets (and __transaction_state) on first use, with Kafka's settings."""
 
 from __future__ import annotations
 
@@ -20,11 +20,19 @@ CreateTopic = Callable[[TopicRequest, bool, int], Awaitable[CreateOutcome]]
 
 @dataclass(frozen=True, slots=True)
 class OffsetsTopicConfig:
-    """The offsets.topic.* broker configs (Kafka's defaults)."""
+    """The offsets.topic.* broker configs (Kafka's defaults).
+
+    The same creation rules serve __transaction_state: ``name``, its topic ``configs`` beyond
+    segment.bytes, and ``prefix`` (the broker config names, for messages) say which topic.
+    A min.insync.replicas in ``configs`` is capped with the replication factor.
+    """
 
     num_partitions: int = 50
     replication_factor: int = 3
     segment_bytes: int = 104_857_600
+    name: str = GROUP_METADATA_TOPIC
+    configs: tuple[tuple[str, str], ...] = (("cleanup.policy", "compact"), ("compression.type", "producer"))
+    prefix: str = "offsets.topic"
 
     @classmethod
     def from_broker(cls, values: Mapping[str, Any]) -> OffsetsTopicConfig:
@@ -52,7 +60,7 @@ class OffsetsTopic:
         self._cap_logged = False
 
     def exists(self) -> bool:
-        return self._partition_count(GROUP_METADATA_TOPIC) > 0
+        return self._partition_count(self.config.name) > 0
 
     async def ensure(self, timeout_ms: int = 10_000) -> bool:
         """Create the topic if needed; True once it exists with its partitions in place."""
@@ -68,33 +76,34 @@ class OffsetsTopic:
                 # Kafka's rule in a cluster: wait until enough brokers are up rather than create
                 # an under-replicated offsets topic for good (clients retry FindCoordinator).
                 log.warning("Number of alive brokers '%d' does not meet the required replication factor '%d' for "
-                            "the offsets topic (configured via 'offsets.topic.replication.factor'). This error "
+                            "%s (configured via '%s.replication.factor'). This error "
                             "can be ignored if the cluster is starting up and not all brokers are up yet.",
-                            live, rf)
+                            live, rf, cfg.name, cfg.prefix)
                 return False
             if rf > live:
                 # A broker alone would never serve groups with Kafka's default of 3, so the
                 # factor is capped (said once).
                 if not self._cap_logged:
-                    log.info("offsets.topic.replication.factor is %d but only %d broker(s) are live; creating %s "
-                             "with replication factor %d", rf, live, GROUP_METADATA_TOPIC, live)
+                    log.info("%s.replication.factor is %d but only %d broker(s) are live; creating %s "
+                             "with replication factor %d", cfg.prefix, rf, live, cfg.name, live)
                     self._cap_logged = True
                 rf = live
+            configs: dict[str, str | None] = dict(cfg.configs)
+            configs["segment.bytes"] = str(cfg.segment_bytes)
+            if "min.insync.replicas" in configs:
+                # A capped factor must not leave the topic unwritable with acks=all.
+                configs["min.insync.replicas"] = str(min(int(configs["min.insync.replicas"] or rf), rf))
             req = TopicRequest(
-                name=GROUP_METADATA_TOPIC,
+                name=cfg.name,
                 num_partitions=cfg.num_partitions,
                 replication_factor=rf,
                 assignments=None,
-                configs={
-                    "cleanup.policy": "compact",
-                    "segment.bytes": str(cfg.segment_bytes),
-                    "compression.type": "producer",
-                },
+                configs=configs,
             )
             out = await self._create_topic(req, False, timeout_ms)
             if out.error_code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
-                log.warning("could not create %s: %s", GROUP_METADATA_TOPIC, out.error_message)
+                log.warning("could not create %s: %s", cfg.name, out.error_message)
                 return False
             if out.error_code == ErrorCode.NONE:
-                log.info("created %s with %d partitions", GROUP_METADATA_TOPIC, out.num_partitions)
+                log.info("created %s with %d partitions", cfg.name, out.num_partitions)
         return self.exists()

@@ -13,6 +13,8 @@ from __future__ import annotations
 from types import ModuleType
 
 from kaflet.server.handlers import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     alter_client_quotas,
     alter_configs,
     alter_user_scram_credentials,
@@ -31,8 +33,10 @@ from kaflet.server.handlers import (
     describe_configs,
     describe_groups,
     describe_producers,
+    describe_transactions,
     describe_user_scram_credentials,
     elect_leaders,
+    end_txn,
     fetch,
     find_coordinator,
     heartbeat,
@@ -43,6 +47,7 @@ from kaflet.server.handlers import (
     leave_group,
     list_groups,
     list_offsets,
+    list_transactions,
     metadata,
     offset_commit,
     offset_delete,
@@ -53,6 +58,7 @@ from kaflet.server.handlers import (
     sasl_handshake,
     stop_replica,
     sync_group,
+    txn_offset_commit,
     update_metadata,
     write_txn_markers,
 )
@@ -61,6 +67,7 @@ HANDLER_MODULES: list[ModuleType] = [
     produce,
     fetch,
     list_offsets,
+    list_transactions,
     metadata,
     api_versions,
     create_topics,
@@ -103,9 +110,15 @@ HANDLER_MODULES: list[ModuleType] = [
     offset_for_leader_epoch,
     controlled_shutdown,
     elect_leaders,
-    # transactions: the log side (markers written by the transaction coordinator)
+    # transactions: the coordinator's APIs, the markers it writes, what it and the logs know
+    add_partitions_to_txn,
+    add_offsets_to_txn,
+    end_txn,
+    txn_offset_commit,
     write_txn_markers,
     describe_producers,
+    describe_transactions,
+    list_transactions,
 ]
 
 HANDLERS: dict[int, ModuleType] = {m.API_KEY: m for m in HANDLER_MODULES}

@@ -1,10 +1,15 @@
-"""FindCoordinator (key 10): which broker coordinates a group (v4: several keys at once)."""
+"""FindCoordinator (key 10): which broker coordinates a group or a transactional id (v4: several
+keys at once). The coordinator is the leader of the key's partition of __consumer_offsets or
+__transaction_state, created on first use as Kafka does."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from kaflet.coordinator.group.coordinator import GroupCoordinator
 from kaflet.coordinator.group.store import GROUP_METADATA_TOPIC
+from kaflet.coordinator.transaction.coordinator import TransactionCoordinator
+from kaflet.coordinator.transaction.schemas import TRANSACTION_STATE_TOPIC
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
@@ -34,15 +39,16 @@ async def _find(ctx: RequestContext, key: str, key_type: int) -> _Found:
     if key_type == KEY_TYPE_TRANSACTION and not ctx.authorize(AclOperation.DESCRIBE,
                                                                ResourceType.TRANSACTIONAL_ID, key):
         return _error(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    if key_type == KEY_TYPE_TRANSACTION:
-        return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                      "This broker has no transaction coordinator: transactions are not supported")
-    if key_type != KEY_TYPE_GROUP:
+    coordinator: GroupCoordinator | TransactionCoordinator
+    if key_type == KEY_TYPE_GROUP:
+        coordinator, topic = broker.group_coordinator, GROUP_METADATA_TOPIC
+    elif key_type == KEY_TYPE_TRANSACTION:
+        coordinator, topic = broker.txn_coordinator, TRANSACTION_STATE_TOPIC
+    else:
         return _error(ErrorCode.INVALID_REQUEST, f"Unknown coordinator type {key_type}")
-    coordinator = broker.group_coordinator
     if coordinator.ensure_topic is None or not await coordinator.ensure_topic():
         return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.")
-    info = broker.metadata_cache.topics.get(GROUP_METADATA_TOPIC)
+    info = broker.metadata_cache.topics.get(topic)
     part = info.partitions.get(coordinator.partition_for(key)) if info is not None else None
     node = broker.metadata_cache.brokers.get(part.leader) if part is not None else None
     ep = node.endpoint(ctx.listener) if node is not None else None

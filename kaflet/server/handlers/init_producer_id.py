@@ -1,8 +1,6 @@
-"""InitProducerId (key 22): producer ids and epochs for idempotent producers.
-
-Transactional producers need a transaction coordinator, which kaflet does not have yet; they
-get NOT_COORDINATOR (FindCoordinator for transactions is not offered either).
-"""
+"""InitProducerId (key 22): producer ids and epochs for idempotent and transactional producers
+(a transactional id goes to the transaction coordinator, which bumps its epoch and so fences
+the producer that used it before)."""
 
 from __future__ import annotations
 
@@ -34,10 +32,14 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
         denied = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     if denied is not None:
         return R(error_code=denied, producer_id=-1, producer_epoch=-1)
-    if req.transactional_id is not None:
-        return R(error_code=ErrorCode.NOT_COORDINATOR, producer_id=-1, producer_epoch=-1)
     pid = getattr(req, "producer_id", -1)
     epoch = getattr(req, "producer_epoch", -1)
+    if req.transactional_id is not None:
+        code, new_pid, new_epoch = await ctx.broker.txn_coordinator.init_producer_id(
+            req.transactional_id, req.transaction_timeout_ms, pid, epoch)
+        if code == ErrorCode.PRODUCER_FENCED and ctx.version < 4:
+            code = ErrorCode.INVALID_PRODUCER_EPOCH  # PRODUCER_FENCED is new in v4 (KIP-588)
+        return R(error_code=code, producer_id=new_pid, producer_epoch=new_epoch)
     if pid >= 0 and epoch >= 0 and epoch < _MAX_EPOCH - 1:
         # KIP-360: an idempotent producer bumps its own epoch to reset its sequences.
         new_pid, new_epoch = pid, epoch + 1

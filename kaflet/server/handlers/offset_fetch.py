@@ -17,6 +17,9 @@ MIN_VERSION = 0
 MAX_VERSION = 8
 
 TopicPartitions = list[tuple[str, int]] | None
+#: Partitions answered with an error of their own: TOPIC_AUTHORIZATION_FAILED, or
+#: UNSTABLE_OFFSET_COMMIT when the client requires stable offsets and a transaction's are pending.
+PartitionErrors = dict[tuple[str, int], ErrorCode]
 
 
 def _wanted(topics: Any) -> TopicPartitions:
@@ -27,12 +30,12 @@ def _wanted(topics: Any) -> TopicPartitions:
 
 
 def _by_topic(offsets: dict[tuple[str, int], OffsetValue | None], error: ErrorCode = ErrorCode.NONE,
-              denied: frozenset[tuple[str, int]] | set[tuple[str, int]] = frozenset(),
-              ) -> dict[str, list[tuple[int, int, int, str, int]]]:
+              denied: PartitionErrors | None = None) -> dict[str, list[tuple[int, int, int, str, int]]]:
     out: dict[str, list[tuple[int, int, int, str, int]]] = {}
+    denied = denied or {}
     for (topic, part), value in offsets.items():
         if (topic, part) in denied:
-            row = (part, -1, -1, "", int(ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+            row = (part, -1, -1, "", int(denied[(topic, part)]))
         elif value is None:
             row = (part, -1, -1, "", int(error))  # nothing committed: offset -1, no metadata
         else:
@@ -41,14 +44,14 @@ def _by_topic(offsets: dict[tuple[str, int], OffsetValue | None], error: ErrorCo
     return out
 
 
-def _fetch(ctx: RequestContext, group_id: str, wanted: TopicPartitions
-           ) -> tuple[ErrorCode, dict[tuple[str, int], OffsetValue | None], set[tuple[str, int]]]:
+def _fetch(ctx: RequestContext, group_id: str, wanted: TopicPartitions, require_stable: bool = False
+           ) -> tuple[ErrorCode, dict[tuple[str, int], OffsetValue | None], PartitionErrors]:
     """`_fetch_real` with partitions numbered as the client sees them (disabled ones hidden)."""
     if ctx.broker.partition_router is None:
-        return _fetch_real(ctx, group_id, wanted)
+        return _fetch_real(ctx, group_id, wanted, require_stable)
     if wanted is not None:
         wanted = [(t, i if (table := ctx.partition_table(t)) is None else table.to_real(i)) for t, i in wanted]
-    err, offsets, denied = _fetch_real(ctx, group_id, wanted)
+    err, offsets, denied = _fetch_real(ctx, group_id, wanted, require_stable)
 
     def client(tp: tuple[str, int]) -> tuple[str, int] | None:
         table = ctx.partition_table(tp[0])
@@ -61,24 +64,35 @@ def _fetch(ctx: RequestContext, group_id: str, wanted: TopicPartitions
     for tp, value in offsets.items():
         if (c := client(tp)) is not None:
             numbered[c] = value
-    return err, numbered, {c for tp in denied if (c := client(tp)) is not None}
+    return err, numbered, {c: code for tp, code in denied.items() if (c := client(tp)) is not None}
 
 
-def _fetch_real(ctx: RequestContext, group_id: str, wanted: TopicPartitions
-                ) -> tuple[ErrorCode, dict[tuple[str, int], OffsetValue | None], set[tuple[str, int]]]:
+def _fetch_real(ctx: RequestContext, group_id: str, wanted: TopicPartitions, require_stable: bool = False
+                ) -> tuple[ErrorCode, dict[tuple[str, int], OffsetValue | None], PartitionErrors]:
+    err, offsets, denied = _fetch_described(ctx, group_id, wanted)
+    if require_stable and err == ErrorCode.NONE:
+        coordinator = ctx.broker.group_coordinator
+        for tp in offsets:
+            if tp not in denied and coordinator.has_pending_txn_offsets(group_id, tp):
+                denied[tp] = ErrorCode.UNSTABLE_OFFSET_COMMIT
+    return err, offsets, denied
+
+
+def _fetch_described(ctx: RequestContext, group_id: str, wanted: TopicPartitions
+                     ) -> tuple[ErrorCode, dict[tuple[str, int], OffsetValue | None], PartitionErrors]:
     """Kafka's checks around the coordinator: Describe on the group, then on each topic.
 
     Requested partitions of topics the principal may not Describe answer TOPIC_AUTHORIZATION_FAILED;
     when all committed offsets are asked for, such topics are silently left out.
     """
     if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
-        return ErrorCode.GROUP_AUTHORIZATION_FAILED, {}, set()
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, {}, {}
     if wanted is None:
         err, offsets = ctx.broker.group_coordinator.fetch_offsets(group_id, None)
         visible = ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, (t for t, _ in offsets))
-        return err, {tp: v for tp, v in offsets.items() if tp[0] in visible}, set()
+        return err, {tp: v for tp, v in offsets.items() if tp[0] in visible}, {}
     visible = ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, (t for t, _ in wanted))
-    denied = {tp for tp in wanted if tp[0] not in visible}
+    denied = {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED for tp in wanted if tp[0] not in visible}
     err, offsets = ctx.broker.group_coordinator.fetch_offsets(group_id, [tp for tp in wanted if tp not in denied])
     if err == ErrorCode.NONE and denied:
         # Keep the request's order, as the coordinator does for the allowed ones.
@@ -96,7 +110,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
         P = T.OffsetFetchResponsePartitions
         groups = []
         for g in req.groups:
-            err, offsets, denied = _fetch(ctx, g.group_id, _wanted(g.topics))
+            err, offsets, denied = _fetch(ctx, g.group_id, _wanted(g.topics), bool(req.require_stable))
             topics = [] if err != ErrorCode.NONE else [
                 T(name=name, partitions=[P(partition_index=i, committed_offset=o, committed_leader_epoch=e,
                                            metadata=m, error_code=c) for i, o, e, m, c in rows])
@@ -107,7 +121,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
     T = R.OffsetFetchResponseTopic
     P = T.OffsetFetchResponsePartition
     wanted = _wanted(req.topics) if v >= 2 else _wanted(req.topics or [])
-    err, offsets, denied = _fetch(ctx, req.group_id, wanted)
+    err, offsets, denied = _fetch(ctx, req.group_id, wanted, v >= 7 and bool(req.require_stable))
     by_topic: dict[str, list[tuple[int, int, int, str, int]]] = {}
     if err == ErrorCode.NONE:
         by_topic = _by_topic(offsets, denied=denied)

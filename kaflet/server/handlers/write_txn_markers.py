@@ -14,6 +14,7 @@ import logging
 import time
 from typing import Any
 
+from kaflet.coordinator.group.store import GROUP_METADATA_TOPIC
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode, KafkaError
@@ -78,4 +79,8 @@ async def _append(broker: Any, topic: str, index: int, marker: Any) -> tuple[int
     except OSError as exc:
         log.error("marker append to %s-%d failed: %s", topic, index, exc)
         return ErrorCode.KAFKA_STORAGE_ERROR, None
+    coordinator = broker.group_coordinator
+    if topic == GROUP_METADATA_TOPIC and coordinator is not None:
+        # Kafka's scheduleHandleTxnCompletion: the transaction's offsets become visible (or go).
+        coordinator.complete_txn(index, marker.producer_id, bool(marker.transaction_result))
     return ErrorCode.NONE, (partition, appended.last_offset + 1)

@@ -1,0 +1,65 @@
+"""AddPartitionsToTxn (key 24, v0-3): partitions join a producer's ongoing transaction.
+
+v4+ (KIP-890's broker-side verification) is not offered. As Kafka does: Write on the
+transactional id first; then every partition must be a known, non-internal topic the client
+may write, otherwise those partitions get their error and the rest OPERATION_NOT_ATTEMPTED.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kaflet.metadata.topic_names import is_internal
+from kaflet.protocol import codec
+from kaflet.protocol.api_keys import ApiKey
+from kaflet.protocol.errors import ErrorCode
+from kaflet.protocol.response import Response
+from kaflet.security.acl import AclOperation, ResourceType
+from kaflet.server.request_context import RequestContext
+
+API_KEY = ApiKey.ADD_PARTITIONS_TO_TXN
+MIN_VERSION = 0
+MAX_VERSION = 3
+
+
+def fenced_error(code: ErrorCode, version: int, first_version: int) -> ErrorCode:
+    """PRODUCER_FENCED as older request versions know it: INVALID_PRODUCER_EPOCH (KIP-588)."""
+    if code == ErrorCode.PRODUCER_FENCED and version < first_version:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    return code
+
+
+async def handle(ctx: RequestContext, body: memoryview) -> Response:
+    req = codec.decode_request(API_KEY, ctx.version, body)
+    R: Any = codec.response_class(API_KEY)
+    txn_id = req.v3_and_below_transactional_id
+    wanted = [(t.name, p) for t in req.v3_and_below_topics for p in t.partitions]
+    # Client partition numbers -> real ones (the gateway's disabled partitions), as Produce maps them.
+    tables = {name: ctx.partition_table(name) for name, _ in wanted}
+    real = {tp: tp if (table := tables[tp[0]]) is None else (tp[0], table.to_real(tp[1])) for tp in wanted}
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id):
+        errors = {tp: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED for tp in wanted}
+    else:
+        allowed = {name: not is_internal(name) and ctx.authorize(AclOperation.WRITE, ResourceType.TOPIC, name)
+                   for name, _ in wanted}
+        cache = ctx.broker.metadata_cache
+        for tp in wanted:
+            if not allowed[tp[0]]:
+                errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif cache.partition(*real[tp]) is None:
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if errors:
+            errors.update({tp: ErrorCode.OPERATION_NOT_ATTEMPTED for tp in wanted if tp not in errors})
+        else:
+            code = await ctx.broker.txn_coordinator.add_partitions(
+                txn_id, req.v3_and_below_producer_id, req.v3_and_below_producer_epoch, {real[tp] for tp in wanted})
+            code = fenced_error(code, ctx.version, 2)
+            errors = {tp: code for tp in wanted}
+    by_topic: dict[str, list[Any]] = {}
+    for (topic, index), code in errors.items():
+        by_topic.setdefault(topic, []).append(
+            R.AddPartitionsToTxnTopicResult.AddPartitionsToTxnPartitionResult(partition_index=index,
+                                                                               partition_error_code=code))
+    return R(results_by_topic_v3_and_below=[
+        R.AddPartitionsToTxnTopicResult(name=name, results_by_partition=parts) for name, parts in by_topic.items()])

@@ -1,0 +1,26 @@
+"""EndTxn (key 26, v0-3): commit or abort a producer's transaction. Answered once
+PrepareCommit/PrepareAbort is in __transaction_state; the markers follow (Kafka's order)."""
+
+from __future__ import annotations
+
+from kaflet.protocol import codec
+from kaflet.protocol.api_keys import ApiKey
+from kaflet.protocol.errors import ErrorCode
+from kaflet.protocol.response import Response
+from kaflet.security.acl import AclOperation, ResourceType
+from kaflet.server.handlers.add_partitions_to_txn import fenced_error
+from kaflet.server.request_context import RequestContext
+
+API_KEY = ApiKey.END_TXN
+MIN_VERSION = 0
+MAX_VERSION = 3
+
+
+async def handle(ctx: RequestContext, body: memoryview) -> Response:
+    req = codec.decode_request(API_KEY, ctx.version, body)
+    R = codec.response_class(API_KEY)
+    if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
+        return R(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    code = await ctx.broker.txn_coordinator.end_txn(req.transactional_id, req.producer_id, req.producer_epoch,
+                                                     bool(req.committed))
+    return R(error_code=fenced_error(code, ctx.version, 2))

@@ -1,0 +1,64 @@
+"""TxnOffsetCommit (key 28, v0-3): a transactional producer commits a group's offsets inside its
+transaction (the consume-transform-produce loop). Kafka's checks: Write on the transactional
+id, Read on the group, Read on each topic; the offsets become the group's committed offsets
+when the transaction's COMMIT marker reaches __consumer_offsets."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from kaflet.coordinator.group.schemas import OffsetValue
+from kaflet.protocol import codec
+from kaflet.protocol.api_keys import ApiKey
+from kaflet.protocol.errors import ErrorCode
+from kaflet.protocol.response import Response
+from kaflet.security.acl import AclOperation, ResourceType
+from kaflet.server.handlers.add_partitions_to_txn import fenced_error
+from kaflet.server.request_context import RequestContext
+
+API_KEY = ApiKey.TXN_OFFSET_COMMIT
+MIN_VERSION = 0
+MAX_VERSION = 3
+
+
+async def handle(ctx: RequestContext, body: memoryview) -> Response:
+    req = codec.decode_request(API_KEY, ctx.version, body)
+    R: Any = codec.response_class(API_KEY)
+    v = ctx.version
+    now = int(time.time() * 1000)
+    wanted = [(t.name, p) for t in req.topics for p in t.partitions]
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    offsets: dict[tuple[str, int], OffsetValue] = {}  # by real partition
+    real: dict[tuple[str, int], tuple[str, int]] = {}  # client partition -> real
+    if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
+        errors = {(t, p.partition_index): ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED for t, p in wanted}
+    elif not ctx.authorize(AclOperation.READ, ResourceType.GROUP, req.group_id):
+        errors = {(t, p.partition_index): ErrorCode.GROUP_AUTHORIZATION_FAILED for t, p in wanted}
+    else:
+        readable = ctx.authorized(AclOperation.READ, ResourceType.TOPIC, (t.name for t in req.topics))
+        cache = ctx.broker.metadata_cache
+        for topic, p in wanted:
+            tp = (topic, p.partition_index)
+            table = ctx.partition_table(topic)  # the gateway's client numbering, as OffsetCommit maps it
+            real[tp] = tp if table is None else (topic, table.to_real(tp[1]))
+            if topic not in readable:
+                errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif cache.partition(*real[tp]) is None:
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                offsets[real[tp]] = OffsetValue(offset=p.committed_offset, metadata=p.committed_metadata or "",
+                                          commit_timestamp=now,
+                                          leader_epoch=p.committed_leader_epoch if v >= 2 else -1)
+        if offsets:
+            result = await ctx.broker.group_coordinator.commit_txn_offsets(
+                req.group_id, req.producer_id, req.producer_epoch, req.member_id if v >= 3 else "",
+                req.group_instance_id if v >= 3 else None, req.generation_id if v >= 3 else -1, offsets)
+            client = {r: c for c, r in real.items()}
+            errors.update({client[tp]: fenced_error(code, v, 2) for tp, code in result.items()})
+    T = R.TxnOffsetCommitResponseTopic
+    P = T.TxnOffsetCommitResponsePartition
+    return R(topics=[T(name=t.name, partitions=[P(partition_index=p.partition_index,
+                                                  error_code=int(errors[(t.name, p.partition_index)]))
+                                                for p in t.partitions])
+                     for t in req.topics])

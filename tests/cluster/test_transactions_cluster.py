@@ -1,0 +1,69 @@
+"""Transactions on a 3-broker cluster: the coordinator sends WriteTxnMarkers over the network to
+leaders on other brokers, and after the coordinator's broker is killed another broker loads
+__transaction_state (replicated) and fences the old producer's epoch."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kaflet.coordinator.group.hashing import partition_for
+from tests.support.cluster import Cluster
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def _read_committed(bootstrap: str, topic: str, expected: int) -> list[str]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex[:6]}",
+                  "isolation.level": "read_committed", "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, p, 0) for p in range(3)])
+    got: list[str] = []
+    deadline = time.monotonic() + 60
+    idle_since = time.monotonic()
+    while time.monotonic() < deadline and (len(got) < expected or time.monotonic() - idle_since < 2):
+        m = c.poll(0.2)
+        if m is not None and m.error() is None:
+            got.append(m.value().decode())
+            idle_since = time.monotonic()
+    c.close()
+    return sorted(got)
+
+
+def test_markers_across_brokers_and_coordinator_failover(cluster_factory: Callable[..., Cluster]) -> None:
+    cluster = cluster_factory(3)
+    cluster.wait_for_registered([1, 2, 3])
+    topic = f"txn-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    # One partition led by each broker, each replicated on all three.
+    admin.create_topics([NewTopic(topic, num_partitions=3, replica_assignment=[[1, 2, 3], [2, 3, 1], [3, 1, 2]])])[topic].result(60)
+    for p in range(3):
+        cluster.wait_for_isr(topic, p, [1, 2, 3], timeout=60)
+    txn_id = f"tx-{uuid.uuid4().hex[:6]}"
+    p1 = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": txn_id})
+    p1.init_transactions(60)
+    p1.begin_transaction()
+    for i in range(9):
+        p1.produce(topic, f"c{i}".encode(), partition=i % 3)
+    p1.commit_transaction(60)
+    p1.begin_transaction()
+    for i in range(3):
+        p1.produce(topic, f"a{i}".encode(), partition=i)
+    p1.flush(60)
+    p1.abort_transaction(60)
+    assert _read_committed(cluster.bootstrap, topic, 9) == sorted(f"c{i}" for i in range(9))
+
+    coordinator = cluster.leader("__transaction_state", partition_for(txn_id, 50))
+    assert coordinator is not None
+    cluster.kill(coordinator)
+    p2 = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": txn_id})
+    p2.init_transactions(90)  # a new coordinator loaded the id and bumps its epoch
+    p2.begin_transaction()
+    live = [p for p in range(3) if cluster.leader(topic, p) not in (None, coordinator)]
+    p2.produce(topic, b"after", partition=live[0])
+    p2.commit_transaction(60)
+    assert _read_committed(cluster.bootstrap, topic, 10) == sorted([f"c{i}" for i in range(9)] + ["after"])
