@@ -3,7 +3,14 @@
 Starts `kaflet broker` on a temporary directory, creates a topic, then runs `--transactions`
 transactions of `--records` records each (begin, produce to every partition, commit) and
 reports the commit rate and the commit_transaction() latency percentiles; `--abort-every N`
-aborts every Nth one instead. Needs the whole transaction path (the coordinator's APIs and
+aborts every Nth one instead.
+
+`--compare ROUNDS` instead takes turns, ROUNDS times, between a transactional producer
+(`--transactions` transactions of `--records` records of `--record-bytes` bytes) and an
+idempotent non-transactional producer sending the same records (then flush), and prints the
+records/s of each and their ratio. `--latency N` measures, over N transactions, the time from
+commit_transaction() returning to a read_committed consumer receiving the transaction's last
+record (p50/p99). Needs the whole transaction path (the coordinator's APIs and
 WriteTxnMarkers): against a broker without it, init_transactions fails and the run says so.
 The broker is stopped by PID at the end. See benchmarks/README.md.
 """
@@ -16,14 +23,16 @@ import statistics
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
-from bench import create_topic, started_broker
-from confluent_kafka import KafkaException, Producer
+from bench import create_topic, percentile, started_broker
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 
-def run(bootstrap: str, transactions: int, records: int, partitions: int, abort_every: int) -> dict[str, float]:
+def run(bootstrap: str, transactions: int, records: int, partitions: int, abort_every: int,
+        record_bytes: int = 100) -> dict[str, float]:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     topic = create_topic(admin, partitions)
     p = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"bench-{topic}", "linger.ms": 0})
@@ -34,7 +43,7 @@ def run(bootstrap: str, transactions: int, records: int, partitions: int, abort_
     for n in range(transactions):
         p.begin_transaction()
         for i in range(records):
-            p.produce(topic, b"x" * 100, partition=i % partitions)
+            p.produce(topic, b"x" * record_bytes, partition=i % partitions)
         t0 = time.perf_counter()
         if abort_every and (n + 1) % abort_every == 0:
             # Flushed first: librdkafka aborting while its AddPartitionsToTxn is still being
@@ -56,18 +65,123 @@ def run(bootstrap: str, transactions: int, records: int, partitions: int, abort_
     }
 
 
+def _transactional(bootstrap: str, topic: str) -> Producer:
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"bench-{uuid.uuid4().hex[:8]}",
+                  "linger.ms": 5})
+    p.init_transactions(30)
+    return p
+
+
+def compare(bootstrap: str, rounds: int, transactions: int, records: int, record_bytes: int,
+            partitions: int) -> dict[str, object]:
+    """Transactional vs idempotent throughput of the same records, taking turns so both see the
+    same machine load; records/s summed over the rounds."""
+    topic = create_topic(AdminClient({"bootstrap.servers": bootstrap}), partitions)
+    value = b"x" * record_bytes
+    txn = _transactional(bootstrap, topic)
+    idem = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+    txn_s = idem_s = 0.0
+    per_round: list[tuple[float, float]] = []
+    n = transactions * records
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _t in range(transactions):
+            txn.begin_transaction()
+            for i in range(records):
+                txn.produce(topic, value, partition=i % partitions)
+            txn.commit_transaction(30)
+        t1 = time.perf_counter()
+        for i in range(n):
+            while True:
+                try:
+                    idem.produce(topic, value, partition=i % partitions)
+                    break
+                except BufferError:  # the local queue is full: let deliveries drain it
+                    idem.poll(0.01)
+        if idem.flush(60) != 0:
+            raise KafkaException("idempotent producer did not deliver every record")
+        t2 = time.perf_counter()
+        txn_s += t1 - t0
+        idem_s += t2 - t1
+        per_round.append((n / (t1 - t0), n / (t2 - t1)))
+    total = rounds * n
+    return {
+        "rounds": rounds, "transactions_per_round": transactions, "records_per_transaction": records,
+        "record_bytes": record_bytes, "partitions": partitions,
+        "transactional_records_per_s": round(total / txn_s),
+        "idempotent_records_per_s": round(total / idem_s),
+        "transactional_over_idempotent": round(idem_s / txn_s, 3),
+        "per_round_ratio": [round(t / i, 3) for t, i in per_round],
+    }
+
+
+def latency(bootstrap: str, transactions: int, records: int, record_bytes: int, fetch_wait_ms: int) -> dict[str, float]:
+    """Per transaction: commit_transaction() returns, then a read_committed consumer (already
+    caught up) polls until the transaction's last record arrives."""
+    topic = create_topic(AdminClient({"bootstrap.servers": bootstrap}), 1)
+    p = _transactional(bootstrap, topic)
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{topic}", "isolation.level": "read_committed",
+                  "enable.auto.commit": False, "fetch.wait.max.ms": fetch_wait_ms})
+    c.assign([TopicPartition(topic, 0, 0)])
+    value = b"x" * record_bytes
+    delays: list[float] = []
+    try:
+        for n in range(transactions):
+            last = f"last-{n}".encode()
+            p.begin_transaction()
+            for _ in range(records - 1):
+                p.produce(topic, value, partition=0)
+            p.produce(topic, value, key=last, partition=0)
+            p.commit_transaction(30)
+            t0 = time.perf_counter()
+            deadline = t0 + 30
+            while True:
+                m = c.poll(0.05)
+                if m is not None and m.error() is None and m.key() == last:
+                    delays.append(time.perf_counter() - t0)
+                    break
+                if time.perf_counter() > deadline:
+                    raise KafkaException(f"transaction {n} never reached the read_committed consumer")
+    finally:
+        c.close()
+    delays.sort()
+    return {
+        "transactions": transactions, "records_per_transaction": records, "record_bytes": record_bytes,
+        "fetch_wait_max_ms": fetch_wait_ms,
+        "commit_to_consume_p50_ms": round(statistics.median(delays) * 1000, 2),
+        "commit_to_consume_p99_ms": round((percentile(delays, 99) or 0.0) * 1000, 2),
+        "commit_to_consume_max_ms": round(delays[-1] * 1000, 2),
+    }
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--transactions", type=int, default=500)
     ap.add_argument("--records", type=int, default=10, help="records per transaction")
     ap.add_argument("--partitions", type=int, default=2)
     ap.add_argument("--abort-every", type=int, default=0)
+    ap.add_argument("--record-bytes", type=int, default=100,
+                    help="value size (default 100; the --compare/--latency figures use 1024)")
+    ap.add_argument("--compare", type=int, metavar="ROUNDS", default=0,
+                    help="transactional vs idempotent throughput, taking turns ROUNDS times")
+    ap.add_argument("--latency", type=int, metavar="N", default=0,
+                    help="commit_transaction() to read_committed delivery over N transactions")
+    ap.add_argument("--fetch-wait-ms", type=int, default=500, help="the consumer's fetch.wait.max.ms (--latency)")
     ap.add_argument("--json", type=Path, help="also write the result here")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="kaflet-txn-bench-") as tmp, \
             started_broker("kaflet", Path(tmp)) as broker:
         try:
-            result = run(broker.bootstrap, args.transactions, args.records, args.partitions, args.abort_every)
+            result: dict[str, object] = {}
+            if args.compare:
+                result["compare"] = compare(broker.bootstrap, args.compare, args.transactions, args.records,
+                                            args.record_bytes, args.partitions)
+            if args.latency:
+                result["latency"] = latency(broker.bootstrap, args.latency, args.records, args.record_bytes,
+                                            args.fetch_wait_ms)
+            if not result:
+                result = dict(run(broker.bootstrap, args.transactions, args.records, args.partitions,
+                                  args.abort_every, args.record_bytes))
         except KafkaException as exc:
             print(f"transactions are not available on this broker: {exc}", file=sys.stderr)
             return 1
