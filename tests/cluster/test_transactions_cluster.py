@@ -4,34 +4,23 @@ __transaction_state (replicated) and fences the old producer's epoch."""
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kaflet.coordinator.group.hashing import partition_for
 from tests.support.cluster import Cluster
+from tests.support.transactions import consume_all
 
 pytestmark = pytest.mark.timeout(300)
 
 
 def _read_committed(bootstrap: str, topic: str, expected: int) -> list[str]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex[:6]}",
-                  "isolation.level": "read_committed", "enable.auto.commit": False})
-    c.assign([TopicPartition(topic, p, 0) for p in range(3)])
-    got: list[str] = []
-    deadline = time.monotonic() + 60
-    idle_since = time.monotonic()
-    while time.monotonic() < deadline and (len(got) < expected or time.monotonic() - idle_since < 2):
-        m = c.poll(0.2)
-        if m is not None and m.error() is None:
-            got.append(m.value().decode())
-            idle_since = time.monotonic()
-    c.close()
-    return sorted(got)
+    return sorted(v.decode() for v in consume_all(bootstrap, topic, "read_committed", expected, range(3),
+                                                  settle_s=2, timeout_s=60))
 
 
 def test_markers_across_brokers_and_coordinator_failover(cluster_factory: Callable[..., Cluster]) -> None:

@@ -4,33 +4,18 @@ each, read back by a read_committed consumer that sees only the committed record
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 
 from aiokafka import AIOKafkaProducer
-from confluent_kafka import Consumer, TopicPartition
 from kafka import KafkaProducer
 
 from tests.support.broker_process import BrokerProcess
 from tests.support.topics import create_topic
+from tests.support.transactions import consume_all
 
 
 def _read_committed(bootstrap: str, topic: str, expected: int) -> list[bytes]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"r-{uuid.uuid4().hex[:6]}",
-                  "isolation.level": "read_committed", "enable.auto.commit": False})
-    try:
-        c.assign([TopicPartition(topic, 0, 0)])
-        out: list[bytes] = []
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            m = c.poll(0.2)
-            if m is not None and not m.error():
-                out.append(m.value())
-            elif m is None and len(out) >= expected:
-                break  # nothing more arrived after the expected records: no aborted one follows
-        return out
-    finally:
-        c.close()
+    return consume_all(bootstrap, topic, "read_committed", expected)
 
 
 def test_kafka_python_transactions(kaflet_broker: BrokerProcess) -> None:

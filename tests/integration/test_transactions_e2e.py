@@ -4,31 +4,19 @@ read_uncommitted consumers, and a second producer fencing the first."""
 from __future__ import annotations
 
 import time
-import uuid
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from tests.support.broker_process import BrokerProcess
 from tests.support.topics import create_topic
+from tests.support.transactions import consume_all
 
 TOPIC = "txn-e2e"
 
 
 def _read(bootstrap: str, isolation: str, expected: int) -> list[str]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": str(uuid.uuid4()), "isolation.level": isolation,
-                  "enable.auto.commit": False})
-    c.assign([TopicPartition(TOPIC, p, 0) for p in range(2)])
-    got: list[str] = []
-    deadline = time.monotonic() + 30
-    idle_since = time.monotonic()
-    while time.monotonic() < deadline and (len(got) < expected or time.monotonic() - idle_since < 1):
-        m = c.poll(0.2)
-        if m is not None and m.error() is None:
-            got.append(m.value().decode())
-            idle_since = time.monotonic()
-    c.close()
-    return sorted(got)
+    return sorted(v.decode() for v in consume_all(bootstrap, TOPIC, isolation, expected, range(2), settle_s=1))
 
 
 def test_commit_abort_and_fencing(kaflet_broker: BrokerProcess) -> None:

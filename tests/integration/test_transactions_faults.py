@@ -18,10 +18,11 @@ import pytest
 from confluent_kafka import Producer
 
 from kaflet.protocol.errors import ErrorCode
-from tests.integration.test_transactions_log import _consume, _describe_producers, _latest, _produce
+from tests.integration.test_transactions_log import _describe_producers, _latest, _produce
 from tests.support.broker_process import BrokerProcess
 from tests.support.raw_client import RawClient
 from tests.support.topics import create_topic
+from tests.support.transactions import consume_all as _consume
 
 TXN_TIMEOUT_MS = 3000
 # The coordinator looks for timed-out transactions this often (Kafka's default is 10 s).

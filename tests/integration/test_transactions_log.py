@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
@@ -21,6 +20,7 @@ from kaflet.protocol.records import Record, build_batch
 from tests.support.broker_process import BrokerProcess, running_broker
 from tests.support.raw_client import RawClient
 from tests.support.topics import create_topic
+from tests.support.transactions import consume_all as _consume
 
 
 def _producer_id(client: RawClient) -> tuple[int, int]:
@@ -76,29 +76,6 @@ def _raw_fetch(client: RawClient, topic: str, isolation: int, version: int) -> A
     client.send_raw(client.frame(ApiKey.FETCH, version, bytes(req.encode(version=version))))
     frame = client.read_frame()
     return decode_fetch_response(memoryview(frame)[5 if version >= 12 else 4:], version).topics[0][1][0]
-
-
-def _consume(bootstrap: str, topic: str, isolation: str, expected: int, settle_s: float = 1.5) -> list[bytes]:
-    """Everything a confluent-kafka consumer reads from partition 0 (waits for ``expected``
-    values, then a little longer to catch any extra)."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4()}", "isolation.level": isolation,
-                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
-    try:
-        c.assign([TopicPartition(topic, 0, 0)])
-        out: list[bytes] = []
-        deadline = time.monotonic() + 30
-        settle: float | None = None
-        while time.monotonic() < deadline:
-            m = c.poll(0.2)
-            if m is not None and m.error() is None:
-                out.append(m.value())
-            if len(out) >= expected:
-                settle = settle or time.monotonic() + settle_s
-                if time.monotonic() > settle:
-                    break
-        return out
-    finally:
-        c.close()
 
 
 @pytest.fixture
