@@ -227,7 +227,8 @@ class Broker:
         txn_topic = OffsetsTopic(transaction_topic_config(cfg.values), self.topic_admin.create,
                                  self.metadata_cache.partition_count, lambda: len(self.live_brokers()),
                                  cap_replication_factor=not self.clustered)
-        self._txn_markers = TxnMarkerSender(self._partition_leader, self._connect_for_markers)
+        self._txn_markers = TxnMarkerSender(self._partition_leader, self._connect_for_markers,
+                                            local=(self.broker_id, self._write_txn_markers_local))
         self.txn_coordinator = TransactionCoordinator(
             TxnConfig.from_broker(cfg.values),
             OffsetsTopicStore(self.replica_manager.get, cfg["request.timeout.ms"], topic=TRANSACTION_STATE_TOPIC),
@@ -550,15 +551,16 @@ class Broker:
         part = self.metadata_cache.partition(topic, index)
         return None if part is None else part.leader
 
+    async def _write_txn_markers_local(self, request: Any) -> Any:
+        """WriteTxnMarkers from this broker's transaction coordinator to itself, in-process."""
+        from kaflet.server.handlers import write_txn_markers
+
+        return await write_txn_markers.process(self, request)
+
     async def _connect_for_markers(self, broker_id: int) -> BrokerClient:
-        """A connection to `broker_id`'s inter-broker listener for WriteTxnMarkers (this broker
-        included, as Kafka's marker channel does)."""
-        try:
-            settings = self._inter_broker_settings()
-        except ConfigError:
-            # Alone, with no inter-broker listener configured: this broker's own listener.
-            settings = InterBrokerSettings(listener=self._inter_broker_listener(),
-                                           security=ClientSecurity("PLAINTEXT"))
+        """A connection to another broker's inter-broker listener for WriteTxnMarkers (markers
+        for this broker's own partitions go in-process)."""
+        settings = self._inter_broker_settings()
         info = self.metadata_cache.brokers.get(broker_id)
         ep = info.endpoint(settings.listener) if info is not None else None
         if ep is None:

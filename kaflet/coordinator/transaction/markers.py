@@ -37,6 +37,8 @@ _FATAL = frozenset({E.CORRUPT_MESSAGE, E.MESSAGE_TOO_LARGE, E.RECORD_LIST_TOO_LA
 LeaderLookup = Callable[[str, int], int | None]
 #: Connects to a broker by id (its inter-broker endpoint); raises BrokerConnectionError.
 Connect = Callable[[int], Awaitable[BrokerClient]]
+#: (this broker's id, WriteTxnMarkers request object -> response object, answered in-process)
+LocalDelivery = tuple[int, Callable[[Any], Awaitable[Any]]]
 
 
 def build_request(job: MarkerJob, partitions: list[TopicPartition]) -> Any:
@@ -55,9 +57,13 @@ def build_request(job: MarkerJob, partitions: list[TopicPartition]) -> Any:
 class TxnMarkerSender:
     """Sends marker rounds; keeps one connection per leader for all transactions."""
 
-    def __init__(self, leader_of: LeaderLookup, connect: Connect, backoff_s: float = 0.1) -> None:
+    def __init__(self, leader_of: LeaderLookup, connect: Connect, backoff_s: float = 0.1,
+                 local: LocalDelivery | None = None) -> None:
         self._leader_of = leader_of
         self._connect = connect
+        # Markers for partitions this broker leads go in-process: no connection to itself, so
+        # a lone broker whose listeners all need credentials it does not have still writes them.
+        self._local = local
         self._backoff_s = backoff_s
         self._clients: dict[int, BrokerClient] = {}
         self._connecting: dict[int, asyncio.Lock] = {}
@@ -114,9 +120,12 @@ class TxnMarkerSender:
     async def _send_to(self, broker_id: int, job: MarkerJob,
                        partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
         try:
-            client = await self._client(broker_id)
-            resp = await client.send(ApiKey.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION,
-                                     build_request(job, partitions))
+            if self._local is not None and broker_id == self._local[0]:
+                resp = await self._local[1](build_request(job, partitions))
+            else:
+                client = await self._client(broker_id)
+                resp = await client.send(ApiKey.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION,
+                                         build_request(job, partitions))
         except BrokerConnectionError as exc:
             self._clients.pop(broker_id, None)
             log.warning("cannot send the markers of %s to broker %d (%s); retrying", job.transactional_id,

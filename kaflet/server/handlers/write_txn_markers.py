@@ -32,14 +32,18 @@ log = logging.getLogger("kaflet.write_txn_markers")
 
 
 async def handle(ctx: RequestContext, body: memoryview) -> Response:
-    started = time.monotonic()
     req = codec.decode_request(API_KEY, ctx.version, body)
+    return await process(ctx.broker, req, ctx.authorize_cluster(AclOperation.CLUSTER_ACTION))
+
+
+async def process(broker: Any, req: Any, allowed: bool = True) -> Response:
+    """Append the markers of a WriteTxnMarkers request object and answer it once they are
+    replicated; from the wire (``handle``) or from this broker's own transaction coordinator."""
+    started = time.monotonic()
     R = codec.response_class(API_KEY)
     MR = R.WritableTxnMarkerResult
     TR = MR.WritableTxnMarkerTopicResult
     PR = TR.WritableTxnMarkerPartitionResult
-    broker: Any = ctx.broker
-    allowed = ctx.authorize_cluster(AclOperation.CLUSTER_ACTION)
     # (error list, index, partition, offset the high watermark must reach) per appended marker
     pending: list[tuple[list[Any], int, Partition, int]] = []
     markers = []
