@@ -13,7 +13,7 @@ from kaflet.controller import topics as controller_topics
 from kaflet.controller.topics import CreateOutcome, TopicRequest
 from kaflet.metadata.errors import AdminError
 from kaflet.metadata.topic_names import validate as validate_topic_name
-from kaflet.metadata.zkdata import uuid_from_str
+from kaflet.metadata.zkdata import topic_path, uuid_from_str
 from kaflet.protocol.errors import ErrorCode
 from kaflet.server.topic_config import (
     InvalidConfigError,
@@ -135,10 +135,17 @@ class TopicAdmin:
         except AdminError as exc:
             return exc.error_code, exc.message
         # Kafka answers once the metadata no longer shows the topic; kaflet also waits until this
-        # broker has stopped (and removed) its own replicas, so the data is gone too.
+        # broker has stopped (and removed) its own replicas, so the data is gone too, and until
+        # the controller has removed the topic's node, so that a CreateTopics of the same name
+        # right after the answer succeeds instead of finding the deletion still in progress. That
+        # last wait is best effort: a replica on a broker that is down keeps the node (as in
+        # Kafka), and the deletion has still succeeded as far as the metadata goes.
+        deadline = time.monotonic() + max(timeout_ms, 0) / 1000
         ok = await self.broker.wait_for_metadata(
             lambda: name not in self.broker.metadata_cache.topics and not self.broker.replica_manager.hosts_topic(name),
             timeout_ms)
+        while ok and time.monotonic() < deadline and await self.broker.tree.exists(topic_path(name)) is not None:
+            await asyncio.sleep(0.02)
         if not ok:
             return ErrorCode.REQUEST_TIMED_OUT, f"Deletion of topic {name} did not complete within {timeout_ms} ms"
         return ErrorCode.NONE, None
