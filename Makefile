@@ -3,6 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Most tests wait on brokers, ZooKeeper and clients rather than compute, so two pytest-xdist
+# workers halve the wall time even on two cores; PYTEST_WORKERS=0 runs them in one process.
+PYTEST_WORKERS ?= 2
 
 .PHONY: run test lint bench clean
 
@@ -18,7 +21,7 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check kaflet tests benchmarks
 	$(BIN)/mypy kaflet/protocol kaflet/log kaflet/metadata kaflet/network kaflet/server kaflet/security kaflet/quota kaflet/coordinator kaflet/replication kaflet/controller kaflet/gateway
-	$(BIN)/pytest -q $(PYTEST_ARGS)
+	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check kaflet tests benchmarks

@@ -12,13 +12,16 @@
   (its own ZooKeeper, brokers 1..N) in the test's tmp dir; every cluster made is closed, by PID,
   after the test, whatever happened. ``cluster`` is ``make(3)``.
 * ``network``: a started tests.support.netns.Network of 4 hosts (3 brokers + ZooKeeper), torn
-  down after the test; skipped, with the reason, where namespaces cannot be made (not root, no
+  down after the test. Networks share the root namespace's guard route for 10.200.0.0/24, so
+  tests holding one take a file lock and run one at a time even under pytest-xdist; skipped, with the reason, where namespaces cannot be made (not root, no
   ``ip``). ``netns_reason`` is that reason (None when they can).
 """
 
 from __future__ import annotations
 
+import fcntl
 import itertools
+import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -102,8 +105,10 @@ def netns_reason() -> str | None:
 def network(netns_reason: str | None) -> Iterator[Network]:
     if netns_reason:
         pytest.skip(netns_reason)
-    net = Network(4).start()
-    try:
-        yield net
-    finally:
-        net.close()
+    with open(Path(tempfile.gettempdir()) / "kaflet-tests-netns.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also if the worker dies
+        net = Network(4).start()
+        try:
+            yield net
+        finally:
+            net.close()

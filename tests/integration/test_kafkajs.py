@@ -11,6 +11,8 @@ turns on its request/response tracing.
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -67,13 +69,22 @@ def murmur2_partition(key: bytes, partitions: int) -> int:
 
 @pytest.fixture(scope="session")
 def kafkajs() -> Path:
-    """tests/js with its locked dependencies installed by `npm ci` (once per session)."""
+    """tests/js with its locked dependencies installed by `npm ci`.
+
+    pytest-xdist workers share tests/js: `npm ci` wipes node_modules first, so it runs under a
+    file lock and only when node_modules was not installed from this package-lock.json yet."""
     node, npm = shutil.which("node"), shutil.which("npm")
     if node is None or npm is None:
         pytest.fail("the KafkaJS tests need Node.js: `node`/`npm` are not on PATH")
-    out = subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=JS_DIR,
-                         capture_output=True, text=True, timeout=180)
-    assert out.returncode == 0, f"npm ci failed:\n{out.stdout}\n{out.stderr}"
+    lock_hash = hashlib.sha256((JS_DIR / "package-lock.json").read_bytes()).hexdigest()
+    stamp = JS_DIR / "node_modules" / ".kaflet-installed-from"
+    with open(JS_DIR / ".npm-ci.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not stamp.exists() or stamp.read_text() != lock_hash:
+            out = subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=JS_DIR,
+                                 capture_output=True, text=True, timeout=180)
+            assert out.returncode == 0, f"npm ci failed:\n{out.stdout}\n{out.stderr}"
+            stamp.write_text(lock_hash)
     return JS_DIR
 
 
