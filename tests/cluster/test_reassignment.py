@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
@@ -21,7 +22,6 @@ from kafka import TopicPartition
 from kafka.admin import KafkaAdminClient
 from kafka.errors import (
     InvalidReplicationAssignmentError,
-    NoReassignmentInProgressError,
     UnknownTopicOrPartitionError,
 )
 
@@ -31,6 +31,7 @@ from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
 from tests.cluster.test_cli_cluster import tool
 from tests.cluster.test_faults import assert_replicas_identical, new_topic, producers, verify
+from tests.support.cli import run
 from tests.support.cluster import Cluster
 from tests.support.faults import FAST_FAILOVER, AckedProducer, read_partitions
 from tests.support.raw_client import RawClient
@@ -131,39 +132,64 @@ def test_move_while_producing_loses_nothing(cluster_factory: Callable[..., Clust
 
 def test_in_progress_listed_then_cancelled(cluster_factory: Callable[..., Cluster], tmp_path: Path) -> None:
     """While the new replica's broker is paused the reassignment stays in progress (listed, also
-    in the Metadata answer); cancelling returns the partition to its original replicas and
-    broker 3's copy is deleted once it runs again."""
+    in the Metadata answer); cancelling returns the partition to its original replicas and the
+    new replica is deleted once its broker runs again. The clients talk to the controller only
+    (a client asking the paused broker would wait for it)."""
     cluster = cluster_factory(3)
-    topic = new_topic(cluster, [[1, 2]], min_isr=1)
-    tp = TopicPartition(topic, 0)
+    c = cluster.wait_for_controller()
+    a, x = (b for b in (1, 2, 3) if b != c)
+    topic = new_topic(cluster, [[c, a]], min_isr=1)
     plan = tmp_path / "plan.json"
-    plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": [2, 3]}]}))
-    with admin(cluster) as a, paused(cluster, 3):
-        assert a.alter_partition_reassignments({tp: [2, 3]}) == {tp: None}
-        ongoing = a.list_partition_reassignments()
-        assert ongoing == {tp: {"replicas": [2, 3, 1], "adding_replicas": [3], "removing_replicas": [1]}}
+    plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": [a, x]}]}))
+    at_controller = cluster.broker(c).bootstrap
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return run("reassign-partitions", "--bootstrap-server", at_controller, "--timeout", "15", *args)
+
+    with paused(cluster, x), closing(RawClient(at_controller)) as raw:
+        assert alter(raw, topic, [a, x]) == (0, [(0, None)])
+        assert ongoing(raw) == {(topic, 0): ([a, x, c], [x], [c])}
         t = topic_node(cluster, topic)
-        assert (t.partitions, t.adding_replicas, t.removing_replicas) == ({0: [2, 3, 1]}, {0: [3]}, {0: [1]})
-        cluster.wait_until(lambda: _metadata_replicas(cluster, 1, topic) == [2, 3, 1], 15,
+        assert (t.partitions, t.adding_replicas, t.removing_replicas) == ({0: [a, x, c]}, {0: [x]}, {0: [c]})
+        cluster.wait_until(lambda: _metadata_replicas(cluster, c, topic) == [a, x, c], 15,
                            "Metadata shows the replicas being moved", topics=[topic])
-        listed = tool(cluster, "reassign-partitions", "--list")
-        assert listed.stdout == f"Current partition reassignments:\n{topic}-0: replicas: 2,3,1. adding: 3. removing: 1.\n"
-        progress = tool(cluster, "reassign-partitions", "--reassignment-json-file", str(plan), "--verify")
+        listed = cli("--list")
+        assert listed.stdout == (f"Current partition reassignments:\n{topic}-0: replicas: {a},{x},{c}. "
+                                 f"adding: {x}. removing: {c}.\n"), listed
+        progress = cli("--reassignment-json-file", str(plan), "--verify")
         assert progress.stdout.endswith(f"Reassignment of partition {topic}-0 is still in progress.\n"), progress
-        cancelled = tool(cluster, "reassign-partitions", "--reassignment-json-file", str(plan), "--cancel")
+        cancelled = cli("--reassignment-json-file", str(plan), "--cancel")
         assert (cancelled.returncode, cancelled.stdout) == (
             0, f"Successfully cancelled partition reassignment for: {topic}-0\n"), cancelled
         t = topic_node(cluster, topic)
-        assert (sorted(t.partitions[0]), t.adding_replicas, t.removing_replicas) == ([1, 2], {}, {})
-        assert a.list_partition_reassignments() == {}
-        assert a.alter_partition_reassignments({tp: None}) == {tp: NoReassignmentInProgressError}
-        again = tool(cluster, "reassign-partitions", "--reassignment-json-file", str(plan), "--cancel")
+        assert (sorted(t.partitions[0]), t.adding_replicas, t.removing_replicas) == (sorted([c, a]), {}, {})
+        assert ongoing(raw) == {}
+        assert alter(raw, topic, None) == (0, [(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None)])
+        again = cli("--reassignment-json-file", str(plan), "--cancel")
         assert again.stdout == "None of the specified partition reassignments are active.\n"
-    # Broker 3 runs again: it gets the LeaderAndIsr, then the StopReplica that deletes its copy.
-    cluster.wait_until(lambda: not partition_dir(cluster, 3, topic).exists(), 30,
-                       f"broker 3's copy of {topic}-0 deleted", topics=[topic])
-    assert sorted(cluster.isr(topic, 0)) == [1, 2]
-    assert cluster.leader(topic, 0) == 1
+    # The paused broker runs again: it gets the LeaderAndIsr, then the StopReplica that deletes
+    # its copy.
+    cluster.wait_until(lambda: not partition_dir(cluster, x, topic).exists(), 30,
+                       f"broker {x}'s copy of {topic}-0 deleted", topics=[topic])
+    assert sorted(cluster.isr(topic, 0)) == sorted([c, a])
+    assert cluster.leader(topic, 0) == c
+
+
+def alter(raw: RawClient, topic: str, replicas: list[int] | None) -> tuple[int, list[tuple[int, str | None]]]:
+    """AlterPartitionReassignments of ``topic``-0: (error, [(partition error, message)])."""
+    AR = codec.request_class(ApiKey.ALTER_PARTITION_REASSIGNMENTS)
+    resp = raw.request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, AR(timeout_ms=5000, topics=[
+        AR.ReassignableTopic(name=topic, partitions=[AR.ReassignableTopic.ReassignablePartition(
+            partition_index=0, replicas=replicas)])]))
+    return resp.error_code, [(p.error_code, p.error_message) for t in resp.responses for p in t.partitions]
+
+
+def ongoing(raw: RawClient) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]]:
+    LR = codec.request_class(ApiKey.LIST_PARTITION_REASSIGNMENTS)
+    resp = raw.request(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, LR(timeout_ms=5000, topics=None))
+    assert resp.error_code == 0
+    return {(t.name, p.partition_index): (p.replicas, p.adding_replicas, p.removing_replicas)
+            for t in resp.topics for p in t.partitions}
 
 
 def _metadata_replicas(cluster: Cluster, broker_id: int, topic: str) -> list[int]:
@@ -190,24 +216,20 @@ def test_bad_requests_get_kafkas_errors(cluster_factory: Callable[..., Cluster],
         assert a.list_partition_reassignments() == {}
     # An empty list (which kafka-python refuses to send) and a negative id, over a raw connection.
     controller = cluster.wait_for_controller()
-    AR = codec.request_class(ApiKey.ALTER_PARTITION_REASSIGNMENTS)
     LR = codec.request_class(ApiKey.LIST_PARTITION_REASSIGNMENTS)
 
-    def alter(broker: int, replicas: list[int]) -> tuple[int, list[tuple[int, str | None]]]:
+    def alter_at(broker: int, replicas: list[int]) -> tuple[int, list[tuple[int, str | None]]]:
         with closing(RawClient(cluster.broker(broker).bootstrap)) as c:
-            resp = c.request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, AR(timeout_ms=5000, topics=[
-                AR.ReassignableTopic(name=topic, partitions=[AR.ReassignableTopic.ReassignablePartition(
-                    partition_index=0, replicas=replicas)])]))
-            return resp.error_code, [(p.error_code, p.error_message) for t in resp.responses for p in t.partitions]
+            return alter(c, topic, replicas)
 
-    assert alter(controller, []) == (0, [(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+    assert alter_at(controller, []) == (0, [(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                                           "Empty replica list specified in partition reassignment.")])
-    assert alter(controller, [1, -3]) == (0, [(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+    assert alter_at(controller, [1, -3]) == (0, [(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                                                "Invalid broker id in replica list: [1, -3]")])
     assert topic_node(cluster, topic).partitions == {0: [1, 2]}
     # The APIs are the controller's: any other broker answers NOT_CONTROLLER.
     other = next(b for b in (1, 2, 3) if b != controller)
-    assert alter(other, [2, 3]) == (ErrorCode.NOT_CONTROLLER, [])
+    assert alter_at(other, [2, 3]) == (ErrorCode.NOT_CONTROLLER, [])
     with closing(RawClient(cluster.broker(other).bootstrap)) as c:
         assert c.request(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, LR(timeout_ms=5000, topics=None)).error_code == \
             ErrorCode.NOT_CONTROLLER
