@@ -242,6 +242,18 @@ def test_bad_requests_get_kafkas_errors(cluster_factory: Callable[..., Cluster],
     proc = tool(cluster, "reassign-partitions", "--reassignment-json-file", str(plan), "--execute")
     assert proc.returncode == 1 and "may not contain duplicate entries" in proc.stderr
     assert topic_node(cluster, topic).partitions == {0: [1, 2]}
+    # --generate proposes a plan over the given brokers (same partitions and replication factor).
+    topics = tmp_path / "topics.json"
+    topics.write_text(json.dumps({"version": 1, "topics": [{"topic": topic}]}))
+    proc = tool(cluster, "reassign-partitions", "--generate", "--topics-to-move-json-file", str(topics),
+                "--broker-list", "2,3")
+    assert proc.returncode == 0, proc
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "Current partition replica assignment" and lines[3] == "Proposed partition reassignment configuration"
+    assert json.loads(lines[1])["partitions"] == [
+        {"topic": topic, "partition": 0, "replicas": [1, 2], "log_dirs": ["any", "any"]}]
+    proposed = json.loads(lines[4])["partitions"]
+    assert [(e["topic"], e["partition"], sorted(e["replicas"])) for e in proposed] == [(topic, 0, [2, 3])]
 
 
 def test_controller_killed_mid_reassignment_then_it_completes(cluster_factory: Callable[..., Cluster]) -> None:
