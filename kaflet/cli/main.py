@@ -23,6 +23,7 @@ _LAZY_COMMANDS = {
     "dump-log": ("kaflet.cli.dump_log", "dump_log"),
     "dev-cluster": ("kaflet.cli.dev_cluster", "dev_cluster"),
     "leader-election": ("kaflet.cli.leader_election", "leader_election"),
+    "reassign-partitions": ("kaflet.cli.reassign_partitions", "reassign_partitions"),
 }
 
 

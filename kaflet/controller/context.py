@@ -135,6 +135,15 @@ class ReplicaAssignment:
     def is_being_reassigned(self) -> bool:
         return bool(self.adding_replicas or self.removing_replicas)
 
+    def reassign_to(self, target: Iterable[int]) -> ReplicaAssignment:
+        """Kafka's ReplicaAssignment.reassignTo: RS = TRS + ORS (target first, no duplicates),
+        adding = RS - ORS, removing = RS - TRS."""
+        target = list(target)
+        origin = self.origin_replicas
+        full = list(dict.fromkeys([*target, *origin]))
+        return ReplicaAssignment(
+            tuple(full), tuple(r for r in full if r not in origin), tuple(r for r in full if r not in target))
+
     def remove_replica(self, replica: int) -> ReplicaAssignment:
         return ReplicaAssignment(
             tuple(r for r in self.replicas if r != replica),

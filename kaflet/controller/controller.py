@@ -12,10 +12,10 @@ Watches, timers, responses and API calls only enqueue events; one task processes
 a failed fence, a lost election or a lost session makes the controller resign: it stops its
 channel, forgets its state and ignores the watches it had left.
 
-Not implemented yet: partition reassignment (/admin/reassign_partitions and the
-AlterPartitionReassignments API); partitions found mid-reassignment keep their adding/removing
-replicas in requests but the reassignment does not progress. Delegation token expiry is not the
-controller's business in kaflet.
+Partition reassignment follows Kafka 2.8 (KIP-455): AlterPartitionReassignments,
+ListPartitionReassignments and the legacy /admin/reassign_partitions node; a reassignment in
+progress lives in the topic znode (adding/removing replicas), so a new controller resumes it.
+Delegation token expiry is not the controller's business in kaflet.
 """
 
 from __future__ import annotations
@@ -34,9 +34,12 @@ from kaflet.controller.context import (
     ReplicaAssignment,
     ReplicaState,
     TopicPartition,
+    new_leader_and_isr,
 )
 from kaflet.controller.election import preferred_replica_partition_leader_election
 from kaflet.controller.events import (
+    AlterReassignmentsResult,
+    ApiPartitionReassignment,
     AutoPreferredReplicaLeaderElection,
     BrokerChange,
     BrokerModifications,
@@ -51,8 +54,11 @@ from kaflet.controller.events import (
     Expire,
     IsrChangeNotification,
     LeaderAndIsrResponseReceived,
+    ListPartitionReassignments,
+    ListReassignmentsResult,
     LogDirEventNotification,
     PartitionModifications,
+    PartitionReassignmentIsrChange,
     Reelect,
     ReplicaLeaderElection,
     Startup,
@@ -62,6 +68,7 @@ from kaflet.controller.events import (
     TopicUncleanLeaderElectionEnable,
     UncleanLeaderElectionEnable,
     UpdateMetadataResponseReceived,
+    ZkPartitionReassignment,
 )
 from kaflet.controller.request_batch import (
     ControllerBrokerRequestBatch,
@@ -103,7 +110,7 @@ _RETRY_AFTER_SESSION_LOSS_S = 1.0
 _REREAD_EVENTS = (
     Startup, ControllerChange, Reelect, BrokerChange, BrokerModifications, TopicChange, PartitionModifications,
     TopicDeletion, IsrChangeNotification, LogDirEventNotification, UncleanLeaderElectionEnable,
-    TopicUncleanLeaderElectionEnable,
+    TopicUncleanLeaderElectionEnable, ZkPartitionReassignment, PartitionReassignmentIsrChange,
 )
 
 
@@ -148,9 +155,12 @@ class KafkaController:
         # Watch callbacks are kept per path so that re-arming a watch never doubles it.
         self._broker_modification_watches: dict[int, WatchCallback] = {}
         self._partition_modification_watches: dict[str, WatchCallback] = {}
+        self._reassignment_isr_watches: dict[TopicPartition, WatchCallback] = {}
         # Brokers and topics whose znode changes are acted on (Kafka's registered handlers).
         self._broker_modifications_registered: set[int] = set()
         self._partition_modifications_registered: set[str] = set()
+        # Partitions whose state znode changes are acted on (PartitionReassignmentIsrChangeHandler).
+        self._reassignment_isr_registered: set[TopicPartition] = set()
         # Bumped on every failover/resignation: timers and deferred elections of an older
         # generation are ignored.
         self._generation = 0
@@ -246,6 +256,30 @@ class KafkaController:
         results = await fut
         return {(tp[0], tp[1]): r for tp, r in results.items()}
 
+    async def alter_partition_reassignments(
+        self, reassignments: dict[tuple[str, int], list[int] | None]
+    ) -> AlterReassignmentsResult:
+        """Kafka's AlterPartitionReassignments: target replicas per partition (None cancels);
+        returns (top-level error, message, (error, message) per partition)."""
+        parts = {TopicPartition(t, p): None if r is None else list(r) for (t, p), r in reassignments.items()}
+        if not self._started:
+            return ErrorCode.NOT_CONTROLLER, None, {}
+        fut: asyncio.Future[AlterReassignmentsResult] = asyncio.get_running_loop().create_future()
+        self.events.put(ApiPartitionReassignment(parts, fut))
+        return await fut
+
+    async def list_partition_reassignments(
+        self, partitions: Iterable[tuple[str, int]] | None
+    ) -> ListReassignmentsResult:
+        """Kafka's ListPartitionReassignments: the ongoing reassignments (of ``partitions``, or
+        all); returns (top-level error, assignment per partition being reassigned)."""
+        parts = None if partitions is None else {TopicPartition(t, p) for t, p in partitions}
+        if not self._started:
+            return ErrorCode.NOT_CONTROLLER, {}
+        fut: asyncio.Future[ListReassignmentsResult] = asyncio.get_running_loop().create_future()
+        self.events.put(ListPartitionReassignments(parts, fut))
+        return await fut
+
     async def wait_idle(self, timeout: float = 10.0) -> None:
         """Wait until no event is queued or being processed (tests, orderly hand-over)."""
         await self.events.wait_idle(timeout)
@@ -293,6 +327,23 @@ class KafkaController:
 
     def _on_log_dir_event_notification(self, _event: WatchEvent) -> None:
         self.events.put(LogDirEventNotification())
+
+    def _on_reassign_partitions(self, event: WatchEvent) -> None:
+        # Creation only, as Kafka: the controller re-arms the watch when it deletes the node.
+        if event.type is EventType.CREATED:
+            self.events.put(ZkPartitionReassignment())
+
+    def _reassignment_isr_watch(self, tp: TopicPartition) -> WatchCallback:
+        existing = self._reassignment_isr_watches.get(tp)
+        if existing is not None:
+            return existing
+
+        def on_change(event: WatchEvent) -> None:
+            if event.type is EventType.CHANGED and tp in self._reassignment_isr_registered:
+                self.events.put(PartitionReassignmentIsrChange(tp))
+
+        self._reassignment_isr_watches[tp] = on_change
+        return on_change
 
     def _on_preferred_replica_election(self, event: WatchEvent) -> None:
         if event.type is EventType.CREATED:
@@ -353,6 +404,14 @@ class KafkaController:
             await self._process_auto_preferred_replica_leader_election(event.generation)
         elif isinstance(event, ControlledShutdown):
             await self._process_controlled_shutdown(event)
+        elif isinstance(event, ApiPartitionReassignment):
+            await self._process_api_partition_reassignment(event)
+        elif isinstance(event, ZkPartitionReassignment):
+            await self._process_zk_partition_reassignment()
+        elif isinstance(event, PartitionReassignmentIsrChange):
+            await self._process_partition_reassignment_isr_change(event.topic_partition)
+        elif isinstance(event, ListPartitionReassignments):
+            self._process_list_partition_reassignments(event)
         elif isinstance(event, LeaderAndIsrResponseReceived):
             await self._process_leader_and_isr_response(event.response, event.broker_id)
         elif isinstance(event, UpdateMetadataResponseReceived):
@@ -488,9 +547,6 @@ class KafkaController:
         await self._maybe_setup_feature_versioning()
         log.info("Registering handlers")
         await self.zk.preferred_replica_election_exists(self._on_preferred_replica_election)
-        if await self.tree.exists(zk.REASSIGN_PARTITIONS_PATH) is not None:
-            log.warning("%s exists but partition reassignment is not implemented by this controller; ignoring it",
-                        zk.REASSIGN_PARTITIONS_PATH)
         log.info("Deleting log dir event notifications")
         await self.zk.delete_log_dir_event_notifications(
             await self.zk.get_all_log_dir_event_notifications(self._on_log_dir_event_notification), zkv)
@@ -509,9 +565,7 @@ class KafkaController:
         await self.replica_state_machine.startup()
         await self.partition_state_machine.startup()
         log.info("Ready to serve as the new controller with epoch %d", self.context.epoch)
-        if self.context.partitions_being_reassigned:
-            log.warning("Partitions %s are being reassigned; reassignment is not implemented by this controller",
-                        ",".join(map(str, sorted(self.context.partitions_being_reassigned))))
+        await self._initialize_partition_reassignments()
         await self.topic_deletion_manager.try_topic_deletion()
         pending = await self._fetch_pending_preferred_replica_elections()
         await self._on_replica_election(pending, ElectionType.PREFERRED, ElectionTrigger.ZK)
@@ -526,6 +580,7 @@ class KafkaController:
         self._timers.clear()
         self._broker_modifications_registered.clear()
         self._partition_modifications_registered.clear()
+        self._reassignment_isr_registered.clear()
         self._batch.clear()
         self.replica_state_machine.batch.clear()
         self.partition_state_machine.batch.clear()
@@ -687,6 +742,8 @@ class KafkaController:
         replicas = ctx.replicas_on_brokers(new_brokers)
         await self.replica_state_machine.handle_state_changes(sorted(replicas), ReplicaState.ONLINE)
         await self.partition_state_machine.trigger_online_partition_state_change()
+        started = set(new_brokers)
+        await self._maybe_resume_reassignments(lambda _tp, a: any(r in started for r in a.target_replicas))
         deleting = {r.topic for r in replicas if self.topic_deletion_manager.is_topic_queued_up_for_deletion(r.topic)}
         if deleting:
             log.info("Some replicas for topics scheduled for deletion %s are on the newly restarted brokers %s. "
@@ -906,8 +963,321 @@ class KafkaController:
             if partitions:
                 await self._update_leader_and_isr_cache(partitions)
                 self.send_update_metadata_request(ctx.live_or_shutting_down_broker_ids, partitions)
+                for tp in sorted(partitions & ctx.partitions_being_reassigned):
+                    await self._maybe_complete_reassignment(tp)
         finally:
             await self.zk.delete_isr_change_notifications(names, ctx.epoch_zk_version)
+
+    # ================================================================== partition reassignment
+    #
+    # Kafka 2.8's onPartitionReassignment. RS = current replicas, ORS = original, TRS = target,
+    # AR = adding (TRS - ORS), RR = removing (ORS - TRS).
+    #   U: write RS = TRS + ORS with AR and RR to the topic znode, then to memory; replicas a
+    #      replaced reassignment was adding that the new one does not need are stopped.
+    #   A (TRS not all in the ISR): bump the leader epoch, LeaderAndIsr to RS, start AR.
+    #   B (TRS all in the ISR): RS = TRS in memory; a leader from TRS if the current one is not
+    #      in it or not alive (else an epoch bump); RR out of the ISR, stopped and deleted; RS =
+    #      TRS in the topic znode; /admin/reassign_partitions updated; UpdateMetadata to all.
+    # The topic znode is written last in B because it is the only place ORS is kept.
+
+    async def _initialize_partition_reassignments(self) -> None:
+        resumed = await self._process_zk_partition_reassignment()
+        await self._maybe_resume_reassignments(lambda tp, _a: tp not in resumed)
+
+    async def _maybe_resume_reassignments(self, should_resume: Callable[[TopicPartition, ReplicaAssignment], bool]) -> None:
+        ctx = self.context
+        for tp in sorted(ctx.partitions_being_reassigned):
+            current = ctx.partition_full_replica_assignment(tp)
+            if should_resume(tp, current):
+                await self._on_partition_reassignment(tp, current)
+
+    async def _on_partition_reassignment(self, tp: TopicPartition, reassignment: ReplicaAssignment) -> None:
+        ctx = self.context
+        self.topic_deletion_manager.mark_topic_ineligible_for_deletion({tp.topic}, "topic reassignment in progress")
+        await self._update_current_reassignment(tp, reassignment)
+        adding = list(reassignment.adding_replicas)
+        removing = list(reassignment.removing_replicas)
+        if not await self._is_reassignment_complete(tp, reassignment):
+            await self._update_leader_epoch_and_send_request(tp, reassignment)
+            for r in adding:
+                await self.replica_state_machine.handle_state_changes([PartitionAndReplica(tp, r)], ReplicaState.NEW)
+            return
+        log.info("Target replicas %s have all caught up with the leader for reassigning partition %s",
+                 reassignment.target_replicas, tp)
+        await self.replica_state_machine.handle_state_changes(
+            [PartitionAndReplica(tp, r) for r in adding], ReplicaState.ONLINE)
+        completed = ReplicaAssignment.of(reassignment.target_replicas)
+        ctx.update_partition_full_replica_assignment(tp, completed)
+        await self._move_reassigned_partition_leader_if_required(tp, completed)
+        await self._stop_removed_replicas_of_reassigned_partition(tp, removing)
+        await self._update_replica_assignment_for_partition(tp, completed)
+        await self._remove_partition_from_reassigning_partitions(tp, completed)
+        self.send_update_metadata_request(ctx.live_or_shutting_down_broker_ids, {tp})
+        await self.topic_deletion_manager.resume_deletion_for_topics({tp.topic})
+
+    async def _update_current_reassignment(self, tp: TopicPartition, reassignment: ReplicaAssignment) -> None:
+        ctx = self.context
+        current = ctx.partition_full_replica_assignment(tp)
+        if current != reassignment:
+            log.info("Updating assignment of partition %s from %s to %s", tp, current, reassignment)
+            await self._update_replica_assignment_for_partition(tp, reassignment)
+            ctx.update_partition_full_replica_assignment(tp, reassignment)
+            # A replaced (or cancelled) reassignment may have been adding replicas no longer wanted.
+            unneeded = [r for r in current.replicas if r not in reassignment.replicas]
+            if unneeded:
+                await self._stop_removed_replicas_of_reassigned_partition(tp, unneeded)
+        self._reassignment_isr_registered.add(tp)
+        await self.zk.watch_partition_state(tp, self._reassignment_isr_watch(tp))
+        ctx.partitions_being_reassigned.add(tp)
+
+    async def _maybe_trigger_partition_reassignment(
+        self, reassignments: dict[TopicPartition, ReplicaAssignment]
+    ) -> dict[TopicPartition, tuple[int, str | None]]:
+        results: dict[TopicPartition, tuple[int, str | None]] = {}
+        for tp in sorted(reassignments):
+            if self.topic_deletion_manager.is_topic_queued_up_for_deletion(tp.topic):
+                log.info("Skipping reassignment of %s since the topic is currently being deleted", tp)
+                results[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
+            elif not self.context.partition_replica_assignment(tp):
+                results[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
+            else:
+                try:
+                    await self._on_partition_reassignment(tp, reassignments[tp])
+                    results[tp] = (ErrorCode.NONE, None)
+                except (ControllerMovedError, SessionLostError, RequestBatchError):
+                    log.info("Failed completing reassignment of partition %s because controller has moved to "
+                             "another broker", tp)
+                    raise
+                except Exception as e:
+                    log.exception("Error completing reassignment of partition %s", tp)
+                    results[tp] = (ErrorCode.UNKNOWN_SERVER_ERROR, str(e))
+        return results
+
+    async def _is_reassignment_complete(self, tp: TopicPartition, assignment: ReplicaAssignment) -> bool:
+        if not assignment.is_being_reassigned:
+            return True
+        st = (await self.zk.get_topic_partition_states([tp])).get(tp)
+        return st is not None and set(assignment.target_replicas) <= set(st.isr)
+
+    async def _move_reassigned_partition_leader_if_required(
+        self, tp: TopicPartition, new_assignment: ReplicaAssignment
+    ) -> None:
+        ctx = self.context
+        leader = _leader(ctx.partition_leadership_info(tp))
+        replicas = list(new_assignment.replicas)
+        if leader not in replicas:
+            log.info("Leader %d for partition %s being reassigned, is not in the new list of replicas %s. "
+                     "Re-electing leader", leader, tp, replicas)
+            await self.partition_state_machine.handle_state_changes(
+                [tp], PartitionState.ONLINE, LeaderElectionStrategy.REASSIGN)
+        elif ctx.is_replica_online(leader, tp):
+            log.info("Leader %d for partition %s being reassigned, is already in the new list of replicas %s and "
+                     "is alive", leader, tp, replicas)
+            await self._update_leader_epoch_and_send_request(tp, new_assignment)
+        else:
+            log.info("Leader %d for partition %s being reassigned, is already in the new list of replicas %s but "
+                     "is dead", leader, tp, replicas)
+            await self.partition_state_machine.handle_state_changes(
+                [tp], PartitionState.ONLINE, LeaderElectionStrategy.REASSIGN)
+
+    async def _stop_removed_replicas_of_reassigned_partition(self, tp: TopicPartition, removed: list[int]) -> None:
+        rsm = self.replica_state_machine
+        replicas = [PartitionAndReplica(tp, r) for r in removed]
+        # Out of the ISR first (OfflineReplica), then StopReplica with deletion.
+        await rsm.handle_state_changes(replicas, ReplicaState.OFFLINE)
+        await rsm.handle_state_changes(replicas, ReplicaState.DELETION_STARTED)
+        await rsm.handle_state_changes(replicas, ReplicaState.DELETION_SUCCESSFUL)
+        await rsm.handle_state_changes(replicas, ReplicaState.NON_EXISTENT)
+
+    async def _update_replica_assignment_for_partition(self, tp: TopicPartition, assignment: ReplicaAssignment) -> None:
+        ctx = self.context
+        full = {p.partition: a for p, a in ctx.partition_full_replica_assignment_for_topic(tp.topic).items()}
+        full[tp.partition] = assignment
+        tid = ctx.topic_ids.get(tp.topic)
+        await self.zk.set_topic_assignment(tp.topic, None if tid is None else zk.uuid_to_str(tid.bytes), full,
+                                           ctx.epoch_zk_version)
+        log.info("Successfully updated assignment of partition %s to %s", tp, assignment)
+
+    async def _update_leader_epoch(self, tp: TopicPartition) -> LeaderAndIsr | None:
+        """Bump the partition's leader epoch (same leader and ISR) so that the replicas accept
+        a LeaderAndIsr carrying the new replica set."""
+        ctx = self.context
+        while True:
+            st = (await self.zk.get_topic_partition_states([tp])).get(tp)
+            if st is None:
+                raise StateChangeFailedError(f"Cannot update leader epoch for partition {tp} as leaderAndIsr path "
+                                             "is empty. This could mean we somehow tried to reassign a partition "
+                                             "that doesn't exist")
+            if st.controller_epoch > ctx.epoch:
+                raise StateChangeFailedError(
+                    "Leader and isr path written by another controller. This probably means the current controller "
+                    f"with epoch {ctx.epoch} went through a soft failure and another controller was elected with "
+                    f"epoch {st.controller_epoch}. Aborting state change by this controller")
+            bumped = new_leader_and_isr(st, st.leader, st.isr)
+            finished, _retry = await self.zk.update_leader_and_isr({tp: bumped}, ctx.epoch, ctx.epoch_zk_version)
+            written = finished.get(tp)
+            if isinstance(written, Exception):
+                raise written
+            if written is not None:
+                ctx.put_partition_leadership_info(tp, written)
+                log.info("Updated leader epoch for partition %s to %d, zkVersion=%d", tp, written.leader_epoch,
+                         written.zk_version)
+                return written
+            # A version conflict (the leader changed the ISR meanwhile): read again.
+
+    async def _update_leader_epoch_and_send_request(self, tp: TopicPartition, assignment: ReplicaAssignment) -> None:
+        try:
+            st = await self._update_leader_epoch(tp)
+        except StateChangeFailedError as e:
+            log.error("Failed to send LeaderAndIsr request with new replica assignment %s to leader for partition "
+                      "being reassigned %s: %s", assignment, tp, e)
+            return
+        if st is None:
+            return
+        batch = self._batch
+        batch.new_batch()
+        # is_new only for the added replicas: an original replica on a failed log dir must not
+        # be recreated empty elsewhere.
+        batch.add_leader_and_isr_request_for_brokers(assignment.origin_replicas, tp, st, assignment, is_new=False)
+        batch.add_leader_and_isr_request_for_brokers(assignment.adding_replicas, tp, st, assignment, is_new=True)
+        batch.send_requests_to_brokers(self.context.epoch)
+        log.info("Sent LeaderAndIsr request %s with new replica assignment %s to leader %d for partition being "
+                 "reassigned %s", st, assignment, st.leader, tp)
+
+    async def _remove_partition_from_reassigning_partitions(
+        self, tp: TopicPartition, assignment: ReplicaAssignment
+    ) -> None:
+        ctx = self.context
+        if tp not in ctx.partitions_being_reassigned:
+            raise RequestBatchError(f"Cannot remove reassigning partition {tp} because it is not present in memory")
+        self._reassignment_isr_registered.discard(tp)
+        replicas = list(assignment.replicas)
+        await self._maybe_remove_from_zk_reassignment(lambda p, r: p == tp and list(r) == replicas)
+        ctx.partitions_being_reassigned.discard(tp)
+
+    async def _maybe_remove_from_zk_reassignment(self, should_remove: Callable[[TopicPartition, list[int]], bool]) -> None:
+        if not await self.zk.reassign_partitions_exists():
+            return
+        zkv = self.context.epoch_zk_version
+        try:
+            current = await self.zk.get_partition_reassignment()
+        except (ValueError, KeyError, TypeError) as e:
+            log.error("Deleting %s, which cannot be parsed: %s", zk.REASSIGN_PARTITIONS_PATH, e)
+            current = {}
+        remaining = {tp: r for tp, r in current.items() if not should_remove(tp, r)}
+        removed = sorted(set(current) - set(remaining))
+        if removed:
+            log.info("Removing partitions %s from the list of reassigned partitions in zookeeper",
+                     ",".join(map(str, removed)))
+        if not remaining:
+            log.info("No more partitions need to be reassigned. Deleting zk path %s", zk.REASSIGN_PARTITIONS_PATH)
+            await self.zk.delete_partition_reassignment(zkv)
+            # Watch the path again for the next reassignment.
+            self.events.put(ZkPartitionReassignment())
+        elif removed:
+            await self.zk.set_or_create_partition_reassignment(remaining, zkv)
+
+    async def _process_zk_partition_reassignment(self) -> set[TopicPartition]:
+        """Start what /admin/reassign_partitions asks for; returns the partitions started."""
+        if not self.is_active or not await self.zk.reassign_partitions_exists(self._on_reassign_partitions):
+            return set()
+        try:
+            wanted = await self.zk.get_partition_reassignment()
+        except (ValueError, KeyError, TypeError) as e:
+            # Kafka ignores such a node and leaves it, which blocks every later reassignment
+            # through ZooKeeper; it is removed instead.
+            log.error("Ignoring partition reassignment due to invalid json in %s: %s", zk.REASSIGN_PARTITIONS_PATH, e)
+            await self._maybe_remove_from_zk_reassignment(lambda _tp, _r: True)
+            return set()
+        results: dict[TopicPartition, tuple[int, str | None]] = {}
+        to_reassign: dict[TopicPartition, ReplicaAssignment] = {}
+        for tp, target in wanted.items():
+            built = self._maybe_build_reassignment(tp, target)
+            if built is None:
+                results[tp] = (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None)
+            else:
+                to_reassign[tp] = built
+        results.update(await self._maybe_trigger_partition_reassignment(to_reassign))
+        failed = {tp: r for tp, r in results.items() if r[0] != ErrorCode.NONE}
+        if failed:
+            log.warning("Failed reassignment through zk with the following errors: %s",
+                        {str(tp): _error_name(r[0]) for tp, r in failed.items()})
+            await self._maybe_remove_from_zk_reassignment(lambda tp, _r: tp in failed)
+        return set(results) - set(failed)
+
+    async def _process_api_partition_reassignment(self, event: ApiPartitionReassignment) -> None:
+        if not self.is_active:
+            _set(event.future, (ErrorCode.NOT_CONTROLLER, None, {}))
+            return
+        results: dict[TopicPartition, tuple[int, str | None]] = {}
+        to_reassign: dict[TopicPartition, ReplicaAssignment] = {}
+        for tp, target in event.reassignments.items():
+            error = None if target is None else self._validate_replicas(tp, target)
+            if error is not None:
+                results[tp] = error
+                continue
+            built = self._maybe_build_reassignment(tp, target)
+            if built is None:
+                results[tp] = (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None)
+            else:
+                to_reassign[tp] = built
+        try:
+            # The latest reassignment, by API or through ZooKeeper, takes precedence.
+            await self._maybe_remove_from_zk_reassignment(lambda tp, _r: tp in to_reassign)
+            results.update(await self._maybe_trigger_partition_reassignment(to_reassign))
+        except (ControllerMovedError, SessionLostError, RequestBatchError):
+            _set(event.future, (ErrorCode.NOT_CONTROLLER, None, {}))
+            raise
+        _set(event.future, (ErrorCode.NONE, None, results))
+
+    def _validate_replicas(self, tp: TopicPartition, replicas: list[int]) -> tuple[int, str] | None:
+        ctx = self.context
+        if not replicas:
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Empty replica list specified in partition reassignment."
+        if len(set(replicas)) != len(replicas):
+            return (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"Duplicate replica ids in partition reassignment replica list: {replicas}")
+        if any(r < 0 for r in replicas):
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Invalid broker id in replica list: {replicas}"
+        new = ctx.partition_full_replica_assignment(tp).reassign_to(replicas)
+        live = ctx.live_broker_ids
+        if not set(new.adding_replicas) <= live:
+            return (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"Replica assignment has brokers that are not alive. Replica list: {list(new.adding_replicas)}, "
+                    f"live broker list: {sorted(live)}")
+        return None
+
+    def _maybe_build_reassignment(self, tp: TopicPartition, target: list[int] | None) -> ReplicaAssignment | None:
+        current = self.context.partition_full_replica_assignment(tp)
+        if current.is_being_reassigned:
+            # No target: a cancellation, back to the original replicas.
+            return current.reassign_to(current.origin_replicas if target is None else target)
+        return None if target is None else current.reassign_to(target)
+
+    async def _process_partition_reassignment_isr_change(self, tp: TopicPartition) -> None:
+        if not self.is_active or tp not in self.context.partitions_being_reassigned:
+            return
+        # Watches fire once: watch again before reading, so no later change is missed.
+        await self.zk.watch_partition_state(tp, self._reassignment_isr_watch(tp))
+        await self._maybe_complete_reassignment(tp)
+
+    async def _maybe_complete_reassignment(self, tp: TopicPartition) -> None:
+        reassignment = self.context.partition_full_replica_assignment(tp)
+        if await self._is_reassignment_complete(tp, reassignment):
+            await self._on_partition_reassignment(tp, reassignment)
+
+    def _process_list_partition_reassignments(self, event: ListPartitionReassignments) -> None:
+        ctx = self.context
+        if not self.is_active:
+            _set(event.future, (ErrorCode.NOT_CONTROLLER, {}))
+            return
+        asked = ctx.partitions_being_reassigned if event.partitions is None else event.partitions
+        results = {}
+        for tp in asked:
+            a = ctx.partition_full_replica_assignment(tp)
+            if a.is_being_reassigned:
+                results[tp] = a
+        _set(event.future, (ErrorCode.NONE, results))
 
     # ================================================================== controlled shutdown
 

@@ -17,10 +17,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kaflet.controller.context import TopicPartition
+from kaflet.controller.context import ReplicaAssignment, TopicPartition
 from kaflet.protocol.errors import ErrorCode
 
 __all__ = [
+    "AlterReassignmentsResult",
+    "ApiPartitionReassignment",
     "AutoPreferredReplicaLeaderElection",
     "BrokerChange",
     "BrokerModifications",
@@ -34,8 +36,11 @@ __all__ = [
     "Expire",
     "IsrChangeNotification",
     "LeaderAndIsrResponseReceived",
+    "ListPartitionReassignments",
+    "ListReassignmentsResult",
     "LogDirEventNotification",
     "PartitionModifications",
+    "PartitionReassignmentIsrChange",
     "Reelect",
     "ReplicaLeaderElection",
     "Startup",
@@ -45,6 +50,7 @@ __all__ = [
     "TopicUncleanLeaderElectionEnable",
     "UncleanLeaderElectionEnable",
     "UpdateMetadataResponseReceived",
+    "ZkPartitionReassignment",
 ]
 
 log = logging.getLogger(__name__)
@@ -178,6 +184,48 @@ class ControlledShutdown(ControllerEvent):
     def preempt(self) -> None:
         if self.future is not None and not self.future.done():
             self.future.set_result((ErrorCode.NOT_CONTROLLER, set()))
+
+
+@dataclass(slots=True)
+class ZkPartitionReassignment(ControllerEvent):
+    """/admin/reassign_partitions was created (or must be watched again)."""
+
+
+@dataclass(slots=True)
+class PartitionReassignmentIsrChange(ControllerEvent):
+    """The state znode of a partition being reassigned changed: maybe its targets are in sync."""
+
+    topic_partition: TopicPartition
+
+
+#: (top-level error code, message, (error code, message) per partition).
+AlterReassignmentsResult = tuple[int, str | None, dict[TopicPartition, tuple[int, str | None]]]
+#: (top-level error code, the ongoing reassignments asked for).
+ListReassignmentsResult = tuple[int, dict[TopicPartition, ReplicaAssignment]]
+
+
+@dataclass(slots=True)
+class ApiPartitionReassignment(ControllerEvent):
+    """AlterPartitionReassignments: target replicas per partition, None to cancel."""
+
+    reassignments: dict[TopicPartition, list[int] | None]
+    future: asyncio.Future[AlterReassignmentsResult] | None = None
+
+    def preempt(self) -> None:
+        if self.future is not None and not self.future.done():
+            self.future.set_result((ErrorCode.NOT_CONTROLLER, None, {}))
+
+
+@dataclass(slots=True)
+class ListPartitionReassignments(ControllerEvent):
+    """ListPartitionReassignments: ``partitions`` None lists every ongoing reassignment."""
+
+    partitions: set[TopicPartition] | None
+    future: asyncio.Future[ListReassignmentsResult] | None = None
+
+    def preempt(self) -> None:
+        if self.future is not None and not self.future.done():
+            self.future.set_result((ErrorCode.NOT_CONTROLLER, {}))
 
 
 @dataclass(slots=True)

@@ -506,3 +506,35 @@ class ControllerZkClient:
 
     async def delete_preferred_replica_election(self, epoch_zk_version: int) -> None:
         await self.fenced_each([DeleteOp(zk.PREFERRED_REPLICA_ELECTION_PATH)], epoch_zk_version)
+
+    # ------------------------------------------------------------------ partition reassignment
+
+    async def reassign_partitions_exists(self, watch: WatchCallback | None = None) -> bool:
+        """Whether /admin/reassign_partitions exists (leaving ``watch`` on it either way)."""
+        return await self.tree.exists(zk.REASSIGN_PARTITIONS_PATH, watch) is not None
+
+    async def get_partition_reassignment(self) -> dict[TopicPartition, list[int]]:
+        """The target replicas in /admin/reassign_partitions (empty when missing).
+
+        Raises ValueError (or KeyError/TypeError) when the node cannot be parsed."""
+        got = await self.tree.get_or_none(zk.REASSIGN_PARTITIONS_PATH)
+        if got is None:
+            return {}
+        return {TopicPartition(t, p): r for (t, p), r in zk.parse_reassign_partitions(got[0]).items()}
+
+    async def set_or_create_partition_reassignment(
+        self, reassignments: Mapping[TopicPartition, Sequence[int]], epoch_zk_version: int
+    ) -> None:
+        data = zk.reassign_partitions_json({(tp.topic, tp.partition): list(r) for tp, r in reassignments.items()})
+        res = await self.fenced_each([SetOp(zk.REASSIGN_PARTITIONS_PATH, data, -1)], epoch_zk_version)
+        if isinstance(res[0], NoNodeError):
+            res = await self.fenced_each([CreateOp(zk.REASSIGN_PARTITIONS_PATH, data)], epoch_zk_version)
+        if isinstance(res[0], MetadataError):
+            raise res[0]
+
+    async def delete_partition_reassignment(self, epoch_zk_version: int) -> None:
+        await self.fenced_each([DeleteOp(zk.REASSIGN_PARTITIONS_PATH)], epoch_zk_version)
+
+    async def watch_partition_state(self, tp: TopicPartition, watch: WatchCallback) -> bool:
+        """Leave a data watch on a partition's state znode; whether it exists."""
+        return await self.tree.exists(zk.partition_state_path(tp.topic, tp.partition), watch) is not None

@@ -439,6 +439,28 @@ def parse_partition_state(data: bytes | None, zk_version: int = -1) -> LeaderAnd
 
 
 # --------------------------------------------------------------------------------------------
+# /admin/reassign_partitions (the legacy, ZooKeeper-written reassignment)
+
+
+def reassign_partitions_json(reassignments: dict[tuple[str, int], list[int]]) -> bytes:
+    """``{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2]},...]}``."""
+    return _dump({"version": 1, "partitions": [
+        {"topic": t, "partition": int(p), "replicas": [int(r) for r in reassignments[(t, p)]]}
+        for t, p in sorted(reassignments)]})
+
+
+def parse_reassign_partitions(data: bytes | None) -> dict[tuple[str, int], list[int]]:
+    """The target replicas per (topic, partition) of /admin/reassign_partitions."""
+    if data is None or len(data) == 0:
+        return {}
+    obj = _load(data, REASSIGN_PARTITIONS_PATH)
+    out: dict[tuple[str, int], list[int]] = {}
+    for e in obj.get("partitions") or []:
+        out[(str(e["topic"]), int(e["partition"]))] = [int(r) for r in e["replicas"]]
+    return out
+
+
+# --------------------------------------------------------------------------------------------
 # Partition lists: /isr_change_notification/isr_change_<seq>, /admin/preferred_replica_election
 
 

@@ -299,12 +299,14 @@ class ReplicaManager:
                 tp = (t.topic_name, ps.partition_index)
                 part = self.partitions.get(tp)
                 epoch = ps.leader_epoch
-                if part is None or epoch in (EPOCH_DURING_DELETE, NO_EPOCH) or epoch > part.leader_epoch:
+                # The same epoch is accepted too (Kafka 3.4+, KAFKA-13972): a cancelled
+                # reassignment stops the replicas it was adding without bumping the epoch.
+                if part is None or epoch in (EPOCH_DURING_DELETE, NO_EPOCH) or epoch >= part.leader_epoch:
                     # Not hosted: a log left from before a restart is still deleted.
                     to_stop[tp] = ps.delete_partition
                     results[tp] = ErrorCode.NONE
                 else:
-                    log.info("ignoring StopReplica (delete=%s) for %s-%d: leader epoch %d is not newer than %d",
+                    log.info("ignoring StopReplica (delete=%s) for %s-%d: leader epoch %d is older than %d",
                              ps.delete_partition, *tp, epoch, part.leader_epoch)
                     results[tp] = ErrorCode.FENCED_LEADER_EPOCH
         results.update(self._stop_partitions(to_stop))

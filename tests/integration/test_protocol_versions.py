@@ -969,6 +969,38 @@ def _elect_leaders_check(broker: BrokerProcess, c: RawClient, v: int) -> None:
     assert everything.replica_election_results == []  # no partition needed an election
 
 
+@check(K.ALTER_PARTITION_REASSIGNMENTS, range(0, 1))
+def _alter_partition_reassignments_check(broker: BrokerProcess, c: RawClient, v: int) -> None:
+    topic = _topic(broker, f"apr{v}")
+    me = _broker_id(c)
+    AR = _req(K.ALTER_PARTITION_REASSIGNMENTS)
+    P = AR.ReassignableTopic.ReassignablePartition
+
+    def alter(name: str, replicas: list[int] | None) -> tuple[int, int]:
+        resp = c.request(K.ALTER_PARTITION_REASSIGNMENTS, v, AR(timeout_ms=5000, topics=[
+            AR.ReassignableTopic(name=name, partitions=[P(partition_index=0, replicas=replicas)])]))
+        assert [t.name for t in resp.responses] == [name]
+        return resp.error_code, resp.responses[0].partitions[0].error_code
+
+    # A move to where the partition already is completes at once; the rest are refused.
+    assert alter(topic, [me]) == (0, E.NONE)
+    assert alter(topic, None) == (0, E.NO_REASSIGNMENT_IN_PROGRESS)
+    assert alter(topic, []) == (0, E.INVALID_REPLICA_ASSIGNMENT)
+    assert alter(topic, [me, me + 100]) == (0, E.INVALID_REPLICA_ASSIGNMENT)  # not a live broker
+    assert alter(_name("nosuch"), [me]) == (0, E.UNKNOWN_TOPIC_OR_PARTITION)
+
+
+@check(K.LIST_PARTITION_REASSIGNMENTS, range(0, 1))
+def _list_partition_reassignments_check(broker: BrokerProcess, c: RawClient, v: int) -> None:
+    topic = _topic(broker, f"lpr{v}")
+    LR = _req(K.LIST_PARTITION_REASSIGNMENTS)
+    everything = c.request(K.LIST_PARTITION_REASSIGNMENTS, v, LR(timeout_ms=5000, topics=None))
+    assert (everything.error_code, everything.topics) == (0, [])
+    asked = c.request(K.LIST_PARTITION_REASSIGNMENTS, v, LR(timeout_ms=5000, topics=[
+        LR.ListPartitionReassignmentsTopics(name=topic, partition_indexes=[0])]))
+    assert (asked.error_code, asked.topics) == (0, [])  # not being reassigned: left out
+
+
 @check(K.OFFSET_FOR_LEADER_EPOCH, range(0, 5))
 def _offset_for_leader_epoch_check(broker: BrokerProcess, c: RawClient, v: int) -> None:
     topic = _topic(broker, f"ole{v}")

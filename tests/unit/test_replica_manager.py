@@ -178,12 +178,15 @@ async def test_losing_leadership_answers_waiting_acks(b1: Broker1) -> None:
 
 async def test_stop_replica_epoch_rules_and_deletion(b1: Broker1) -> None:
     b1.apply(1, [_state(0, 1, 3), _state(1, 1, 3), _state(2, 2, 3, [2])])
-    resp = b1.rm.stop_replicas(stop_replica(1, T, [(0, 3, True), (1, 2, True), (2, 4, False), (3, -1, True)]),
+    resp = b1.rm.stop_replicas(stop_replica(1, T, [(0, 2, True), (1, 2, True), (2, 4, False), (3, -1, True)]),
                                broker_epoch=50)
     errors = {p.partition_index: p.error_code for p in resp.partition_errors}
-    # The same or an older leader epoch: FENCED_LEADER_EPOCH; newer, none (-1) or not hosted: stopped.
+    # An older leader epoch: FENCED_LEADER_EPOCH; the same (Kafka 3.4+), newer, none (-1) or not
+    # hosted: stopped.
     assert resp.error_code == E.NONE
     assert errors == {0: E.FENCED_LEADER_EPOCH, 1: E.FENCED_LEADER_EPOCH, 2: E.NONE, 3: E.NONE}
+    same = b1.rm.stop_replicas(stop_replica(1, T, [(2, 3, False)]), broker_epoch=50)
+    assert [p.error_code for p in same.partition_errors] == [E.NONE]
     assert b1.rm.fetcher_manager.fetch_state(T, 2) is None  # stopped, not deleted
     assert b1.rm.get(T, 2) is not None and b1.logs.get_log(T, 2) is not None
     # Deletion during topic deletion (-2) overrides any epoch.

@@ -17,6 +17,7 @@ from kaflet.server.handlers import (
     add_partitions_to_txn,
     alter_client_quotas,
     alter_configs,
+    alter_partition_reassignments,
     alter_user_scram_credentials,
     api_versions,
     controlled_shutdown,
@@ -47,6 +48,7 @@ from kaflet.server.handlers import (
     leave_group,
     list_groups,
     list_offsets,
+    list_partition_reassignments,
     list_transactions,
     metadata,
     offset_commit,
@@ -119,6 +121,8 @@ HANDLER_MODULES: list[ModuleType] = [
     describe_producers,
     describe_transactions,
     list_transactions,
+    alter_partition_reassignments,
+    list_partition_reassignments,
 ]
 
 HANDLERS: dict[int, ModuleType] = {m.API_KEY: m for m in HANDLER_MODULES}

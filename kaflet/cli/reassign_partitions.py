@@ -1,0 +1,366 @@
+"""`kaflet reassign-partitions`: move partition replicas, like kafka-reassign-partitions.sh.
+
+The same actions (--generate, --execute, --verify, --cancel, --list), JSON files and output
+lines as Kafka 2.8's ReassignPartitionsCommand with --bootstrap-server. The requests are
+AlterPartitionReassignments and ListPartitionReassignments (KIP-455), sent to the controller
+over kaflet's own connection (confluent-kafka's AdminClient has no call for them), secured as
+--command-config says. Not offered: replication throttles (--throttle,
+--replica-alter-log-dirs-throttle) and moves between log directories (``log_dirs`` other than
+"any"): kaflet has neither.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from kaflet.cli.common import Admin, CliError, bootstrap_option, config_file_option, timeout_option
+from kaflet.metadata.assignment import BrokerMetadata, assign_replicas_to_brokers
+from kaflet.metadata.errors import AdminError
+from kaflet.protocol import codec
+from kaflet.protocol.api_keys import ApiKey
+from kaflet.protocol.errors import ErrorCode, error_name
+
+Partition = tuple[str, int]
+
+_CANNOT_EXECUTE = ("Cannot execute because there is an existing partition assignment.  Use --additional to "
+                   "override this and create a new partition assignment in addition to the existing one. The "
+                   "--additional flag can also be used to change the throttle by resubmitting the current "
+                   "reassignment.")
+_ANY_LOG_DIR = "any"
+#: How long to keep looking for the controller when the one asked says it no longer is.
+_CONTROLLER_RETRIES = 5
+
+
+def _name(tp: Partition) -> str:
+    return f"{tp[0]}-{tp[1]}"  # Kafka's TopicPartition.toString
+
+
+def _names(tps: Any) -> str:
+    return ",".join(_name(tp) for tp in sorted(tps))
+
+
+def _load_json(text: str, source: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise CliError(f"The input string is not a valid JSON ({source}: {exc}).") from exc
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CliError(f"Cannot read {path}: {exc}.") from exc
+
+
+def parse_reassignment_json(text: str, source: str) -> dict[Partition, list[int]]:
+    """The target replicas of a reassignment JSON file, with Kafka's checks (CliError)."""
+    data = _load_json(text, source)
+    if not isinstance(data, dict) or not isinstance(data.get("partitions"), list):
+        raise CliError(f"{source} must be a JSON object with a \"partitions\" list.")
+    version = data.get("version", 1)
+    if version != 1:
+        raise CliError(f"Not supported version field value {version}")
+    out: dict[Partition, list[int]] = {}
+    duplicates: set[Partition] = set()
+    for entry in data["partitions"]:
+        topic = entry.get("topic") if isinstance(entry, dict) else None
+        partition = entry.get("partition") if isinstance(entry, dict) else None
+        replicas = entry.get("replicas") if isinstance(entry, dict) else None
+        if (not isinstance(topic, str) or not topic or isinstance(partition, bool) or not isinstance(partition, int)
+                or not isinstance(replicas, list)
+                or not all(isinstance(r, int) and not isinstance(r, bool) for r in replicas)):
+            raise CliError(f"Invalid entry in {source}: {json.dumps(entry)} "
+                           "(expected {\"topic\": string, \"partition\": int, \"replicas\": [int, ...]}).")
+        log_dirs = entry.get("log_dirs")
+        if log_dirs is not None:
+            if not isinstance(log_dirs, list) or len(log_dirs) != len(replicas):
+                raise CliError(f"Size of replicas list {replicas} is different from size of log dirs list "
+                               f"{log_dirs} for partition {topic}-{partition}")
+            if any(d != _ANY_LOG_DIR for d in log_dirs):
+                raise CliError(f"Moving replicas between log directories is not supported by kaflet "
+                               f"(partition {topic}-{partition}: log_dirs {log_dirs}); use \"any\".")
+        tp = (topic, partition)
+        if tp in out:
+            duplicates.add(tp)
+        out[tp] = list(replicas)
+    if not out:
+        raise CliError("Partition reassignment list cannot be empty")
+    if any(not r for r in out.values()):
+        raise CliError("Partition replica list cannot be empty")
+    if duplicates:
+        raise CliError(f"Partition reassignment contains duplicate topic partitions: {_names(duplicates)}")
+    repeated = {tp: sorted({r for r in reps if reps.count(r) > 1}) for tp, reps in out.items()}
+    repeated = {tp: r for tp, r in repeated.items() if r}
+    if repeated:
+        detail = ", ".join(f"{_name(tp)} contains multiple entries for {','.join(map(str, r))}"
+                           for tp, r in sorted(repeated.items()))
+        raise CliError(f"Partition replica lists may not contain duplicate entries: {detail}")
+    return out
+
+
+def parse_topics_json(text: str, source: str) -> list[str]:
+    """The topics of a --topics-to-move-json-file (``{"topics": [{"topic": "foo"}], "version": 1}``)."""
+    data = _load_json(text, source)
+    if not isinstance(data, dict) or not isinstance(data.get("topics"), list):
+        raise CliError(f"{source} must be a JSON object with a \"topics\" list.")
+    version = data.get("version", 1)
+    if version != 1:
+        raise CliError(f"Not supported version field value {version}")
+    topics = []
+    for entry in data["topics"]:
+        topic = entry.get("topic") if isinstance(entry, dict) else None
+        if not isinstance(topic, str) or not topic:
+            raise CliError(f"Invalid entry in {source}: {json.dumps(entry)} (expected {{\"topic\": string}}).")
+        topics.append(topic)
+    repeated = sorted({t for t in topics if topics.count(t) > 1})
+    if repeated:
+        raise CliError(f"List of topics to reassign contains duplicate entries: {','.join(repeated)}")
+    return topics
+
+
+def reassignment_json(parts: dict[Partition, list[int]]) -> str:
+    """Kafka's formatAsReassignmentJson (every log dir "any")."""
+    return json.dumps({"version": 1, "partitions": [
+        {"topic": t, "partition": p, "replicas": parts[(t, p)], "log_dirs": [_ANY_LOG_DIR] * len(parts[(t, p)])}
+        for t, p in sorted(parts)]}, separators=(",", ":"))
+
+
+class _Reassigner(Admin):
+    """The admin helper plus the two KIP-455 requests, sent to the controller."""
+
+    def _to_controller(self, api_key: ApiKey, request: Any) -> Any:
+        from kaflet.cli.raw_connection import connect
+
+        for _ in range(_CONTROLLER_RETRIES):
+            md = self.metadata()
+            broker = md.brokers.get(md.controller_id)
+            if broker is None or broker.host is None:
+                time.sleep(0.5)  # an election is under way
+                continue
+            with connect(broker.host, broker.port, self.conf, self.timeout_s, self.bootstrap) as conn:
+                try:
+                    resp = conn.request(api_key, 0, request)
+                except (OSError, ValueError) as exc:
+                    raise CliError(f"The controller (broker {broker.id} at {broker.host}:{broker.port}) did not "
+                                   f"answer: {exc}.") from exc
+            if resp.error_code == ErrorCode.NOT_CONTROLLER:
+                time.sleep(0.5)  # the controller moved since the metadata was read
+                continue
+            if resp.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED:
+                raise CliError("Not authorized to alter or list partition reassignments (Alter/Describe on the "
+                               "cluster).")
+            if resp.error_code == ErrorCode.UNSUPPORTED_VERSION:
+                raise CliError("The controller does not support partition reassignment (KIP-455).")
+            if resp.error_code:
+                raise CliError(f"{resp.error_message or 'Request failed'} ({error_name(resp.error_code)}).")
+            return resp
+        raise CliError("Could not find the active controller (it kept moving).")
+
+    def alter(self, parts: dict[Partition, list[int] | None]) -> dict[Partition, tuple[int, str | None]]:
+        R = codec.request_class(ApiKey.ALTER_PARTITION_REASSIGNMENTS)
+        by_topic: dict[str, list[Any]] = {}
+        for (topic, index), replicas in sorted(parts.items()):
+            by_topic.setdefault(topic, []).append(
+                R.ReassignableTopic.ReassignablePartition(partition_index=index, replicas=replicas))
+        resp = self._to_controller(ApiKey.ALTER_PARTITION_REASSIGNMENTS, R(
+            timeout_ms=int(self.timeout_s * 1000),
+            topics=[R.ReassignableTopic(name=t, partitions=ps) for t, ps in by_topic.items()]))
+        return {(t.name, p.partition_index): (p.error_code, p.error_message)
+                for t in resp.responses for p in t.partitions}
+
+    def ongoing(self, parts: list[Partition] | None = None) -> dict[Partition, tuple[list[int], list[int], list[int]]]:
+        """(replicas, adding, removing) of the reassignments in progress (of ``parts``)."""
+        R = codec.request_class(ApiKey.LIST_PARTITION_REASSIGNMENTS)
+        topics = None
+        if parts is not None:
+            by_topic: dict[str, list[int]] = {}
+            for t, p in sorted(parts):
+                by_topic.setdefault(t, []).append(p)
+            topics = [R.ListPartitionReassignmentsTopics(name=t, partition_indexes=ps) for t, ps in by_topic.items()]
+        resp = self._to_controller(ApiKey.LIST_PARTITION_REASSIGNMENTS, R(
+            timeout_ms=int(self.timeout_s * 1000), topics=topics))
+        return {(t.name, p.partition_index): (list(p.replicas), list(p.adding_replicas), list(p.removing_replicas))
+                for t in resp.topics for p in t.partitions}
+
+    def current_replicas(self, topics: set[str]) -> dict[Partition, list[int]]:
+        out: dict[Partition, list[int]] = {}
+        md = self.metadata()
+        for topic in sorted(topics):
+            meta = md.topics.get(topic)
+            if meta is None or not meta.partitions:
+                continue  # no such topic
+            for index, pm in meta.partitions.items():
+                out[(topic, index)] = list(pm.replicas)
+        return out
+
+
+def _list(r: _Reassigner) -> None:
+    ongoing = r.ongoing()
+    if not ongoing:
+        click.echo("No partition reassignments found.")
+        return
+    click.echo("Current partition reassignments:")
+    for tp in sorted(ongoing):
+        replicas, adding, removing = ongoing[tp]
+        line = f"{_name(tp)}: replicas: {','.join(map(str, replicas))}."
+        if adding:
+            line += f" adding: {','.join(map(str, adding))}."
+        if removing:
+            line += f" removing: {','.join(map(str, removing))}."
+        click.echo(line)
+
+
+def _execute(r: _Reassigner, proposed: dict[Partition, list[int]], additional: bool) -> None:
+    if not additional and r.ongoing():
+        raise CliError(_CANNOT_EXECUTE)
+    known = set(r.metadata().brokers)
+    for b in sorted({b for reps in proposed.values() for b in reps}):
+        if b not in known:
+            raise CliError(f"Unknown broker id {b}")
+    current = r.current_replicas({t for t, _ in proposed})
+    missing = [tp for tp in sorted(proposed) if tp not in current]
+    if missing:
+        raise CliError(f"Unable to find partition: {_names(missing)}")
+    click.echo("Current partition replica assignment\n")
+    click.echo(reassignment_json({tp: current[tp] for tp in proposed}))
+    click.echo("\nSave this to use as the --reassignment-json-file option during rollback")
+    results = r.alter(dict(proposed))
+    errors = {tp: res for tp, res in results.items() if res[0] != ErrorCode.NONE}
+    if errors:
+        lines = [f"{_name(tp)}: {msg or error_name(code)}" for tp, (code, msg) in sorted(errors.items())]
+        raise CliError("Error reassigning partition(s): " + "; ".join(lines))
+    plural = "" if len(proposed) == 1 else "s"
+    click.echo(f"Successfully started partition reassignment{plural} for {_names(proposed)}")
+
+
+def _verify(r: _Reassigner, targets: dict[Partition, list[int]]) -> bool:
+    """Print each partition's status; returns whether every reassignment is complete."""
+    ongoing = r.ongoing(list(targets))
+    current = r.current_replicas({t for t, _ in targets})
+    click.echo("Status of partition reassignment:")
+    done = True
+    for tp in sorted(targets):
+        if tp in ongoing:
+            done = False
+            click.echo(f"Reassignment of partition {_name(tp)} is still in progress.")
+        elif current.get(tp) == targets[tp]:
+            click.echo(f"Reassignment of partition {_name(tp)} is complete.")
+        else:
+            now = current.get(tp)
+            shown = "(the partition does not exist)" if now is None else ",".join(map(str, now))
+            click.echo(f"There is no active reassignment of partition {_name(tp)}, but replica set is {shown} "
+                       f"rather than {','.join(map(str, targets[tp]))}.")
+    return done
+
+
+def _cancel(r: _Reassigner, targets: dict[Partition, list[int]]) -> None:
+    ongoing = r.ongoing(list(targets))
+    active = sorted(tp for tp, (_reps, adding, removing) in ongoing.items() if adding or removing)
+    if not active:
+        click.echo("None of the specified partition reassignments are active.")
+        return
+    results = r.alter(dict.fromkeys(active))
+    errors = {tp: res for tp, res in results.items() if res[0] != ErrorCode.NONE}
+    if errors:
+        plural = "" if len(errors) == 1 else "s"
+        lines = [f"{_name(tp)}: {msg or error_name(code)}" for tp, (code, msg) in sorted(errors.items())]
+        raise CliError(f"Error cancelling partition reassignment{plural} for: " + "; ".join(lines))
+    plural = "" if len(active) == 1 else "s"
+    click.echo(f"Successfully cancelled partition reassignment{plural} for: {_names(active)}")
+
+
+def _generate(r: _Reassigner, topics: list[str], broker_list: str, rack_aware: bool) -> None:
+    try:
+        brokers = [int(b) for b in broker_list.split(",")]
+    except ValueError as exc:
+        raise CliError(f"Invalid --broker-list {broker_list!r}: expected comma-separated broker ids.") from exc
+    repeated = sorted({b for b in brokers if brokers.count(b) > 1})
+    if repeated:
+        raise CliError(f"Broker list contains duplicate entries: {','.join(map(str, repeated))}")
+    md = r.metadata()
+    metas = [BrokerMetadata(b, getattr(md.brokers[b], "rack", None) if rack_aware else None)
+             for b in brokers if b in md.brokers]
+    unknown = [b for b in brokers if b not in md.brokers]
+    if unknown:
+        raise CliError(f"Unknown broker id {unknown[0]}")
+    if rack_aware and any(m.rack is None for m in metas) and any(m.rack is not None for m in metas):
+        raise CliError("Not all brokers have rack information. Add --disable-rack-aware in command line to make "
+                       "replica assignment without rack information.")
+    current = r.current_replicas(set(topics))
+    absent = [t for t in topics if not any(tp[0] == t for tp in current)]
+    if absent:
+        raise CliError(f"Topic {absent[0]} not found")
+    proposed: dict[Partition, list[int]] = {}
+    for topic in topics:
+        parts = {p: reps for (t, p), reps in current.items() if t == topic}
+        try:
+            assignment = assign_replicas_to_brokers(metas, len(parts), len(next(iter(parts.values()))))
+        except AdminError as exc:
+            raise CliError(str(exc)) from exc
+        for p, reps in assignment.items():
+            proposed[(topic, p)] = reps
+    click.echo("Current partition replica assignment")
+    click.echo(reassignment_json(current))
+    click.echo("\nProposed partition reassignment configuration")
+    click.echo(reassignment_json(proposed))
+
+
+@click.command("reassign-partitions")
+@bootstrap_option()
+@click.option("--generate", is_flag=True, help="Propose an assignment of --topics-to-move-json-file's topics over "
+                                                "--broker-list (printed, not executed).")
+@click.option("--execute", is_flag=True, help="Start the reassignment in --reassignment-json-file.")
+@click.option("--verify", is_flag=True, help="Report whether the reassignment in --reassignment-json-file is done.")
+@click.option("--cancel", is_flag=True, help="Cancel the reassignments of --reassignment-json-file's partitions "
+                                              "(back to their original replicas).")
+@click.option("--list", "list_", is_flag=True, help="List the reassignments in progress.")
+@click.option("--reassignment-json-file", "json_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help='{"version":1,"partitions":[{"topic":"foo","partition":0,"replicas":[1,2]}]}')
+@click.option("--topics-to-move-json-file", "topics_file",
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help='For --generate: {"version":1,"topics":[{"topic":"foo"}]}')
+@click.option("--broker-list", metavar="IDS", help='For --generate: the brokers to assign to, e.g. "1,2,3".')
+@click.option("--disable-rack-aware", is_flag=True, help="For --generate: ignore the brokers' racks.")
+@click.option("--additional", is_flag=True, help="For --execute: start even though reassignments are in progress.")
+@config_file_option("--command-config")
+@timeout_option()
+def reassign_partitions(bootstrap: str, generate: bool, execute: bool, verify: bool, cancel: bool, list_: bool,
+                        json_file: Path | None, topics_file: Path | None, broker_list: str | None,
+                        disable_rack_aware: bool, additional: bool, config_file: str | None,
+                        timeout_s: float) -> None:
+    """Move partition replicas between brokers, like kafka-reassign-partitions.sh."""
+    actions = {"--generate": generate, "--execute": execute, "--verify": verify, "--cancel": cancel,
+               "--list": list_}
+    if sum(actions.values()) != 1:
+        raise click.UsageError("Command must include exactly one action: " + ", ".join(actions))
+    action = next(a for a, on in actions.items() if on)
+    if action in ("--execute", "--verify", "--cancel") and json_file is None:
+        raise click.UsageError(f"Missing required argument \"[reassignment-json-file]\" for {action}")
+    if action == "--generate" and (topics_file is None or broker_list is None):
+        raise click.UsageError("--generate needs --topics-to-move-json-file and --broker-list")
+    if action != "--generate" and (topics_file is not None or broker_list is not None or disable_rack_aware):
+        raise click.UsageError(f"--topics-to-move-json-file, --broker-list and --disable-rack-aware can't be used "
+                               f"with action \"{action}\"")
+    if additional and action != "--execute":
+        raise click.UsageError(f"Option \"--additional\" can't be used with action \"{action}\"")
+    r = _Reassigner(bootstrap, config_file, timeout_s)
+    if action == "--list":
+        _list(r)
+    elif action == "--generate":
+        assert topics_file is not None and broker_list is not None
+        _generate(r, parse_topics_json(_read(topics_file), str(topics_file)), broker_list, not disable_rack_aware)
+    else:
+        assert json_file is not None
+        targets = parse_reassignment_json(_read(json_file), str(json_file))
+        if action == "--execute":
+            _execute(r, targets, additional)
+        elif action == "--verify":
+            _verify(r, targets)
+        else:
+            _cancel(r, targets)
