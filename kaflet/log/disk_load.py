@@ -152,6 +152,13 @@ class _Libc:
         self.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
         self.mincore = libc.mincore
         self.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+        self._vec = ctypes.create_string_buffer(256)
+
+    def vector(self, pages: int) -> ctypes.Array[ctypes.c_char]:
+        """mincore's result vector, reused (the broker asks from its one event loop)."""
+        if len(self._vec) < pages:
+            self._vec = ctypes.create_string_buffer(pages)
+        return self._vec
 
 
 _libc: _Libc | None = None
@@ -183,13 +190,13 @@ def in_page_cache(fd: int, position: int, size: int) -> bool | None:
         return None
     try:
         pages = (length + _PAGE - 1) // _PAGE
-        vec = bytearray(pages)
-        if lib.mincore(addr, length, (ctypes.c_ubyte * pages).from_buffer(vec)) != 0:
+        vec = lib.vector(pages)
+        if lib.mincore(addr, length, vec) != 0:
             return None
     finally:
         lib.munmap(addr, length)
     # The low bit of each byte says "resident"; the others are reserved and zero.
-    return 0 not in vec
+    return 0 not in ctypes.string_at(vec, pages)
 
 
 # ---------------------------------------------------------------------------- the decision
