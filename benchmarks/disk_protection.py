@@ -172,9 +172,13 @@ def turn(bootstrap: str, data_dir: Path, cold_topic: str, cold_count: int, live_
     for t in threads:
         t.join()
     split = catchup_start[0] or float("inf")
+    until = catchup_end[0] or float("inf")
 
     def stats(samples: list[tuple[float, float]], during: bool) -> dict[str, float | None]:
-        chosen = sorted(lat for at, lat in samples if (at >= split) == during and at >= started + 0.5)
+        # Baseline: before the catch-up started (the first 0.5 s left out); during: until it
+        # had read everything.
+        chosen = sorted(lat for at, lat in samples
+                        if (split <= at < until if during else started + 0.5 <= at < split))
         return {"n": len(chosen), "p50_ms": percentile(chosen, 50), "p99_ms": percentile(chosen, 99)}
 
     # Over the time it read: until it had everything, or until the turn ended.

@@ -11,7 +11,12 @@ So the protector decides per read, from two measurements:
   flight, /proc/diskstats' io_ticks) sampled every ``sample.interval.ms`` on a thread of its own;
 * whether the bytes a consumer's fetch would send are in the page cache: ``mincore(2)`` over a
   throw-away mapping of that file range, asked only while the device is overloaded, so a fetch
-  costs one attribute check when the disks are fine.
+  costs one attribute check when the disks are fine. The range asked about reaches two of the
+  device's read-ahead windows past the read (up to the end of the file): a consumer reading
+  old data sequentially finds what the kernel's read-ahead fetched for its previous read in the
+  cache (or still on its way from the disk), so its own range alone would look hot after its
+  first read. Data that is hot for other reasons (just written, read by others) has its
+  continuation in the cache too, and the tail of a log has none.
 
 While a device is at or above ``util.threshold``, cold reads from it are admitted at a rate
 that falls from ``cold.fetch.rate`` per second at the threshold to none at 100 %; a cold read
@@ -42,6 +47,8 @@ SYS_DEV_BLOCK = "/sys/dev/block"
 
 #: How often a device's overload or recovery is logged at most (it may flap from sample to sample).
 _TRANSITION_LOG_S = 10.0
+#: The kernel's default read-ahead window, for devices whose own cannot be read.
+DEFAULT_READ_AHEAD = 128 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +117,15 @@ def sample_between(before: DeviceCounters, after: DeviceCounters, elapsed_ms: fl
     reads = after.reads - before.reads
     await_ms = (after.read_ms - before.read_ms) / reads if reads > 0 else 0.0
     return DiskSample(min(1.0, busy / elapsed_ms), max(0.0, await_ms))
+
+
+def read_ahead_bytes(device: str, sys_block: str = "/sys/block") -> int:
+    """The device's read-ahead window (queue/read_ahead_kb), or the kernel's default."""
+    try:
+        with open(os.path.join(sys_block, device, "queue", "read_ahead_kb")) as f:
+            return int(f.read().strip()) * 1024
+    except (OSError, ValueError):
+        return DEFAULT_READ_AHEAD
 
 
 def device_of(path: str, known: Iterable[str], sys_block: str = SYS_DEV_BLOCK) -> str | None:
@@ -217,11 +233,13 @@ def cold_read_rate(util: float, settings: DiskLoadSettings) -> float | None:
 class DiskState:
     """One device: its last sample, the cold-read rate it admits now, and its token bucket."""
 
-    __slots__ = ("admitted", "device", "last_log", "rate", "read_await_ms", "refused", "stamp", "tokens",
-                 "util")
+    __slots__ = ("admitted", "device", "last_log", "lookahead", "rate", "read_await_ms", "refused", "stamp",
+                 "tokens", "util")
 
-    def __init__(self, device: str) -> None:
+    def __init__(self, device: str, read_ahead: int = DEFAULT_READ_AHEAD) -> None:
         self.device = device
+        #: Bytes past a read that must be in the cache too for the read to count as hot.
+        self.lookahead = 2 * read_ahead
         self.util = 0.0
         self.read_await_ms = 0.0
         self.rate: float | None = None  # None: not overloaded
@@ -306,7 +324,9 @@ class DiskLoadProtector:
         for d, device in devices.items():
             state = None
             if device is not None:
-                state = self.disks.get(device) or self.disks.setdefault(device, DiskState(device))
+                state = self.disks.get(device)
+                if state is None:
+                    state = self.disks[device] = DiskState(device, read_ahead_bytes(device))
             self._by_log_dir[os.path.abspath(d)] = state
 
     def _find_devices(self, log_dirs: Iterable[str]) -> dict[str, str | None]:
@@ -422,14 +442,18 @@ class DiskLoadProtector:
     def admit(self, partition_dir: str, fd: int, position: int, size: int) -> bool:
         """May a consumer read these bytes of a segment of that partition now?
 
-        Yes when the device is not overloaded or the bytes are in the page cache; otherwise as
-        the device's token bucket allows.
+        Yes when the device is not overloaded or the bytes (and the read-ahead past them) are in
+        the page cache; otherwise as the device's token bucket allows.
         """
         state = self.disk_of(partition_dir)
         if state is None or state.rate is None:
             return True
         self.checks += 1
-        cached = in_page_cache(fd, position, size)
+        try:
+            end = min(os.fstat(fd).st_size, position + size + state.lookahead)
+        except OSError:
+            end = position + size
+        cached = in_page_cache(fd, position, max(size, end - position))
         if cached is None:
             self.unknown += 1
             return True

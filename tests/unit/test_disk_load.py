@@ -103,9 +103,10 @@ def test_in_page_cache_tells_written_from_dropped_pages(tmp_path: Path) -> None:
     fd = cold_file(tmp_path / "cold", 64 * page)
     try:
         assert in_page_cache(fd, 0, 64 * page) is False
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)  # no read-ahead around what we read
         os.pread(fd, 4 * page, 8 * page)  # reading brings those pages back
         assert in_page_cache(fd, 8 * page + 10, 2 * page) is True
-        assert in_page_cache(fd, 7 * page, 2 * page) is False  # one page of the range is still out
+        assert in_page_cache(fd, 0, 64 * page) is False  # the rest is still out
         assert in_page_cache(fd, 0, 0) is True
     finally:
         os.close(fd)
@@ -225,3 +226,35 @@ def test_the_sampler_thread_reads_diskstats_and_hands_over_samples(tmp_path: Pat
     assert all(set(s) == {"sdz"} for s in got)
     busy = next(s["sdz"] for s in got if s["sdz"].util == 1.0)
     assert busy.read_await_ms == pytest.approx(50.0)
+
+
+def test_a_read_in_the_read_ahead_shadow_of_cold_data_counts_as_cold(tmp_path: Path) -> None:
+    """A sequential reader of old data finds its next bytes cached by the kernel's read-ahead; the
+    check reaches two read-ahead windows (2 x 128 KiB for an unknown device) past the read."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    lookahead = 256 * 1024
+    log_dir = tmp_path / "logs"
+    part = log_dir / "t-0"
+    part.mkdir(parents=True)
+    seg = part / "00000000000000000000.log"
+    # Large enough that the halves are whole folios (the page cache may hold up to 2 MiB in one).
+    size = 16 << 20
+    seg.write_bytes(os.urandom(size))
+    fd = os.open(seg, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, size // 2, 0, os.POSIX_FADV_DONTNEED)  # the second half is cold
+        assert in_page_cache(fd, 0, size // 2) is True
+        p = DiskLoadProtector([str(log_dir)], settings(util_threshold=0.0, cold_fetch_rate=0.0),
+                              devices={str(log_dir): "vdx"})
+        assert p.disks["vdx"].lookahead == lookahead
+        p.observe({"vdx": DiskSample(0.5, 0.0)})
+        # Far from the cold half: hot.
+        assert p.admit(str(part), fd, 0, 4 * page)
+        # Cached itself, but the cold half starts within the look-ahead: cold.
+        assert not p.admit(str(part), fd, size // 2 - lookahead, 4 * page)
+        # The look-ahead stops at the end of the file: the cached end of a file is hot.
+        os.pread(fd, size // 2, size // 2)
+        assert p.admit(str(part), fd, size - 4 * page, 4 * page)
+    finally:
+        os.close(fd)
