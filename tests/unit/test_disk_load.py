@@ -258,3 +258,15 @@ def test_a_read_in_the_read_ahead_shadow_of_cold_data_counts_as_cold(tmp_path: P
         assert p.admit(str(part), fd, size - 4 * page, 4 * page)
     finally:
         os.close(fd)
+
+
+def test_settings_are_validated() -> None:
+    from kaflet.server.config import BrokerConfig, ConfigError
+
+    cfg = BrokerConfig({"diskloadprotector.util.threshold": "0.75", "diskloadprotector.cold.fetch.rate": "2.5"})
+    assert DiskLoadSettings.from_config(cfg.values) == DiskLoadSettings(0.75, 2.5, 500, 100)
+    for key, value in (("diskloadprotector.util.threshold", "1.5"), ("diskloadprotector.util.threshold", "x"),
+                       ("diskloadprotector.cold.fetch.rate", "-1"), ("diskloadprotector.throttle.ms", "-5"),
+                       ("diskloadprotector.sample.interval.ms", "0")):
+        with pytest.raises(ConfigError):
+            BrokerConfig({key: value})

@@ -11,6 +11,10 @@ A follower's fetch (replica id >= 0, ClusterAction) reads up to the log end offs
 the follower's position once (kaflet/replication/follower_fetch.py), which may move the high
 watermark and add the follower to the ISR; consumers read up to the high watermark, from the
 leader only.
+
+While a log dir's disk is overloaded, a consumer's read of data that is not in the page cache
+may be refused by the disk load protector (kaflet/log/disk_load.py): the partition answers
+without records and the response, sent at once, carries the protector's throttle time.
 """
 
 from __future__ import annotations
