@@ -34,7 +34,14 @@ from bench import _QUIET, create_topic, percentile, started_broker
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from kaflet.log.disk_load import device_of, parse_diskstats, sample_between
+from kaflet.log.disk_load import (
+    DiskLoadProtector,
+    DiskLoadSettings,
+    DiskSample,
+    device_of,
+    parse_diskstats,
+    sample_between,
+)
 
 RECORD = 1024
 
@@ -193,6 +200,35 @@ def turn(bootstrap: str, data_dir: Path, cold_topic: str, cold_count: int, live_
     }
 
 
+def check_cost(reads: list[int], rounds: int = 2000) -> dict[str, float]:
+    """µs the protector spends on one consumer read while the disk is overloaded (a hot segment,
+    so every read is admitted after the full check), per read size; the device's read-ahead
+    window sets how far past the read it looks."""
+    out = {}
+    with tempfile.TemporaryDirectory(prefix="kaflet-disk-cost-", dir=os.environ.get("BENCH_DIR")) as tmp:
+        part = Path(tmp) / "t-0"
+        part.mkdir()
+        seg = part / "00000000000000000000.log"
+        seg.write_bytes(os.urandom(max(reads) + (64 << 20)))
+        with open("/proc/diskstats") as f:
+            device = device_of(tmp, parse_diskstats(f.read())) or "unknown"
+        protector = DiskLoadProtector([tmp], DiskLoadSettings(util_threshold=0.0), devices={tmp: device})
+        protector.observe({device: DiskSample(0.5, 0.0)})
+        fd = os.open(seg, os.O_RDONLY)
+        try:
+            for size in reads:
+                best = float("inf")
+                for _ in range(3):
+                    t0 = time.perf_counter()
+                    for _ in range(rounds):
+                        protector.admit(str(part), fd, 4096, size)
+                    best = min(best, (time.perf_counter() - t0) / rounds * 1e6)
+                out[f"{size >> 10} KiB read, look-ahead {protector.disks[device].lookahead >> 10} KiB"] = best
+        finally:
+            os.close(fd)
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cold-mb", type=int, default=400, help="size of the cold topic (default 400 MB)")
@@ -202,8 +238,13 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=2, help="turns per broker, alternating (default 2)")
     ap.add_argument("--threshold", default="0.9", help="diskloadprotector.util.threshold when on")
     ap.add_argument("--cold-fetch-rate", default="10", help="diskloadprotector.cold.fetch.rate when on")
+    ap.add_argument("--check-cost", action="store_true",
+                    help="only measure the cold-data check per consumer read (µs, best of 3)")
     ap.add_argument("--json", type=Path, help="also write the result here")
     args = ap.parse_args()
+    if args.check_cost:
+        print(json.dumps(check_cost([16 << 10, 256 << 10, 1 << 20, 4 << 20]), indent=2))
+        return 0
     modes = {"off": {"diskloadprotector.enable": "false"},
              "on": {"diskloadprotector.enable": "true", "diskloadprotector.util.threshold": args.threshold,
                     "diskloadprotector.cold.fetch.rate": args.cold_fetch_rate}}

@@ -49,6 +49,9 @@ SYS_DEV_BLOCK = "/sys/dev/block"
 _TRANSITION_LOG_S = 10.0
 #: The kernel's default read-ahead window, for devices whose own cannot be read.
 DEFAULT_READ_AHEAD = 128 * 1024
+#: Pages of a longer range the cold-data check looks at, and what is longer (see in_page_cache).
+_SAMPLES = 8
+_WHOLE_RANGE = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,23 +185,32 @@ _MAP_FAILED = ctypes.c_void_p(-1).value
 _PAGE = mmap.PAGESIZE
 
 
-def in_page_cache(fd: int, position: int, size: int) -> bool | None:
-    """Whether every page of ``size`` bytes at ``position`` of the open file is in the page cache;
-    None when that cannot be told (no mincore, or the mapping failed).
-
-    The mapping is never touched, so asking reads nothing from the disk. Linux answers for a
-    file mapping from the page cache when the caller may write the file (the broker owns its
-    segments).
-    """
+def _lib() -> _Libc | None:
     global _libc
-    if size <= 0:
-        return True
     if _libc is None:
         try:
             _libc = _Libc()
         except (OSError, AttributeError):
             return None
-    lib = _libc
+    return _libc
+
+
+def in_page_cache(fd: int, position: int, size: int, samples: int = 0) -> bool | None:
+    """Whether the pages of ``size`` bytes at ``position`` of the open file are in the page cache;
+    None when that cannot be told (no mincore, or the mapping failed).
+
+    Every page is looked at, unless ``samples`` is given and the range is longer than 1 MiB: then
+    that many pages spread evenly over it, and its last one (mincore's cost grows with the
+    length it is asked about: a few µs a page asked singly against ~150 µs for 4 MiB at once,
+    measured here; a range that went out of the cache went out in bulk). The mapping is never
+    touched, so asking reads nothing from the disk. Linux answers for a file mapping from the
+    page cache when the caller may write the file (the broker owns its segments).
+    """
+    if size <= 0:
+        return True
+    lib = _lib()
+    if lib is None:
+        return None
     start = position - position % _PAGE
     length = position + size - start
     addr = lib.mmap(None, length, mmap.PROT_READ, mmap.MAP_SHARED, fd, start)
@@ -207,12 +219,21 @@ def in_page_cache(fd: int, position: int, size: int) -> bool | None:
     try:
         pages = (length + _PAGE - 1) // _PAGE
         vec = lib.vector(pages)
-        if lib.mincore(addr, length, vec) != 0:
-            return None
+        if not samples or length <= _WHOLE_RANGE:
+            if lib.mincore(addr, length, vec) != 0:
+                return None
+            # The low bit of each byte says "resident"; the others are reserved and zero.
+            return 0 not in ctypes.string_at(vec, pages)
+        mincore = lib.mincore
+        step = pages / samples
+        for page in {*(int(i * step) for i in range(samples)), pages - 1}:
+            if mincore(addr + page * _PAGE, _PAGE, vec) != 0:
+                return None
+            if not vec[0][0] & 1:
+                return False
+        return True
     finally:
         lib.munmap(addr, length)
-    # The low bit of each byte says "resident"; the others are reserved and zero.
-    return 0 not in ctypes.string_at(vec, pages)
 
 
 # ---------------------------------------------------------------------------- the decision
@@ -453,7 +474,7 @@ class DiskLoadProtector:
             end = min(os.fstat(fd).st_size, position + size + state.lookahead)
         except OSError:
             end = position + size
-        cached = in_page_cache(fd, position, max(size, end - position))
+        cached = in_page_cache(fd, position, max(size, end - position), _SAMPLES)
         if cached is None:
             self.unknown += 1
             return True

@@ -270,3 +270,20 @@ def test_settings_are_validated() -> None:
                        ("diskloadprotector.sample.interval.ms", "0")):
         with pytest.raises(ConfigError):
             BrokerConfig({key: value})
+
+
+def test_in_page_cache_samples_long_ranges(tmp_path: Path) -> None:
+    size = 16 << 20
+    path = tmp_path / "seg"
+    path.write_bytes(os.urandom(size))
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        assert in_page_cache(fd, 100, size - 100, samples=16) is True
+        os.fsync(fd)
+        os.posix_fadvise(fd, size // 2, 0, os.POSIX_FADV_DONTNEED)
+        assert in_page_cache(fd, 0, size // 2, samples=16) is True
+        assert in_page_cache(fd, 0, size, samples=16) is False
+        # Only the far end is out: the range's last page is always looked at.
+        assert in_page_cache(fd, size // 2 - (4 << 20), (4 << 20) + 4096, samples=16) is False
+    finally:
+        os.close(fd)
