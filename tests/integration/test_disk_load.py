@@ -12,10 +12,15 @@ from __future__ import annotations
 import glob
 import os
 import time
+import uuid
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from kaflet.embedded_broker import embedded_broker
+from kaflet.log.disk_load import in_page_cache
+from kaflet.protocol import codec
+from kaflet.protocol.records import decode_records
+from tests.support.raw_client import RawClient
 
 TOPIC = "history"
 THROTTLE_MS = 200
@@ -27,6 +32,9 @@ def drop_from_page_cache(path: str) -> None:
     try:
         os.fsync(fd)  # dirty pages stay in the cache
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        # The broker's judgement rests on this: say so if the kernel kept the pages.
+        size = os.fstat(fd).st_size
+        assert size == 0 or in_page_cache(fd, 0, size) is False, f"{path} stayed in the page cache"
     finally:
         os.close(fd)
 
@@ -35,6 +43,15 @@ def warm(path: str) -> None:
     with open(path, "rb") as f:
         while f.read(1 << 20):
             pass
+
+
+def wait_overloaded(broker: object) -> None:
+    protector = broker.disk_load_protector  # type: ignore[attr-defined]
+    assert protector is not None
+    deadline = time.monotonic() + 10
+    while not protector.overloaded:
+        assert time.monotonic() < deadline, "the sampler never reported the disk"
+        time.sleep(0.05)
 
 
 def consumer(bootstrap: str, group: str, throttles: list[float]) -> Consumer:
@@ -57,12 +74,9 @@ def test_cold_consumer_is_throttled_while_the_tail_consumer_is_not() -> None:
         assert len(segments) >= 3
         for seg in segments:
             drop_from_page_cache(seg)
+        wait_overloaded(broker)
         protector = broker.disk_load_protector
         assert protector is not None
-        deadline = time.monotonic() + 10
-        while not protector.overloaded:
-            assert time.monotonic() < deadline, "the sampler never reported the disk"
-            time.sleep(0.05)
 
         tail_throttles: list[float] = []
         cold_throttles: list[float] = []
@@ -113,3 +127,48 @@ def test_cold_consumer_is_throttled_while_the_tail_consumer_is_not() -> None:
             tail.close()
             cold.close()
             del producer  # its connections go before the broker does
+
+
+def test_a_refused_cold_read_answers_at_once_with_the_throttle_and_the_hot_partitions() -> None:
+    """On the wire: the cold partition has no records and no error, the hot one its records, the
+    response its throttle time, and the fetch does not long-poll for min_bytes."""
+    cfg = {"diskloadprotector.enable": "true", "diskloadprotector.util.threshold": "0",
+           "diskloadprotector.cold.fetch.rate": "0", "diskloadprotector.throttle.ms": str(THROTTLE_MS),
+           "diskloadprotector.sample.interval.ms": "50", "log.segment.bytes": str(1 << 20),
+           "num.partitions": "2"}
+    with embedded_broker(cfg) as (broker, _loop):
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+        for _ in range(2000):
+            producer.produce(TOPIC, value=VALUE, partition=0)
+        for i in range(10):
+            producer.produce(TOPIC, value=b"hot-%d" % i, partition=1)
+        assert producer.flush(30) == 0
+        del producer
+        for seg in glob.glob(os.path.join(broker.log_dirs[0], f"{TOPIC}-0", "*.log")):
+            drop_from_page_cache(seg)
+        wait_overloaded(broker)
+
+        F = codec.request_class(1)
+        zero = uuid.UUID(int=0)
+        req = F(replica_id=-1, replica_state=F.ReplicaState(replica_id=-1, replica_epoch=-1),
+                max_wait_ms=30000, min_bytes=10 << 20, max_bytes=50 << 20, isolation_level=0,
+                session_id=0, session_epoch=-1,
+                topics=[F.FetchTopic(topic=TOPIC, topic_id=zero, partitions=[F.FetchTopic.FetchPartition(
+                    partition=p, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
+                    log_start_offset=-1, partition_max_bytes=1 << 20) for p in (0, 1)])],
+                forgotten_topics_data=[], rack_id="", cluster_id=None)
+        client = RawClient(broker.bootstrap, timeout=60)
+        try:
+            started = time.monotonic()
+            resp = client.request(1, 12, req)
+            # Far below the 30 s the fetch would otherwise wait for its 10 MiB.
+            assert time.monotonic() - started < 20
+        finally:
+            client.close()
+        assert resp.error_code == 0 and resp.throttle_time_ms == THROTTLE_MS
+        parts = {p.partition_index: p for t in resp.responses for p in t.partitions}
+        cold, hot = parts[0], parts[1]
+        assert (cold.error_code, cold.high_watermark) == (0, 2000)
+        assert not cold.records
+        assert hot.error_code == 0
+        assert [r.value for r in decode_records(bytes(hot.records))] == [b"hot-%d" % i for i in range(10)]
