@@ -335,7 +335,6 @@ class DiskLoadProtector:
         self.overloaded = False
         self.disks: dict[str, DiskState] = {}
         self._by_log_dir: dict[str, DiskState | None] = {}
-        self._by_partition_dir: dict[str, DiskState | None] = {}
         self.checks = 0  # page-cache checks made
         self.unknown = 0  # reads whose residency could not be told (admitted)
         self._thread: threading.Thread | None = None
@@ -452,13 +451,8 @@ class DiskLoadProtector:
         return ColdReads(self) if self.overloaded else None
 
     def disk_of(self, partition_dir: str) -> DiskState | None:
-        """The device state of a partition directory (looked up once per directory)."""
-        try:
-            return self._by_partition_dir[partition_dir]
-        except KeyError:
-            state = self._by_log_dir.get(os.path.dirname(os.path.abspath(partition_dir)))
-            self._by_partition_dir[partition_dir] = state
-            return state
+        """The device state of a partition directory (the broker's are absolute paths)."""
+        return self._by_log_dir.get(os.path.dirname(partition_dir))
 
     def admit(self, partition_dir: str, fd: int, position: int, size: int) -> bool:
         """May a consumer read these bytes of a segment of that partition now?
