@@ -45,6 +45,8 @@ class RequestContext(Protocol):
     traffic: dict[str, int] | None
     #: True for requests Kafka exempts from client quotas (a follower's fetch).
     quota_exempt: bool
+    #: A throttle the handler asks for itself (disk load protection refused a cold read).
+    throttle_ms: int
 
 
 class _Timed:
@@ -94,6 +96,17 @@ class QuotaEnforcer:
     async def handle(self, ctx: RequestContext, module: ModuleType, body: memoryview,
                      request_size: int) -> tuple[Response, int]:
         """Run the handler: its response, unencoded, and the throttle time in ms to encode it with."""
+        result, throttle = await self._handle(ctx, module, body, request_size)
+        own = ctx.throttle_ms
+        if own > throttle:
+            # The handler's own throttle mutes the connection like a quota's.
+            conn = ctx.conn
+            conn.throttled_until = max(conn.throttled_until, time.monotonic() + own / 1000)
+            throttle = own
+        return result, throttle
+
+    async def _handle(self, ctx: RequestContext, module: ModuleType, body: memoryview,
+                      request_size: int) -> tuple[Response, int]:
         manager: QuotaManager | None = getattr(self.broker, "quota_manager", None)
         if manager is None or not ctx.conn.authenticated:
             # Before authentication there is no user to charge (SASL handshakes are exempt, as in Kafka).

@@ -29,6 +29,7 @@ from kaflet.gateway.partitions import PartitionRouter
 from kaflet.gateway.quotas import TopicQuotaManager
 from kaflet.gateway.session_report import SessionReport
 from kaflet.gateway.static import StaticAcls, StaticUsers
+from kaflet.log.disk_load import DiskLoadProtector, DiskLoadSettings
 from kaflet.log.log_manager import LogManager
 from kaflet.metadata import zkdata
 from kaflet.metadata.embedded import EmbeddedTree
@@ -123,6 +124,8 @@ class Broker:
             self.quota_manager = TopicQuotaManager(self.quota_manager, quota_settings, self.leader_share,
                                                    config["cluster.id"])
         self.quota_configs: QuotaConfigStore = None  # type: ignore[assignment]
+        #: Disk load protection (diskloadprotector.enable); None: off.
+        self.disk_load_protector: DiskLoadProtector | None = None
         # Incremental fetch sessions (KIP-227) of all clients and followers.
         self.fetch_manager = FetchManager(FetchSessionCache(config["max.incremental.fetch.session.cache.slots"]),
                                           lambda: time.monotonic() * 1000)
@@ -351,8 +354,13 @@ class Broker:
         if cfg["kafkaexmetrics.enable"]:
             log.warning("kafkaexmetrics.enable=true: kaflet does not record per-application topic metrics yet")
         if cfg["diskloadprotector.enable"] and (gateway_on or "diskloadprotector.enable" in cfg.originals):
-            log.warning("diskloadprotector.enable=true: kaflet has no disk overload protection yet; "
-                        "fetches of cold data are not throttled")
+            self.start_disk_load_protector()
+
+    def start_disk_load_protector(self) -> None:
+        """Throttle consumers' reads of cold data while a log dir's disk is overloaded."""
+        protector = DiskLoadProtector(self.log_dirs, DiskLoadSettings.from_config(self.config.values))
+        protector.start(asyncio.get_running_loop().call_soon_threadsafe)
+        self.disk_load_protector = protector
 
     def _local_topics(self) -> set[str]:
         """The topics with a partition directory in the log dirs."""
@@ -724,6 +732,8 @@ class Broker:
         if self.authorizer is not None:
             await self.authorizer.stop()
         self.gateway_auth.stop()
+        if self.disk_load_protector is not None:
+            self.disk_load_protector.stop()
         if self.gateway is not None:
             await self.gateway.stop()
         if self.log_manager is not None:

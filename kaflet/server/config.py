@@ -44,6 +44,20 @@ def parse_list(v: str) -> list[str]:
     return [x.strip() for x in v.split(",") if x.strip()]
 
 
+def _parse_fraction(v: str) -> float:
+    value = float(v)
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"{v!r} is not between 0 and 1")
+    return value
+
+
+def _parse_rate(v: str) -> float:
+    value = float(v)
+    if not value >= 0.0:
+        raise ValueError(f"{v!r} is negative")
+    return value
+
+
 def _parse_cleanup_policy(v: str) -> str:
     items = parse_list(v)
     for item in items:
@@ -208,6 +222,11 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("max.sessions.per.user", int, 2000, minimum=1),
     ConfigDef("kafkaexmetrics.enable", parse_bool, False),
     ConfigDef("diskloadprotector.enable", parse_bool, True),
+    # Disk load protection (kaflet/log/disk_load.py): kaflet's settings, Logi-Kafka tunes it inside.
+    ConfigDef("diskloadprotector.util.threshold", _parse_fraction, 0.9),
+    ConfigDef("diskloadprotector.cold.fetch.rate", _parse_rate, 10.0),
+    ConfigDef("diskloadprotector.throttle.ms", int, 500, minimum=0),
+    ConfigDef("diskloadprotector.sample.interval.ms", int, 100, minimum=1),
     ConfigDef("gateway.sync.interval.ms", int, 60000, minimum=1),
     ConfigDef("gateway.check.interval.ms", int, 14400000, minimum=1),
     ConfigDef("gateway.request.timeout.ms", int, 10000, minimum=1),

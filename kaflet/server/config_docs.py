@@ -130,8 +130,15 @@ BROKER_DOCS: dict[str, str] = {
     "session.report.ms": "How often the broker reports which connections produced to and fetched from "
     "each topic to the management service.",
     "kafkaexmetrics.enable": "Whether per-application, per-topic metrics are recorded (gateway).",
-    "diskloadprotector.enable": "Whether fetches of cold data are throttled while the disk is overloaded "
-    "(gateway).",
+    "diskloadprotector.enable": "Whether consumer fetches of cold data (not in the page cache) are throttled "
+    "while the disk under their log dir is overloaded (gateway; also on without the gateway when set).",
+    "diskloadprotector.util.threshold": "Disk utilisation (0 to 1, from /proc/diskstats) at or above which a "
+    "log dir's disk counts as overloaded (kaflet's setting; 0 treats the disk as always overloaded).",
+    "diskloadprotector.cold.fetch.rate": "Consumer reads of cold data admitted per second per overloaded disk "
+    "at the threshold, falling to none at 100% utilisation (kaflet's setting).",
+    "diskloadprotector.throttle.ms": "Throttle time of a fetch response whose cold read was refused; the "
+    "broker stops reading that connection for as long (kaflet's setting, bounded by max.throttle.time.ms).",
+    "diskloadprotector.sample.interval.ms": "How often the disks' utilisation is sampled (kaflet's setting).",
     "gateway.sync.interval.ms": "How often each broker pulls new users, ACLs and disabled partitions from "
     "the management service (kaflet's setting; Logi-Kafka pulls every 60 s).",
     "gateway.check.interval.ms": "How often each broker compares its gateway caches with everything the "

@@ -30,6 +30,9 @@ class RequestContext:
     #: Set by Fetch for a follower's fetch: replication is exempt from client quotas, as in
     #: Kafka (it answers followers with sendResponseExemptThrottle).
     quota_exempt: bool = False
+    #: Set by Fetch when disk load protection refused a cold read: the response's throttle time
+    #: (the quotas' own throttle wins when longer).
+    throttle_ms: int = 0
 
     @property
     def version(self) -> int:

@@ -11,6 +11,10 @@ A follower's fetch (replica id >= 0, ClusterAction) reads up to the log end offs
 the follower's position once (kaflet/replication/follower_fetch.py), which may move the high
 watermark and add the follower to the ISR; consumers read up to the high watermark, from the
 leader only.
+
+While a log dir's disk is overloaded, a consumer's read of data that is not in the page cache
+may be refused by the disk load protector (kaflet/log/disk_load.py): the partition answers
+without records and the response, sent at once, carries the protector's throttle time.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import time
 from collections.abc import Callable
 
 from kaflet.gateway.partitions import PartitionTable
+from kaflet.log.disk_load import ColdReads
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode, KafkaError
 from kaflet.protocol.fetch import (
@@ -80,13 +85,17 @@ async def handle(ctx: RequestContext, body: memoryview) -> SessionFetchResponse:
     storage_error = ErrorCode.KAFKA_STORAGE_ERROR if version > 5 else _NOT_LEADER
     replica_id = req.replica_id
     read_committed = req.isolation_level == READ_COMMITTED and not is_follower
-    total, failed = _read(local, max_bytes, 0, storage_error, cache, replica_id, read_committed)
+    # Disk load protection: while a disk is overloaded a consumer's cold reads may be refused.
+    protector = broker.disk_load_protector
+    cold = protector.cold_reads() if protector is not None and not is_follower else None
+    total, failed = _read(local, max_bytes, 0, storage_error, cache, replica_id, read_committed, cold)
     if is_follower:
         # A follower's position is recorded once, from the first read (Kafka's fetchMessages).
         total, refused = _record_follower_fetch(local, replica_id, total)
         failed = failed or refused
     waiting: dict[Partition, int] | None = None
-    while not (total >= min_bytes or failed or not local or broker.stopping):
+    # A refused cold read answers at once: the throttle time is the client's wait.
+    while not (total >= min_bytes or failed or not local or broker.stopping or (cold is not None and cold.refused)):
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             break
@@ -104,8 +113,10 @@ async def handle(ctx: RequestContext, body: memoryview) -> SessionFetchResponse:
                 cp, _, data = local[i]
                 local[i] = (cp, hosted.get((cp.topic, cp.partition)), data)  # type: ignore[arg-type]
                 again.append(local[i])
-        total, failed = _read(again, max_bytes, total, storage_error, cache, replica_id, read_committed)
+        total, failed = _read(again, max_bytes, total, storage_error, cache, replica_id, read_committed, cold)
 
+    if cold is not None:
+        ctx.throttle_ms = cold.throttle_ms
     read: list[ResponsePartition] = [(cp, data) for cp, _, data in local]
     traffic = ctx.traffic
     if traffic is not None and not is_follower:
@@ -204,7 +215,7 @@ def _classify(ctx: RequestContext, partitions: list[CachedPartition], is_followe
 
 
 def _read(targets: list[_Target], max_bytes: int, total: int, storage_error: ErrorCode, cache: MetadataCache,
-          replica_id: int, read_committed: bool = False) -> tuple[int, bool]:
+          replica_id: int, read_committed: bool = False, cold: ColdReads | None = None) -> tuple[int, bool]:
     """Read partitions into their answers (Kafka's readFromLog); ``total`` bytes are already read.
 
     Returns the bytes read in all and whether a partition failed. Up to ``max_bytes`` in all,
@@ -213,6 +224,8 @@ def _read(targets: list[_Target], max_bytes: int, total: int, storage_error: Err
     follower up to the log end offset (``fetch_upper_bound``), a read_committed consumer up to the
     last stable offset, with the aborted transactions of what it reads (the .txnindex entries);
     a partition whose fetch offset is there has nothing to read and costs no log lookup.
+    With ``cold``, a read of data not in the page cache that the disk load protector refuses
+    leaves the partition without records.
     """
     failed = False
     for cp, part, data in targets:
@@ -253,6 +266,9 @@ def _read(targets: list[_Target], max_bytes: int, total: int, storage_error: Err
         except OSError:
             data.error_code = storage_error
             failed = True
+            continue
+        if regions and cold is not None and not all(
+                cold.admit(log.dir, r.fileno(), r.position, r.size) for r in regions):
             continue
         if regions:
             data.records = list(regions)
