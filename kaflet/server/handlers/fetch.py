@@ -107,6 +107,13 @@ async def handle(ctx: RequestContext, body: memoryview) -> SessionFetchResponse:
         total, failed = _read(again, max_bytes, total, storage_error, cache, replica_id, read_committed)
 
     read: list[ResponsePartition] = [(cp, data) for cp, _, data in local]
+    stats = broker.metrics
+    if stats is not None:
+        # Once per partition read, as Kafka's TotalFetchRequestsPerSec (bytes out: the dispatcher,
+        # which knows whether a quota empties the answer).
+        for cp, data in read:
+            if cp.topic is not None:
+                stats.fetched(cp.topic, data.error_code)
     traffic = ctx.traffic
     if traffic is not None and not is_follower:
         # A consumer's bytes per topic read (topics it fetched nothing from count with 0).
