@@ -1,0 +1,196 @@
+"""The Prometheus endpoint scraped over HTTP after real clients (confluent-kafka) produced and
+consumed: Kafka's BrokerTopicMetrics per topic and for all topics, RequestMetrics, the log
+gauges; and kafkaexmetrics' per-(appId, topic) series for the topics a (scripted) management
+service lists at report/jmx/topics, and none for the topics it does not list."""
+
+from __future__ import annotations
+
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from prometheus_client.parser import text_string_to_metric_families
+
+from kaflet.embedded_broker import embedded_broker
+from kaflet.server.broker import Broker, BrokerStartError
+from tests.support.management_service import JMX_TOPICS, scripted_management_service
+from tests.support.topics import create_topic
+
+SYNC_MS = 300
+JAAS = ('com.didichuxing.datachannel.kafka.security.sasl.plain.PlainLoginModule required '
+        'username="admin" password="admin-secret";')
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+def scrape(broker: Broker) -> Samples:
+    """Every sample of the broker's /metrics, by (name, labels)."""
+    assert broker.metrics_exporter is not None
+    url = f"http://127.0.0.1:{broker.metrics_exporter.port}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        assert resp.headers["Content-Type"].startswith("text/plain")
+        text = resp.read().decode()
+    return {(s.name, frozenset(s.labels.items())): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def value(samples: Samples, name: str, **labels: str) -> float:
+    return samples[(name, frozenset(labels.items()))]
+
+
+def log_bytes(samples: Samples, topic: str) -> float:
+    """The topic's log size on disk, all partitions (what was appended: nothing else writes it)."""
+    return sum(v for (name, labels), v in samples.items()
+               if name == "kafka_log_log_size" and ("topic", topic) in labels)
+
+
+def wait_for(check: Callable[[], Any], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.1)
+
+
+def produce(config: dict[str, Any], topic: str, count: int, partitions: int, size: int = 100) -> None:
+    producer = Producer({**config, "linger.ms": 0, "message.timeout.ms": 10000})
+    errors: list[Any] = []
+    for i in range(count):
+        producer.produce(topic, b"v" * size, partition=i % partitions,
+                         on_delivery=lambda err, _msg: errors.append(err) if err else None)
+        producer.poll(0)
+    assert producer.flush(15) == 0
+    assert not errors, errors
+
+
+def consume(config: dict[str, Any], topic: str, count: int) -> int:
+    consumer = Consumer({**config, "group.id": f"g-{uuid.uuid4().hex[:6]}", "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    got = 0
+    deadline = time.monotonic() + 30
+    while got < count and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and not msg.error():
+            got += 1
+    consumer.close()
+    return got
+
+
+def test_broker_topic_and_request_metrics_match_what_clients_sent(tmp_path: Any) -> None:
+    with embedded_broker({"log.dirs": str(tmp_path / "data"), "metrics.listener": "http://127.0.0.1:0"}) as (b, _):
+        one, two = f"m1-{uuid.uuid4().hex[:6]}", f"m2-{uuid.uuid4().hex[:6]}"
+        create_topic(b.bootstrap, one, partitions=2)
+        create_topic(b.bootstrap, two)
+        client = {"bootstrap.servers": b.bootstrap}
+        produce(client, one, 20, 2)
+        produce(client, two, 7, 1, size=300)
+        assert consume(client, one, 20) == 20
+        s = scrape(b)
+        print(f"\n{one}: bytes in {value(s, 'kafka_server_brokertopicmetrics_bytesin_total', topic=one)}, "
+              f"out {value(s, 'kafka_server_brokertopicmetrics_bytesout_total', topic=one)}")
+
+    assert value(s, "kafka_server_brokertopicmetrics_messagesin_total", topic=one) == 20
+    assert value(s, "kafka_server_brokertopicmetrics_messagesin_total", topic=two) == 7
+    assert value(s, "kafka_server_brokertopicmetrics_messagesin_total") == 27  # all topics
+    for topic in (one, two):
+        appended = log_bytes(s, topic)
+        assert appended > 0
+        assert value(s, "kafka_server_brokertopicmetrics_bytesin_total", topic=topic) == appended
+    assert value(s, "kafka_server_brokertopicmetrics_bytesin_total") == log_bytes(s, one) + log_bytes(s, two)
+    # The consumer read topic one once, from the start; topic two was never read.
+    assert value(s, "kafka_server_brokertopicmetrics_bytesout_total", topic=one) == log_bytes(s, one)
+    assert value(s, "kafka_server_brokertopicmetrics_bytesout_total", topic=two) == 0
+    # One Produce partition per message (linger.ms=0, acknowledged one at a time or batched).
+    produce_partitions = value(s, "kafka_server_brokertopicmetrics_totalproducerequests_total", topic=one)
+    assert 2 <= produce_partitions <= 20
+    assert value(s, "kafka_server_brokertopicmetrics_failedproducerequests_total") == 0
+    assert value(s, "kafka_server_brokertopicmetrics_totalfetchrequests_total", topic=one) >= 2
+    requests = sum(v for (name, labels), v in s.items()
+                   if name == "kafka_network_requestmetrics_requests_total" and ("request", "Produce") in labels)
+    assert requests >= 1
+    assert value(s, "kafka_network_requestmetrics_totaltimems_count", request="Produce") == requests
+    assert value(s, "kafka_network_requestmetrics_totaltimems_bucket", request="Produce", le="+Inf") == requests
+    assert value(s, "kafka_network_requestmetrics_totaltimems_count", request="FetchConsumer") >= 1
+    assert value(s, "kafka_server_replicamanager_partitioncount") >= 3
+    assert value(s, "kafka_server_replicamanager_underreplicatedpartitions") == 0
+    assert value(s, "kafka_controller_kafkacontroller_activecontrollercount") == 1
+    assert value(s, "kafka_log_log_logendoffset", topic=two, partition="0") == 7
+    assert value(s, "kafka_coordinator_group_groupmetadatamanager_numgroups") >= 1
+
+
+def test_without_metrics_listener_nothing_is_counted(tmp_path: Any) -> None:
+    with embedded_broker({"log.dirs": str(tmp_path / "data")}) as (b, _):
+        assert b.metrics is None and b.metrics_exporter is None and not b.track_traffic
+
+
+@pytest.mark.parametrize("listener", ["127.0.0.1:9404", "https://127.0.0.1:9404", "http://127.0.0.1"])
+def test_a_malformed_metrics_listener_stops_the_start_with_a_sentence(tmp_path: Any, listener: str) -> None:
+    with pytest.raises(BrokerStartError, match="metrics.listener .* must be http://host:port"), \
+            embedded_broker({"log.dirs": str(tmp_path / "data"), "metrics.listener": listener}):
+        pass
+
+
+def test_per_application_metrics_for_the_topics_the_service_lists(tmp_path: Any) -> None:
+    with scripted_management_service() as svc:
+        svc.add_user("app_a", "pw-a", timestamp=1000)
+        svc.add_acl("*", "app_a", 3, timestamp=1000)
+        svc.jmx_topics = "listed,other"
+        config = {
+            "log.dirs": str(tmp_path / "data"),
+            "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+            "sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+            "authorizer.class.name": "com.didichuxing.datachannel.kafka.security.authorizer.DidiAuthorizer",
+            "gateway.url": svc.url,
+            "cluster.id": "0",
+            "gateway.sync.interval.ms": str(SYNC_MS),
+            "gateway.default.users": "admin:admin-secret:true",
+            "metrics.listener": "http://127.0.0.1:0",
+            "kafkaexmetrics.enable": "true",
+        }
+        with embedded_broker(config) as (b, _):
+            sasl = next(a for a in b.advertised if a.listener == "SASL_PLAINTEXT")
+            app = {"bootstrap.servers": f"{sasl.host}:{sasl.port}", "security.protocol": "SASL_PLAINTEXT",
+                   "sasl.mechanism": "PLAIN", "sasl.username": "0.app_a", "sasl.password": "pw-a"}
+            admin = {**app, "sasl.username": "admin", "sasl.password": "admin-secret"}
+            create_topic(b.bootstrap, "listed", partitions=2)
+            create_topic(b.bootstrap, "unlisted")
+            wait_for(lambda: b.metrics is not None and b.metrics.app_topics is not None
+                     and b.metrics.app_topics.topics == {"listed", "other"})
+            produce(app, "listed", 12, 2)
+            produce(app, "unlisted", 5, 1)
+            produce(admin, "listed", 3, 1)
+            assert consume(app, "listed", 15) == 15
+            s = scrape(b)
+
+            # The service lists "unlisted" too: its series start with the next traffic.
+            svc.jmx_topics = "listed,unlisted"
+            wait_for(lambda: b.metrics.app_topics.topics == {"listed", "unlisted"})  # type: ignore[union-attr]
+            produce(app, "unlisted", 4, 1)
+            after = scrape(b)
+            asked = svc.recorded(JMX_TOPICS)
+
+    assert asked and all(r.query.get("clusterId") == "0" for r in asked)
+    app_in = value(s, "kafka_server_appidtopicmetrics_bytesin_total", appid="app_a", topic="listed")
+    admin_in = value(s, "kafka_server_appidtopicmetrics_bytesin_total", appid="admin", topic="listed")
+    print(f"\nlisted: app_a {app_in} B in, admin {admin_in} B in, log {log_bytes(s, 'listed')} B")
+    assert value(s, "kafka_server_appidtopicmetrics_messagesin_total", appid="app_a", topic="listed") == 12
+    assert value(s, "kafka_server_appidtopicmetrics_messagesin_total", appid="admin", topic="listed") == 3
+    # The two applications' bytes add up to what the topic's log holds.
+    assert app_in + admin_in == log_bytes(s, "listed") == \
+        value(s, "kafka_server_brokertopicmetrics_bytesin_total", topic="listed")
+    # app_a read the whole topic once.
+    assert value(s, "kafka_server_appidtopicmetrics_bytesout_total", appid="app_a", topic="listed") == \
+        log_bytes(s, "listed")
+    assert value(s, "kafka_server_appidtopicmetrics_totalproducerequests_total", appid="app_a", topic="listed") >= 1
+    assert value(s, "kafka_server_appidtopicmetrics_totalfetchrequests_total", appid="app_a", topic="listed") >= 1
+    assert value(s, "kafka_server_topicrequestmetrics_totaltimems_count", request="Produce", topic="listed") >= 2
+    assert value(s, "kafka_server_topicrequestmetrics_throttletimems_sum", request="Produce", topic="listed") == 0
+    # Nothing per application for a topic the service does not list; the broker-wide ones count it.
+    assert not [k for k in s if ("topic", "unlisted") in k[1] and k[0].startswith("kafka_server_appidtopic")]
+    assert value(s, "kafka_server_brokertopicmetrics_messagesin_total", topic="unlisted") == 5
+    assert value(after, "kafka_server_appidtopicmetrics_messagesin_total", appid="app_a", topic="unlisted") == 4
