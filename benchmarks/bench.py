@@ -36,6 +36,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 MB = 1_000_000  # MB/s uses decimal megabytes of record values (keys are empty)
 
+METRICS_TARGET = "kaflet+metrics"
+#: Brokers started with more than the defaults: metrics on, every topic's per-application ones too.
+TARGET_OVERRIDES = {METRICS_TARGET: {"kafkaexmetrics.enable": "true"}}
+
 
 def _null_logger() -> object:
     import logging
@@ -132,6 +136,7 @@ class BrokerProcess:
         self.bootstrap = f"127.0.0.1:{self.port}"
         workdir.mkdir(parents=True, exist_ok=True)
         self.log_path = workdir / f"{target}.log"
+        self.metrics_url = ""
         if target == "tansu":
             url = f"tcp://127.0.0.1:{self.port}"
             cmd = [str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", url,
@@ -139,6 +144,9 @@ class BrokerProcess:
         else:
             data_dir = workdir / "kaflet-data"
             data_dir.mkdir(parents=True)
+            if target == METRICS_TARGET:
+                self.metrics_url = f"http://127.0.0.1:{free_port()}/metrics"
+                overrides = {**(overrides or {}), "metrics.listener": self.metrics_url.removesuffix("/metrics")}
             cmd = [*kaflet_command(), "broker", "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
                    "--override", f"log.dirs={data_dir}"]
             for key, value in (overrides or {}).items():
@@ -520,15 +528,15 @@ def _ratio(a: float | None, b: float | None) -> str:
     return "-" if a is None or b is None or b == 0 else f"{a / b:.2f}x"
 
 
-def print_ratios(results: list[Result]) -> None:
+def print_ratios(results: list[Result], first: str = "kaflet", second: str = "tansu") -> None:
     by_key = {(r.target, r.scenario): r for r in results}
     names = list(dict.fromkeys(r.scenario for r in results))
-    print("\nkaflet / tansu (throughput: >1 means kaflet faster; latency: <1 means kaflet faster)")
+    print(f"\n{first} / {second} (throughput: >1 means {first} faster; latency: <1 means {first} faster)")
     header = f"{'scenario':<24} {'prod msg/s':>10} {'cons msg/s':>10} {'p50':>8} {'p99':>8}"
     print(header)
     print("-" * len(header))
     for name in names:
-        k, t = by_key.get(("kaflet", name)), by_key.get(("tansu", name))
+        k, t = by_key.get((first, name)), by_key.get((second, name))
         if k is None or t is None:
             print(f"{name:<24} {'-':>10} {'-':>10} {'-':>8} {'-':>8}")
             continue
@@ -617,6 +625,32 @@ def _run_cluster_groups(bootstrap: str, pids: list[int], groups: list[list[Scena
 
 
 @contextlib.contextmanager
+def scraping(url: str, period_s: float = 1.0) -> Iterator[None]:
+    """Scrape ``url`` every ``period_s`` meanwhile (Prometheus does every 15-60 s), so what a
+    scrape costs the broker is in the figures too."""
+    import urllib.request
+
+    stop = threading.Event()
+    count = [0]
+
+    def run() -> None:
+        while not stop.wait(period_s):
+            with contextlib.suppress(OSError):
+                with urllib.request.urlopen(url, timeout=10) as resp:
+                    resp.read()
+                count[0] += 1
+
+    thread = threading.Thread(target=run, name="scraper", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        print(f"[{METRICS_TARGET}] {count[0]} scrapes of {url}", file=sys.stderr)
+
+
+@contextlib.contextmanager
 def started_broker(target: str, workdir: Path, overrides: dict[str, str] | None = None) -> Iterator[BrokerProcess]:
     broker = BrokerProcess(target, workdir, overrides)
     try:
@@ -669,7 +703,7 @@ def run_targets(targets: dict[str, str | None], scenarios: list[Scenario], args:
                 live[target] = bootstrap
                 continue
             try:
-                broker = stack.enter_context(started_broker(target, workdir / target))
+                broker = stack.enter_context(started_broker(target, workdir / target, TARGET_OVERRIDES.get(target)))
             except (RuntimeError, OSError, ImportError) as exc:
                 print(f"[{target}] could not start broker: {exc}", file=sys.stderr)
                 results.extend(Result(target, sc.name, size=sc.size, notes=["broker did not start"])
@@ -677,6 +711,8 @@ def run_targets(targets: dict[str, str | None], scenarios: list[Scenario], args:
                 continue
             print(f"[{target}] broker pid {broker.proc.pid} on {broker.bootstrap}", file=sys.stderr, flush=True)
             live[target] = broker.bootstrap
+            if target == METRICS_TARGET:
+                stack.enter_context(scraping(broker.metrics_url))
         for sc in scenarios:
             runs: dict[str, list[Result]] = {t: [] for t in live}
             for i in range(args.repeat):
@@ -712,11 +748,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--repeat", type=int, default=1, metavar="N",
                    help="run each scenario N times per target and report the median run")
     p.add_argument("--json", metavar="FILE", help="also write the raw results as JSON")
+    p.add_argument("--metrics-compare", action="store_true",
+                   help="--target kaflet: one broker without metrics and one with metrics.listener and "
+                        "kafkaexmetrics.enable (scraped every second), taking turns; prints their ratios")
     args = p.parse_args(argv)
     if args.repeat < 1:
         p.error("--repeat must be at least 1")
     if not (args.bootstrap or args.target or args.cluster):
         p.error("one of --bootstrap, --target or --cluster is required")
+    if args.metrics_compare and args.target != "kaflet":
+        p.error("--metrics-compare needs --target kaflet")
     if args.cluster and args.target:
         p.error("--cluster starts its own brokers: no --target")
     if args.brokers < 3 and args.cluster:
@@ -752,7 +793,10 @@ def main(argv: list[str] | None = None) -> int:
             if args.bootstrap:
                 targets: dict[str, str | None] = {"broker": args.bootstrap}
             else:
-                targets = dict.fromkeys(["kaflet", "tansu"] if args.target == "both" else [args.target])
+                names = ["kaflet", "tansu"] if args.target == "both" else [args.target]
+                if args.metrics_compare:
+                    names.append(METRICS_TARGET)
+                targets = dict.fromkeys(names)
             run_targets(targets, scenarios, args, workdir, results)
     except KeyboardInterrupt:
         interrupted = True
@@ -763,11 +807,13 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(workdir, ignore_errors=True)
     print(f"\nlinger.ms={args.linger_ms} batch.size={args.batch_size} compression={args.compression} "
           f"messages/scenario={args.messages} time-limit={args.time_limit:g}s")
-    order = {name: i for i, name in enumerate(["broker", "kaflet", "tansu", "cluster"])}
+    order = {name: i for i, name in enumerate(["broker", "kaflet", METRICS_TARGET, "tansu", "cluster"])}
     results.sort(key=lambda r: order[r.target])  # stable: scenarios keep their order per target
     print_results(results)
     if args.target == "both":
         print_ratios(results)
+    if args.metrics_compare:
+        print_ratios(results, METRICS_TARGET, "kaflet")
     if args.cluster:
         print_cluster_ratios(results)
     if args.json:
