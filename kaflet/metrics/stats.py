@@ -64,6 +64,7 @@ def request_name(api_key: int, follower: bool = False) -> str:
         return str(api_key)
 
 
+
 class Histogram:
     """Counts per bucket of TIME_BUCKETS_MS (the last one unbounded) and the sum of observations."""
 
@@ -134,6 +135,8 @@ class AppTopicStats:
         self.clear_at = clear_at
         self.series: dict[tuple[str, str], AppTopicCounters] = {}
         self.topic_requests: dict[tuple[str, str], TopicRequestTimes] = {}
+        # The same counters by (principal, topic), so the request path skips app_id().
+        self._by_principal: dict[tuple[str, str], AppTopicCounters] = {}
         self._full_logged = False
 
     def wants(self, topic: str) -> bool:
@@ -147,8 +150,12 @@ class AppTopicStats:
     def counters(self, principal: str, topic: str) -> AppTopicCounters | None:
         """The counters of the principal's application on a wanted topic; None when not wanted
         or when max_series pairs are already kept."""
-        if not self.wants(topic):
+        topics = self.topics
+        if topics is not None and topic not in topics:
             return None
+        found = self._by_principal.get((principal, topic))
+        if found is not None:
+            return found
         key = (app_id(principal, self.cluster_id), topic)
         found = self.series.get(key)
         if found is None:
@@ -159,6 +166,9 @@ class AppTopicStats:
                                 "new pairs are not recorded until the daily clear", self.max_series)
                 return None
             found = self.series[key] = AppTopicCounters()
+        if len(self._by_principal) < 2 * self.max_series:
+            # Two principals may name one application (with and without the cluster prefix).
+            self._by_principal[(principal, topic)] = found
         return found
 
     def request_times(self, request: str, topic: str) -> TopicRequestTimes:
@@ -172,6 +182,7 @@ class AppTopicStats:
         """Forget every recorded series (the daily clear)."""
         self.series = {}
         self.topic_requests = {}
+        self._by_principal = {}
         self._full_logged = False
 
     def seconds_to_next_clear(self, now: datetime.datetime | None = None) -> float:
@@ -189,10 +200,10 @@ class BrokerMetrics:
     def __init__(self, app_topics: AppTopicStats | None = None) -> None:
         self.topics: dict[str, TopicCounters] = {}
         self.all_topics = TopicCounters()
-        #: Requests per (Kafka request name, version).
-        self.requests: dict[tuple[str, int], int] = {}
-        #: Total time (receipt to encoded response) per Kafka request name.
-        self.request_times: dict[str, Histogram] = {}
+        #: Requests per (API key, version, from a follower); request_name() names them.
+        self.requests: dict[tuple[int, int, bool], int] = {}
+        #: Total time (receipt to encoded response) per (API key, from a follower).
+        self.request_times: dict[tuple[int, bool], Histogram] = {}
         #: kafkaexmetrics.enable's per-application metrics; None when off.
         self.app_topics = app_topics
 
@@ -252,12 +263,11 @@ class BrokerMetrics:
                    traffic: Mapping[str, int] | None, throttle_ms: int, elapsed_ms: float) -> None:
         """A request is answered after ``elapsed_ms``; ``traffic`` holds a Produce's or a
         consumer's Fetch bytes per topic (appended / read), ``throttle_ms`` its throttle time."""
-        name = request_name(api_key, follower)
-        key = (name, version)
+        key = (api_key, version, follower)
         self.requests[key] = self.requests.get(key, 0) + 1
-        times = self.request_times.get(name)
+        times = self.request_times.get(key[::2])
         if times is None:
-            times = self.request_times[name] = Histogram()
+            times = self.request_times[(api_key, follower)] = Histogram()
         times.observe(elapsed_ms)
         if not traffic or follower:
             return

@@ -62,8 +62,8 @@ def test_fetch_failures_and_throttled_fetches_send_no_bytes() -> None:
     m.on_request(ApiKey.FETCH, 12, False, "alice", {"t": 800}, 120, 2.0)  # throttled: answered without data
     m.on_request(ApiKey.FETCH, 12, True, "follower", {"t": 900}, 0, 2.0)  # replication is not BytesOut
     assert m.topics["t"].bytes_out == 500 and m.all_topics.bytes_out == 500
-    assert m.requests == {("FetchConsumer", 12): 2, ("FetchFollower", 12): 1}
-    assert m.request_times["FetchConsumer"].count == 2
+    assert m.requests == {(ApiKey.FETCH, 12, False): 2, (ApiKey.FETCH, 12, True): 1}
+    assert m.request_times[(ApiKey.FETCH, False)].count == 2
 
 
 def test_app_topic_series_only_for_listed_topics_and_bounded() -> None:
