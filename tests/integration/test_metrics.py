@@ -12,12 +12,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaError, Producer
 from prometheus_client.parser import text_string_to_metric_families
 
 from kaflet.embedded_broker import embedded_broker
 from kaflet.server.broker import Broker, BrokerStartError
 from tests.support.management_service import JMX_TOPICS, scripted_management_service
+from tests.support.quotas import alter
 from tests.support.topics import create_topic
 
 SYNC_MS = 300
@@ -194,3 +195,60 @@ def test_per_application_metrics_for_the_topics_the_service_lists(tmp_path: Any)
     assert not [k for k in s if ("topic", "unlisted") in k[1] and k[0].startswith("kafka_server_appidtopic")]
     assert value(s, "kafka_server_brokertopicmetrics_messagesin_total", topic="unlisted") == 5
     assert value(after, "kafka_server_appidtopicmetrics_messagesin_total", appid="app_a", topic="unlisted") == 4
+
+
+def test_throttle_time_and_rejected_bytes_per_application(tmp_path: Any) -> None:
+    """A /config/clients/<appId>.<topic> quota throttles the application: its throttle time shows
+    per (appId, topic) and per topic; a batch over the topic's max.message.bytes counts as rejected."""
+    users = {"app_quota": "pw-quota"}
+    jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+            'password="admin-secret" user_admin="admin-secret" '
+            + " ".join(f'user_{u}="{p}"' for u, p in users.items()) + ";")
+    with scripted_management_service() as svc:
+        topic, small = f"q-{uuid.uuid4().hex[:6]}", f"s-{uuid.uuid4().hex[:6]}"
+        svc.jmx_topics = f"{topic},{small}"
+        config = {
+            "log.dirs": str(tmp_path / "data"),
+            "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+            "sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
+            "gateway.url": svc.url,
+            "cluster.id": "7",
+            "gateway.sync.interval.ms": str(SYNC_MS),
+            "max.throttle.time.ms": "1000",
+            "quota.window.num": "3",
+            "quota.window.size.seconds": "1",
+            "metrics.listener": "http://127.0.0.1:0",
+            "kafkaexmetrics.enable": "true",
+        }
+        with embedded_broker(config) as (b, _):
+            sasl = next(a for a in b.advertised if a.listener == "SASL_PLAINTEXT")
+            app = {"bootstrap.servers": f"{sasl.host}:{sasl.port}", "security.protocol": "SASL_PLAINTEXT",
+                   "sasl.mechanism": "PLAIN", "sasl.username": "app_quota", "sasl.password": "pw-quota"}
+            create_topic(b.bootstrap, topic)
+            create_topic(b.bootstrap, small, config={"max.message.bytes": "2000"})
+            wait_for(lambda: b.metrics is not None and b.metrics.app_topics is not None
+                     and b.metrics.app_topics.topics == {topic, small})
+            assert alter(b.bootstrap, [("client-id", f"app_quota.{topic}")],
+                         {"producer_byte_rate": 200_000.0}).error_code == 0
+            produce(app, topic, 100, 1, size=10_000)  # 1 MB at 200 KB/s: throttled
+
+            producer = Producer({**app, "linger.ms": 0, "message.timeout.ms": 5000, "retries": 0,
+                                 "message.max.bytes": 100_000})
+            errors: list[Any] = []
+            producer.produce(small, b"x" * 5000, on_delivery=lambda err, _m: errors.append(err))
+            producer.flush(10)
+            s = scrape(b)
+
+    throttled = value(s, "kafka_server_appidtopicmetrics_throttletimems_total", appid="app_quota", topic=topic)
+    per_topic = value(s, "kafka_server_topicrequestmetrics_throttletimems_sum", request="Produce", topic=topic)
+    print(f"\napp_quota on {topic}: {throttled:.0f} ms of throttle handed out for 1 MB at 200 KB/s")
+    assert throttled > 0 and per_topic == throttled
+    requests = value(s, "kafka_server_appidtopicmetrics_totalproducerequests_total", appid="app_quota", topic=topic)
+    assert throttled <= requests * 1000  # max.throttle.time.ms bounds each
+    assert value(s, "kafka_server_appidtopicmetrics_messagesin_total", appid="app_quota", topic=topic) == 100
+    assert errors and errors[0] is not None and errors[0].code() == KafkaError.MSG_SIZE_TOO_LARGE
+    assert value(s, "kafka_server_brokertopicmetrics_bytesrejected_total", topic=small) > 5000
+    assert value(s, "kafka_server_brokertopicmetrics_messagesin_total", topic=small) == 0
+    assert value(s, "kafka_server_brokertopicmetrics_totalproducerequests_total", topic=small) == 1
+    assert value(s, "kafka_server_brokertopicmetrics_failedproducerequests_total", topic=small) == 0
