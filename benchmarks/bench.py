@@ -508,7 +508,7 @@ def _fmt(value: float | None, spec: str) -> str:
 
 def print_results(results: list[Result]) -> None:
     w = max([24, *(len(r.scenario) for r in results)])
-    rss = any(r.rss_mb is not None for r in results)
+    rss = any(r.rss_mb is not None or r.cpu_s is not None for r in results)
     header = (f"{'target':<7} {'scenario':<{w}} {'msgs':>8} {'prod msg/s':>11} {'prod MB/s':>9} "
               f"{'p50 ms':>8} {'p99 ms':>8} {'cons msg/s':>11} {'cons MB/s':>9}"
               + (f" {'RSS MB':>7} {'CPU s':>6}" if rss else ""))
@@ -532,7 +532,9 @@ def print_ratios(results: list[Result], first: str = "kaflet", second: str = "ta
     by_key = {(r.target, r.scenario): r for r in results}
     names = list(dict.fromkeys(r.scenario for r in results))
     print(f"\n{first} / {second} (throughput: >1 means {first} faster; latency: <1 means {first} faster)")
-    header = f"{'scenario':<24} {'prod msg/s':>10} {'cons msg/s':>10} {'p50':>8} {'p99':>8}"
+    cpu = any(r.cpu_s is not None for r in results)
+    header = (f"{'scenario':<24} {'prod msg/s':>10} {'cons msg/s':>10} {'p50':>8} {'p99':>8}"
+              + (f" {'CPU s':>8}" if cpu else ""))
     print(header)
     print("-" * len(header))
     for name in names:
@@ -541,7 +543,8 @@ def print_ratios(results: list[Result], first: str = "kaflet", second: str = "ta
             print(f"{name:<24} {'-':>10} {'-':>10} {'-':>8} {'-':>8}")
             continue
         print(f"{name:<24} {_ratio(k.produce_rate, t.produce_rate):>10} {_ratio(k.consume_rate, t.consume_rate):>10} "
-              f"{_ratio(k.p50_ms, t.p50_ms):>8} {_ratio(k.p99_ms, t.p99_ms):>8}")
+              f"{_ratio(k.p50_ms, t.p50_ms):>8} {_ratio(k.p99_ms, t.p99_ms):>8}"
+              + (f" {_ratio(k.cpu_s, t.cpu_s):>8}" if cpu else ""))
 
 
 _REPLICATION = re.compile(r" RF=\d+ acks=\S+$")
@@ -660,6 +663,11 @@ def started_broker(target: str, workdir: Path, overrides: dict[str, str] | None 
         broker.stop()
 
 
+def _median(values: list[float]) -> float | None:
+    """The middle value (the lower one of an even count), None for none."""
+    return sorted(values)[(len(values) - 1) // 2] if values else None
+
+
 def median_run(runs: list[Result]) -> Result:
     """One scenario's figures over repeated runs: produce figures from the run with the median
     produce rate (median p50 for paced runs), consume figures from the run with the median
@@ -677,7 +685,8 @@ def median_run(runs: list[Result]) -> Result:
     out = Result(prod.target, prod.scenario, produced=prod.produced, produce_s=prod.produce_s,
                  produce_errors=prod.produce_errors, p50_ms=prod.p50_ms, p99_ms=prod.p99_ms,
                  consumed=cons.consumed, consume_s=cons.consume_s, size=prod.size,
-                 rss_mb=max((r.rss_mb for r in runs if r.rss_mb is not None), default=None), cpu_s=prod.cpu_s)
+                 rss_mb=max((r.rss_mb for r in runs if r.rss_mb is not None), default=None),
+                 cpu_s=_median([r.cpu_s for r in runs if r.cpu_s is not None]))
     spread = [f"median of {len(runs)} runs"]
     for name, rates in (("prod", [r.produce_rate for r in runs]), ("cons", [r.consume_rate for r in runs])):
         known = [x for x in rates if x is not None]
@@ -698,6 +707,7 @@ def run_targets(targets: dict[str, str | None], scenarios: list[Scenario], args:
     """
     with contextlib.ExitStack() as stack:
         live: dict[str, str] = {}
+        pids: dict[str, int] = {}  # the brokers started here: their CPU time per run is known
         for target, bootstrap in targets.items():
             if bootstrap:
                 live[target] = bootstrap
@@ -711,6 +721,7 @@ def run_targets(targets: dict[str, str | None], scenarios: list[Scenario], args:
                 continue
             print(f"[{target}] broker pid {broker.proc.pid} on {broker.bootstrap}", file=sys.stderr, flush=True)
             live[target] = broker.bootstrap
+            pids[target] = broker.proc.pid
             if target == METRICS_TARGET:
                 stack.enter_context(scraping(broker.metrics_url))
         for sc in scenarios:
@@ -719,7 +730,12 @@ def run_targets(targets: dict[str, str | None], scenarios: list[Scenario], args:
                 for target, bootstrap in live.items():
                     run = f" (run {i + 1}/{args.repeat})" if args.repeat > 1 else ""
                     print(f"[{target}] {sc.name}{run} ...", file=sys.stderr, flush=True)
-                    runs[target].append(run_scenario(target, bootstrap, sc, args))
+                    pid = pids.get(target)
+                    cpu = cpu_seconds(pid) if pid else 0.0
+                    res = run_scenario(target, bootstrap, sc, args)
+                    if pid:
+                        res.cpu_s = cpu_seconds(pid) - cpu
+                    runs[target].append(res)
             results.extend(median_run(r) for r in runs.values())
 
 
