@@ -627,30 +627,40 @@ def _run_cluster_groups(bootstrap: str, pids: list[int], groups: list[list[Scena
 # ------------------------------------------------------------------ main
 
 
+_SCRAPER = """
+import sys, time, urllib.request
+url, period, n = sys.argv[1], float(sys.argv[2]), 0
+try:
+    while True:
+        time.sleep(period)
+        try:
+            with urllib.request.urlopen(url, timeout=10) as resp:
+                resp.read()
+            n += 1
+        except OSError:
+            pass
+except KeyboardInterrupt:
+    print(n)
+"""
+
+
 @contextlib.contextmanager
 def scraping(url: str, period_s: float = 1.0) -> Iterator[None]:
     """Scrape ``url`` every ``period_s`` meanwhile (Prometheus does every 15-60 s), so what a
-    scrape costs the broker is in the figures too."""
-    import urllib.request
-
-    stop = threading.Event()
-    count = [0]
-
-    def run() -> None:
-        while not stop.wait(period_s):
-            with contextlib.suppress(OSError):
-                with urllib.request.urlopen(url, timeout=10) as resp:
-                    resp.read()
-                count[0] += 1
-
-    thread = threading.Thread(target=run, name="scraper", daemon=True)
-    thread.start()
+    scrape costs the broker is in the figures too. The scraper is a process of its own: a
+    thread here would take the GIL from the clients being measured."""
+    proc = subprocess.Popen([sys.executable, "-c", _SCRAPER, url, str(period_s)], stdout=subprocess.PIPE,
+                            text=True, start_new_session=True)
     try:
         yield
     finally:
-        stop.set()
-        thread.join()
-        print(f"[{METRICS_TARGET}] {count[0]} scrapes of {url}", file=sys.stderr)
+        proc.send_signal(signal.SIGINT)
+        try:
+            out, _ = proc.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate()
+        print(f"[{METRICS_TARGET}] {out.strip() or '?'} scrapes of {url}", file=sys.stderr)
 
 
 @contextlib.contextmanager
@@ -722,8 +732,8 @@ def run_targets(targets: dict[str, str | None], scenarios: list[Scenario], args:
             print(f"[{target}] broker pid {broker.proc.pid} on {broker.bootstrap}", file=sys.stderr, flush=True)
             live[target] = broker.bootstrap
             pids[target] = broker.proc.pid
-            if target == METRICS_TARGET:
-                stack.enter_context(scraping(broker.metrics_url))
+            if target == METRICS_TARGET and args.scrape_every > 0:
+                stack.enter_context(scraping(broker.metrics_url, args.scrape_every))
         for sc in scenarios:
             runs: dict[str, list[Result]] = {t: [] for t in live}
             for i in range(args.repeat):
@@ -766,7 +776,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--json", metavar="FILE", help="also write the raw results as JSON")
     p.add_argument("--metrics-compare", action="store_true",
                    help="--target kaflet: one broker without metrics and one with metrics.listener and "
-                        "kafkaexmetrics.enable (scraped every second), taking turns; prints their ratios")
+                        "kafkaexmetrics.enable (scraped every --scrape-every s), taking turns; prints their ratios")
+    p.add_argument("--scrape-every", type=float, default=1.0, metavar="S",
+                   help="--metrics-compare: seconds between scrapes of the metrics broker (0: none)")
     args = p.parse_args(argv)
     if args.repeat < 1:
         p.error("--repeat must be at least 1")
