@@ -23,12 +23,17 @@ _FIRST_RETRY_S = 1.0
 
 
 def parse_topic_list(data: Any) -> frozenset[str]:
-    """The topics of the endpoint's ``data``; ManagementServiceError if it is not a string."""
+    """The topics of the endpoint's ``data`` (the published "t1,t2", or a JSON list of names);
+    ManagementServiceError for anything else."""
     if data is None:
         return frozenset()
-    if not isinstance(data, str):
+    if isinstance(data, list) and all(isinstance(t, str) for t in data):
+        parts = data
+    elif isinstance(data, str):
+        parts = data.split(",")
+    else:
         raise ManagementServiceError(f"{PATH}: data is not a comma-separated string: {str(data)[:200]!r}")
-    return frozenset(t for t in (part.strip() for part in data.split(",")) if t)
+    return frozenset(t for t in (part.strip() for part in parts) if t)
 
 
 async def refresh(stats: AppTopicStats, service: ManagementService, cluster_id: int) -> frozenset[str]:

@@ -5,6 +5,7 @@ service lists at report/jmx/topics, and none for the topics it does not list."""
 
 from __future__ import annotations
 
+import logging
 import time
 import urllib.request
 import uuid
@@ -252,3 +253,31 @@ def test_throttle_time_and_rejected_bytes_per_application(tmp_path: Any) -> None
     assert value(s, "kafka_server_brokertopicmetrics_messagesin_total", topic=small) == 0
     assert value(s, "kafka_server_brokertopicmetrics_totalproducerequests_total", topic=small) == 1
     assert value(s, "kafka_server_brokertopicmetrics_failedproducerequests_total", topic=small) == 0
+
+
+def test_a_failing_service_leaves_the_topic_list_as_it_was(tmp_path: Any, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, "kaflet.metrics")
+    with scripted_management_service() as svc:
+        svc.jmx_topics = "listed"
+        config = {"log.dirs": str(tmp_path / "data"), "gateway.url": svc.url, "cluster.id": "0",
+                  "gateway.sync.interval.ms": str(SYNC_MS), "metrics.listener": "http://127.0.0.1:0",
+                  "kafkaexmetrics.enable": "true"}
+        with embedded_broker(config) as (b, _):
+            apps = b.metrics.app_topics if b.metrics is not None else None
+            assert apps is not None
+            wait_for(lambda: apps.topics == {"listed"})
+            for mode in ("not-json", "code", "http-500"):
+                svc.set_mode(mode)
+                asked = len(svc.recorded(JMX_TOPICS))
+                wait_for(lambda: len(svc.recorded(JMX_TOPICS)) >= asked + 2)  # noqa: B023 (waited for here)
+                assert apps.topics == {"listed"}
+            svc.down()
+            time.sleep(3 * SYNC_MS / 1000)
+            assert apps.topics == {"listed"}
+            svc.up()
+            svc.set_mode("ok")
+            svc.jmx_topics = "listed,more"
+            wait_for(lambda: apps.topics == {"listed", "more"})
+    warnings = [r.getMessage() for r in caplog.records if "topic list not refreshed" in r.getMessage()]
+    assert warnings and all("\n" not in w for w in warnings)
+    assert any("topic list refreshed again" in r.getMessage() for r in caplog.records)

@@ -105,8 +105,10 @@ def test_topic_list_parsing() -> None:
     assert parse_topic_list("t1, t2,,t3 ") == {"t1", "t2", "t3"}
     assert parse_topic_list("") == frozenset()
     assert parse_topic_list(None) == frozenset()
-    with pytest.raises(ManagementServiceError):
-        parse_topic_list({"rows": []})
+    assert parse_topic_list(["t1", " t2"]) == {"t1", "t2"}  # data "[...]" arrives decoded
+    for garbage in ({"rows": []}, 42, ["t1", 2]):
+        with pytest.raises(ManagementServiceError):
+            parse_topic_list(garbage)
 
 
 class _Answers:
