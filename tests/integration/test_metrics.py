@@ -58,6 +58,21 @@ def wait_for(check: Callable[[], Any], timeout: float = 30.0) -> None:
         time.sleep(0.1)
 
 
+def gateway_config(tmp_path: Any, url: str, jaas: str, **extra: str) -> dict[str, str]:
+    """A broker with a SASL_PLAINTEXT listener, the gateway on ``url`` and kafkaexmetrics."""
+    return {"log.dirs": str(tmp_path / "data"), "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+            "sasl.enabled.mechanisms": "PLAIN", "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
+            "gateway.url": url, "gateway.sync.interval.ms": str(SYNC_MS), "metrics.listener": "http://127.0.0.1:0",
+            "kafkaexmetrics.enable": "true", **extra}
+
+
+def sasl_client(broker: Broker, user: str, password: str) -> dict[str, Any]:
+    """Client settings to log in to the broker's SASL_PLAINTEXT listener."""
+    sasl = next(a for a in broker.advertised if a.listener == "SASL_PLAINTEXT")
+    return {"bootstrap.servers": f"{sasl.host}:{sasl.port}", "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN", "sasl.username": user, "sasl.password": password}
+
+
 def produce(config: dict[str, Any], topic: str, count: int, partitions: int, size: int = 100) -> None:
     producer = Producer({**config, "linger.ms": 0, "message.timeout.ms": 10000})
     errors: list[Any] = []
@@ -141,23 +156,11 @@ def test_per_application_metrics_for_the_topics_the_service_lists(tmp_path: Any)
         svc.add_user("app_a", "pw-a", timestamp=1000)
         svc.add_acl("*", "app_a", 3, timestamp=1000)
         svc.jmx_topics = "listed,other"
-        config = {
-            "log.dirs": str(tmp_path / "data"),
-            "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
-            "sasl.enabled.mechanisms": "PLAIN",
-            "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+        config = gateway_config(tmp_path, svc.url, JAAS, **{
             "authorizer.class.name": "com.didichuxing.datachannel.kafka.security.authorizer.DidiAuthorizer",
-            "gateway.url": svc.url,
-            "cluster.id": "0",
-            "gateway.sync.interval.ms": str(SYNC_MS),
-            "gateway.default.users": "admin:admin-secret:true",
-            "metrics.listener": "http://127.0.0.1:0",
-            "kafkaexmetrics.enable": "true",
-        }
+            "cluster.id": "0", "gateway.default.users": "admin:admin-secret:true"})
         with embedded_broker(config) as (b, _):
-            sasl = next(a for a in b.advertised if a.listener == "SASL_PLAINTEXT")
-            app = {"bootstrap.servers": f"{sasl.host}:{sasl.port}", "security.protocol": "SASL_PLAINTEXT",
-                   "sasl.mechanism": "PLAIN", "sasl.username": "0.app_a", "sasl.password": "pw-a"}
+            app = sasl_client(b, "0.app_a", "pw-a")
             admin = {**app, "sasl.username": "admin", "sasl.password": "admin-secret"}
             create_topic(b.bootstrap, "listed", partitions=2)
             create_topic(b.bootstrap, "unlisted")
@@ -208,24 +211,11 @@ def test_throttle_time_and_rejected_bytes_per_application(tmp_path: Any) -> None
     with scripted_management_service() as svc:
         topic, small = f"q-{uuid.uuid4().hex[:6]}", f"s-{uuid.uuid4().hex[:6]}"
         svc.jmx_topics = f"{topic},{small}"
-        config = {
-            "log.dirs": str(tmp_path / "data"),
-            "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
-            "sasl.enabled.mechanisms": "PLAIN",
-            "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
-            "gateway.url": svc.url,
-            "cluster.id": "7",
-            "gateway.sync.interval.ms": str(SYNC_MS),
-            "max.throttle.time.ms": "1000",
-            "quota.window.num": "3",
-            "quota.window.size.seconds": "1",
-            "metrics.listener": "http://127.0.0.1:0",
-            "kafkaexmetrics.enable": "true",
-        }
+        config = gateway_config(tmp_path, svc.url, jaas, **{
+            "cluster.id": "7", "max.throttle.time.ms": "1000", "quota.window.num": "3",
+            "quota.window.size.seconds": "1"})
         with embedded_broker(config) as (b, _):
-            sasl = next(a for a in b.advertised if a.listener == "SASL_PLAINTEXT")
-            app = {"bootstrap.servers": f"{sasl.host}:{sasl.port}", "security.protocol": "SASL_PLAINTEXT",
-                   "sasl.mechanism": "PLAIN", "sasl.username": "app_quota", "sasl.password": "pw-quota"}
+            app = sasl_client(b, "app_quota", "pw-quota")
             create_topic(b.bootstrap, topic)
             create_topic(b.bootstrap, small, config={"max.message.bytes": "2000"})
             wait_for(lambda: b.metrics is not None and b.metrics.app_topics is not None
