@@ -36,6 +36,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 MB = 1_000_000  # MB/s uses decimal megabytes of record values (keys are empty)
 
+METRICS_TARGET = "kaflet+metrics"
+#: Brokers started with more than the defaults: metrics on, every topic's per-application ones too.
+TARGET_OVERRIDES = {METRICS_TARGET: {"kafkaexmetrics.enable": "true"}}
+
 
 def _null_logger() -> object:
     import logging
@@ -132,6 +136,7 @@ class BrokerProcess:
         self.bootstrap = f"127.0.0.1:{self.port}"
         workdir.mkdir(parents=True, exist_ok=True)
         self.log_path = workdir / f"{target}.log"
+        self.metrics_url = ""
         if target == "tansu":
             url = f"tcp://127.0.0.1:{self.port}"
             cmd = [str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", url,
@@ -139,6 +144,9 @@ class BrokerProcess:
         else:
             data_dir = workdir / "kaflet-data"
             data_dir.mkdir(parents=True)
+            if target == METRICS_TARGET:
+                self.metrics_url = f"http://127.0.0.1:{free_port()}/metrics"
+                overrides = {**(overrides or {}), "metrics.listener": self.metrics_url.removesuffix("/metrics")}
             cmd = [*kaflet_command(), "broker", "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
                    "--override", f"log.dirs={data_dir}"]
             for key, value in (overrides or {}).items():
@@ -500,7 +508,7 @@ def _fmt(value: float | None, spec: str) -> str:
 
 def print_results(results: list[Result]) -> None:
     w = max([24, *(len(r.scenario) for r in results)])
-    rss = any(r.rss_mb is not None for r in results)
+    rss = any(r.rss_mb is not None or r.cpu_s is not None for r in results)
     header = (f"{'target':<7} {'scenario':<{w}} {'msgs':>8} {'prod msg/s':>11} {'prod MB/s':>9} "
               f"{'p50 ms':>8} {'p99 ms':>8} {'cons msg/s':>11} {'cons MB/s':>9}"
               + (f" {'RSS MB':>7} {'CPU s':>6}" if rss else ""))
@@ -520,20 +528,23 @@ def _ratio(a: float | None, b: float | None) -> str:
     return "-" if a is None or b is None or b == 0 else f"{a / b:.2f}x"
 
 
-def print_ratios(results: list[Result]) -> None:
+def print_ratios(results: list[Result], first: str = "kaflet", second: str = "tansu") -> None:
     by_key = {(r.target, r.scenario): r for r in results}
     names = list(dict.fromkeys(r.scenario for r in results))
-    print("\nkaflet / tansu (throughput: >1 means kaflet faster; latency: <1 means kaflet faster)")
-    header = f"{'scenario':<24} {'prod msg/s':>10} {'cons msg/s':>10} {'p50':>8} {'p99':>8}"
+    print(f"\n{first} / {second} (throughput: >1 means {first} faster; latency: <1 means {first} faster)")
+    cpu = any(r.cpu_s is not None for r in results)
+    header = (f"{'scenario':<24} {'prod msg/s':>10} {'cons msg/s':>10} {'p50':>8} {'p99':>8}"
+              + (f" {'CPU s':>8}" if cpu else ""))
     print(header)
     print("-" * len(header))
     for name in names:
-        k, t = by_key.get(("kaflet", name)), by_key.get(("tansu", name))
+        k, t = by_key.get((first, name)), by_key.get((second, name))
         if k is None or t is None:
             print(f"{name:<24} {'-':>10} {'-':>10} {'-':>8} {'-':>8}")
             continue
         print(f"{name:<24} {_ratio(k.produce_rate, t.produce_rate):>10} {_ratio(k.consume_rate, t.consume_rate):>10} "
-              f"{_ratio(k.p50_ms, t.p50_ms):>8} {_ratio(k.p99_ms, t.p99_ms):>8}")
+              f"{_ratio(k.p50_ms, t.p50_ms):>8} {_ratio(k.p99_ms, t.p99_ms):>8}"
+              + (f" {_ratio(k.cpu_s, t.cpu_s):>8}" if cpu else ""))
 
 
 _REPLICATION = re.compile(r" RF=\d+ acks=\S+$")
@@ -616,6 +627,42 @@ def _run_cluster_groups(bootstrap: str, pids: list[int], groups: list[list[Scena
 # ------------------------------------------------------------------ main
 
 
+_SCRAPER = """
+import sys, time, urllib.request
+url, period, n = sys.argv[1], float(sys.argv[2]), 0
+try:
+    while True:
+        time.sleep(period)
+        try:
+            with urllib.request.urlopen(url, timeout=10) as resp:
+                resp.read()
+            n += 1
+        except OSError:
+            pass
+except KeyboardInterrupt:
+    print(n)
+"""
+
+
+@contextlib.contextmanager
+def scraping(url: str, period_s: float = 1.0) -> Iterator[None]:
+    """Scrape ``url`` every ``period_s`` meanwhile (Prometheus does every 15-60 s), so what a
+    scrape costs the broker is in the figures too. The scraper is a process of its own: a
+    thread here would take the GIL from the clients being measured."""
+    proc = subprocess.Popen([sys.executable, "-c", _SCRAPER, url, str(period_s)], stdout=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        yield
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            out, _ = proc.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate()
+        print(f"[{METRICS_TARGET}] {out.strip() or '?'} scrapes of {url}", file=sys.stderr)
+
+
 @contextlib.contextmanager
 def started_broker(target: str, workdir: Path, overrides: dict[str, str] | None = None) -> Iterator[BrokerProcess]:
     broker = BrokerProcess(target, workdir, overrides)
@@ -624,6 +671,11 @@ def started_broker(target: str, workdir: Path, overrides: dict[str, str] | None 
         yield broker
     finally:
         broker.stop()
+
+
+def _median(values: list[float]) -> float | None:
+    """The middle value (the lower one of an even count), None for none."""
+    return sorted(values)[(len(values) - 1) // 2] if values else None
 
 
 def median_run(runs: list[Result]) -> Result:
@@ -643,7 +695,8 @@ def median_run(runs: list[Result]) -> Result:
     out = Result(prod.target, prod.scenario, produced=prod.produced, produce_s=prod.produce_s,
                  produce_errors=prod.produce_errors, p50_ms=prod.p50_ms, p99_ms=prod.p99_ms,
                  consumed=cons.consumed, consume_s=cons.consume_s, size=prod.size,
-                 rss_mb=max((r.rss_mb for r in runs if r.rss_mb is not None), default=None), cpu_s=prod.cpu_s)
+                 rss_mb=max((r.rss_mb for r in runs if r.rss_mb is not None), default=None),
+                 cpu_s=_median([r.cpu_s for r in runs if r.cpu_s is not None]))
     spread = [f"median of {len(runs)} runs"]
     for name, rates in (("prod", [r.produce_rate for r in runs]), ("cons", [r.consume_rate for r in runs])):
         known = [x for x in rates if x is not None]
@@ -664,12 +717,13 @@ def run_targets(targets: dict[str, str | None], scenarios: list[Scenario], args:
     """
     with contextlib.ExitStack() as stack:
         live: dict[str, str] = {}
+        pids: dict[str, int] = {}  # the brokers started here: their CPU time per run is known
         for target, bootstrap in targets.items():
             if bootstrap:
                 live[target] = bootstrap
                 continue
             try:
-                broker = stack.enter_context(started_broker(target, workdir / target))
+                broker = stack.enter_context(started_broker(target, workdir / target, TARGET_OVERRIDES.get(target)))
             except (RuntimeError, OSError, ImportError) as exc:
                 print(f"[{target}] could not start broker: {exc}", file=sys.stderr)
                 results.extend(Result(target, sc.name, size=sc.size, notes=["broker did not start"])
@@ -677,13 +731,21 @@ def run_targets(targets: dict[str, str | None], scenarios: list[Scenario], args:
                 continue
             print(f"[{target}] broker pid {broker.proc.pid} on {broker.bootstrap}", file=sys.stderr, flush=True)
             live[target] = broker.bootstrap
+            pids[target] = broker.proc.pid
+            if target == METRICS_TARGET and args.scrape_every > 0:
+                stack.enter_context(scraping(broker.metrics_url, args.scrape_every))
         for sc in scenarios:
             runs: dict[str, list[Result]] = {t: [] for t in live}
             for i in range(args.repeat):
                 for target, bootstrap in live.items():
                     run = f" (run {i + 1}/{args.repeat})" if args.repeat > 1 else ""
                     print(f"[{target}] {sc.name}{run} ...", file=sys.stderr, flush=True)
-                    runs[target].append(run_scenario(target, bootstrap, sc, args))
+                    pid = pids.get(target)
+                    cpu = cpu_seconds(pid) if pid else 0.0
+                    res = run_scenario(target, bootstrap, sc, args)
+                    if pid:
+                        res.cpu_s = cpu_seconds(pid) - cpu
+                    runs[target].append(res)
             results.extend(median_run(r) for r in runs.values())
 
 
@@ -712,11 +774,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--repeat", type=int, default=1, metavar="N",
                    help="run each scenario N times per target and report the median run")
     p.add_argument("--json", metavar="FILE", help="also write the raw results as JSON")
+    p.add_argument("--metrics-compare", action="store_true",
+                   help="--target kaflet: one broker without metrics and one with metrics.listener and "
+                        "kafkaexmetrics.enable (scraped every --scrape-every s), taking turns; prints their ratios")
+    p.add_argument("--scrape-every", type=float, default=1.0, metavar="S",
+                   help="--metrics-compare: seconds between scrapes of the metrics broker (0: none)")
     args = p.parse_args(argv)
     if args.repeat < 1:
         p.error("--repeat must be at least 1")
     if not (args.bootstrap or args.target or args.cluster):
         p.error("one of --bootstrap, --target or --cluster is required")
+    if args.metrics_compare and args.target != "kaflet":
+        p.error("--metrics-compare needs --target kaflet")
     if args.cluster and args.target:
         p.error("--cluster starts its own brokers: no --target")
     if args.brokers < 3 and args.cluster:
@@ -752,7 +821,10 @@ def main(argv: list[str] | None = None) -> int:
             if args.bootstrap:
                 targets: dict[str, str | None] = {"broker": args.bootstrap}
             else:
-                targets = dict.fromkeys(["kaflet", "tansu"] if args.target == "both" else [args.target])
+                names = ["kaflet", "tansu"] if args.target == "both" else [args.target]
+                if args.metrics_compare:
+                    names.append(METRICS_TARGET)
+                targets = dict.fromkeys(names)
             run_targets(targets, scenarios, args, workdir, results)
     except KeyboardInterrupt:
         interrupted = True
@@ -763,11 +835,13 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(workdir, ignore_errors=True)
     print(f"\nlinger.ms={args.linger_ms} batch.size={args.batch_size} compression={args.compression} "
           f"messages/scenario={args.messages} time-limit={args.time_limit:g}s")
-    order = {name: i for i, name in enumerate(["broker", "kaflet", "tansu", "cluster"])}
+    order = {name: i for i, name in enumerate(["broker", "kaflet", METRICS_TARGET, "tansu", "cluster"])}
     results.sort(key=lambda r: order[r.target])  # stable: scenarios keep their order per target
     print_results(results)
     if args.target == "both":
         print_ratios(results)
+    if args.metrics_compare:
+        print_ratios(results, METRICS_TARGET, "kaflet")
     if args.cluster:
         print_cluster_ratios(results)
     if args.json:

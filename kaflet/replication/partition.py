@@ -120,7 +120,8 @@ class Partition:
 
     def __init__(self, topic: str, index: int, topic_id: str, log: Log, broker_id: int, *,
                  replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS,
-                 now_ms: Callable[[], int] = _now_ms, isr_writer: IsrWriter | None = None) -> None:
+                 now_ms: Callable[[], int] = _now_ms, isr_writer: IsrWriter | None = None,
+                 on_isr_change: Callable[[bool], None] | None = None) -> None:
         self.topic = topic
         self.index = index
         self.topic_id = topic_id
@@ -136,6 +137,8 @@ class Partition:
         self._isr_set: frozenset[int] = frozenset()  # the maximal ISR
         self.pending_isr: PendingIsrChange | None = None
         self.isr_writer = isr_writer
+        #: Told of each ISR change this leader wrote: True for an expansion (IsrExpandsPerSec).
+        self.on_isr_change = on_isr_change
         #: Epoch of the controller that made the leadership decision (written back with the ISR).
         self.controller_epoch = -1
         #: Version of the partition state znode (the partition epoch), -1 when unknown.
@@ -364,6 +367,8 @@ class Partition:
             return
         self.zk_version = new_version
         self._set_isr(list(change.isr))
+        if self.on_isr_change is not None:
+            self.on_isr_change(change.expand)
         log.info("%s-%d: ISR updated to %s and version updated to %d", self.topic, self.index, self.isr, new_version)
         # A shrink may let the high watermark move (or leave acks=all short of min.insync.replicas).
         self.maybe_increment_high_watermark()

@@ -128,6 +128,15 @@ class ReplicaManager:
         self.on_replicas_stopped: StoppedCallback | None = None
         self.shutting_down = False
         self._isr_task: asyncio.Task[None] | None = None
+        #: ISR changes written by this broker's leaders (Kafka's IsrExpandsPerSec / IsrShrinksPerSec).
+        self.isr_expands = 0
+        self.isr_shrinks = 0
+
+    def _count_isr_change(self, expand: bool) -> None:
+        if expand:
+            self.isr_expands += 1
+        else:
+            self.isr_shrinks += 1
 
     def get(self, topic: str, partition: int) -> Partition | None:
         """The hosted partition, or None (a ``PartitionLookup``)."""
@@ -141,7 +150,7 @@ class ReplicaManager:
         log_ = self.log_manager.get_or_create_log(topic, index, topic_id, log_config)
         part = Partition(topic, index, log_.topic_id or "", log_, self.broker_id,
                          replica_lag_time_max_ms=self.replica_lag_time_max_ms, now_ms=self._time,
-                         isr_writer=self.isr_writer)
+                         isr_writer=self.isr_writer, on_isr_change=self._count_isr_change)
         self.partitions[(topic, index)] = part
         return part
 

@@ -35,6 +35,8 @@ from kaflet.metadata import zkdata
 from kaflet.metadata.embedded import EmbeddedTree
 from kaflet.metadata.tree import MetadataTree, NodeExistsError, NoNodeError, SessionLostError
 from kaflet.metadata.zookeeper import ZooKeeperTree
+from kaflet.metrics.exporter import MetricsExporter
+from kaflet.metrics.stats import BrokerMetrics
 from kaflet.network.client import BrokerClient, BrokerConnectionError, ClientSecurity, InterBrokerSettings
 from kaflet.network.listener import Listener
 from kaflet.protocol import codec
@@ -49,7 +51,7 @@ from kaflet.replication.partition import Partition
 from kaflet.replication.replica_manager import ReplicaManager
 from kaflet.security.authorizer import Authorizer, AuthorizerConfigError, create_authorizer
 from kaflet.security.scram_store import ScramCredentialStore
-from kaflet.server import controller_requests, listener_security
+from kaflet.server import broker_metrics, controller_requests, listener_security
 from kaflet.server.config import BrokerConfig, ConfigError, Endpoint, parse_endpoints
 from kaflet.server.config_admin import ConfigAdmin
 from kaflet.server.dispatcher import Dispatcher
@@ -113,8 +115,11 @@ class Broker:
         self.gateway_enabled = bool(config["gateway.url"])
         #: Client numbering of topics with disabled partitions (use_partition_view); None: none.
         self.partition_router: PartitionRouter | None = None
+        #: The counters behind the Prometheus endpoint (metrics.listener); None: none are kept.
+        self.metrics: BrokerMetrics | None = broker_metrics.build_metrics(config)
+        self.metrics_exporter: MetricsExporter | None = None
         #: Produce and Fetch report their bytes per topic (RequestContext.traffic).
-        self.track_traffic = self.gateway_enabled
+        self.track_traffic = self.gateway_enabled or self.metrics is not None
         #: Connections per topic reported to the management service (start_session_report).
         self.session_report: SessionReport | None = None
         if self.gateway_enabled:
@@ -154,6 +159,10 @@ class Broker:
                 cfg, endpoints, lambda user, mech: self.scram_credentials.lookup(user, mech),
                 self.gateway_auth.authenticator_for)
         except listener_security.SecurityConfigError as exc:
+            raise BrokerStartError(str(exc)) from None
+        try:
+            broker_metrics.check_listener(cfg)
+        except ConfigError as exc:
             raise BrokerStartError(str(exc)) from None
         url = cfg["gateway.url"]
         if url and not url.lower().startswith(("http://", "https://")):
@@ -241,6 +250,11 @@ class Broker:
         self.isr_manager.start()
         await self.config_admin.start()
         await self._start_gateway()
+        try:
+            self.metrics_exporter, tasks = await broker_metrics.start_metrics(self, self._stop_background)
+        except OSError as exc:
+            raise BrokerStartError(f"cannot serve metrics on {cfg['metrics.listener']}: {exc.strerror or exc}") from None
+        self._tasks.extend(tasks)
         if self.authorizer is not None:
             # ACLs are loaded before the first request is served, so none slips through unchecked.
             await self.authorizer.start(self.tree)
@@ -351,8 +365,6 @@ class Broker:
             self.gateway_auth.acls = self.gateway.acls
             self.use_partition_view(self.gateway.partitions)
             self.start_session_report(self.gateway.service)
-        if cfg["kafkaexmetrics.enable"]:
-            log.warning("kafkaexmetrics.enable=true: kaflet does not record per-application topic metrics yet")
         if cfg["diskloadprotector.enable"] and (gateway_on or "diskloadprotector.enable" in cfg.originals):
             self.start_disk_load_protector()
 
@@ -736,6 +748,8 @@ class Broker:
             self.disk_load_protector.stop()
         if self.gateway is not None:
             await self.gateway.stop()
+        if self.metrics_exporter is not None:
+            await self.metrics_exporter.stop()
         if self.log_manager is not None:
             self.log_manager.shutdown()
         if self.tree is not None:

@@ -235,6 +235,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("gateway.default.users", str, None),
     ConfigDef("gateway.default.acls", str, None),
     ConfigDef("gateway.denials.log.file", str, None),
+    # Metrics (kaflet/metrics): kaflet's own keys; an empty metrics.listener exposes nothing.
+    ConfigDef("metrics.listener", str, ""),
+    ConfigDef("kafkaexmetrics.max.series", int, 10000, minimum=1),
 )
 
 # Security configs that hold secrets: used (kaflet/security reads them from the originals), but

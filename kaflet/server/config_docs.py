@@ -129,7 +129,13 @@ BROKER_DOCS: dict[str, str] = {
     "has stored (the stored one is then replaced).",
     "session.report.ms": "How often the broker reports which connections produced to and fetched from "
     "each topic to the management service.",
-    "kafkaexmetrics.enable": "Whether per-application, per-topic metrics are recorded (gateway).",
+    "kafkaexmetrics.enable": "Whether per-application, per-topic metrics are recorded (gateway): for the "
+    "topics the management service lists at report/jmx/topics, or for every topic without gateway.url; "
+    "exposed on metrics.listener.",
+    "kafkaexmetrics.max.series": "Most (application, topic) pairs kafkaexmetrics.enable records at once; "
+    "further pairs wait for the daily clear (kaflet's setting).",
+    "metrics.listener": "http://host:port where the broker serves its metrics for Prometheus at /metrics; "
+    "empty serves none (kaflet's setting).",
     "diskloadprotector.enable": "Whether consumer fetches of cold data (not in the page cache) are throttled "
     "while the disk under their log dir is overloaded (gateway; also on without the gateway when set).",
     "diskloadprotector.util.threshold": "Disk utilisation (0 to 1, from /proc/diskstats) at or above which a "

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
+from kaflet.metrics.stats import BrokerMetrics
 from kaflet.network.connection import Chunk, Connection, DeferredResponse, FrameError, HandlerResult
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
@@ -47,6 +49,7 @@ class Dispatcher:
         self.quotas = QuotaEnforcer(broker)
 
     async def __call__(self, conn: Connection, frame: memoryview) -> HandlerResult:
+        started = time.monotonic()
         sasl = conn.sasl
         if sasl is not None and sasl.state is SaslState.AUTHENTICATE_RAW:
             return await self._raw_token(conn, frame)
@@ -87,15 +90,22 @@ class Dispatcher:
                         list(ctx.traffic))
         if isinstance(response, DeferredResponse):
             # Only handed out with no quota in force (RequestContext.may_defer): throttle 0.
-            return DeferredResponse(self._complete(header, conn, response.completion))
+            return DeferredResponse(self._complete(ctx, response.completion, started))
+        metrics = self.broker.metrics
+        if metrics is not None:
+            _record(metrics, ctx, throttle_ms, started)
         return self._encode(header, conn, response, throttle_ms)
 
-    async def _complete(self, header: RequestHeader, conn: Connection,
-                        completion: Coroutine[Any, Any, Any]) -> Sequence[Chunk] | None:
+    async def _complete(self, ctx: RequestContext, completion: Coroutine[Any, Any, Any],
+                        started: float) -> Sequence[Chunk] | None:
+        header, conn = ctx.header, ctx.conn
         try:
             response = await completion
         except Exception as exc:
             raise _frame_error(exc, header, conn) from None
+        metrics = self.broker.metrics
+        if metrics is not None:
+            _record(metrics, ctx, 0, started)
         return self._encode(header, conn, response, 0)
 
     @staticmethod
@@ -130,6 +140,13 @@ class Dispatcher:
             auth_log.debug("connection %s from %s authenticated as %s (%s)", conn.conn_id, conn.peer[0],
                           sasl.principal, sasl.mechanism)
         return [answer]
+
+
+def _record(metrics: BrokerMetrics, ctx: RequestContext, throttle_ms: int, started: float) -> None:
+    """A request's RequestMetrics, and its bytes per topic once the throttle is known."""
+    header = ctx.header
+    metrics.on_request(header.api_key, header.api_version, ctx.quota_exempt, ctx.conn.principal.name,
+                       ctx.traffic, throttle_ms, (time.monotonic() - started) * 1000)
 
 
 def _frame_error(exc: Exception, header: RequestHeader, conn: Connection) -> FrameError:

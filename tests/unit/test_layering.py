@@ -23,6 +23,7 @@ LAYERS: list[set[str]] = [
     {"controller", "replication"},
     {"quota", "coordinator"},
     {"gateway"},
+    {"metrics"},
     {"server"},
     {"cli", "embedded_broker", ""},  # "": kaflet/__init__.py
 ]

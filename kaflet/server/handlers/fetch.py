@@ -118,6 +118,13 @@ async def handle(ctx: RequestContext, body: memoryview) -> SessionFetchResponse:
     if cold is not None:
         ctx.throttle_ms = cold.throttle_ms
     read: list[ResponsePartition] = [(cp, data) for cp, _, data in local]
+    stats = broker.metrics
+    if stats is not None:
+        # Once per partition read, as Kafka's TotalFetchRequestsPerSec (bytes out: the dispatcher,
+        # which knows whether a quota empties the answer).
+        for cp, data in read:
+            if cp.topic is not None:
+                stats.fetched(cp.topic, data.error_code)
     traffic = ctx.traffic
     if traffic is not None and not is_follower:
         # A consumer's bytes per topic read (topics it fetched nothing from count with 0).

@@ -47,6 +47,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> ProduceResponse | Def
         txn_denied = not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id)
     writable = ctx.authorized(AclOperation.WRITE, ResourceType.TOPIC, (t.name for t in req.topics))
     traffic = ctx.traffic
+    stats = broker.metrics
     for topic in req.topics:
         parts: list[PartitionProduceResult] = []
         table = ctx.partition_table(topic.name)
@@ -72,6 +73,8 @@ async def handle(ctx: RequestContext, body: memoryview) -> ProduceResponse | Def
                 appended = partition.append(p.records, req.acks)
                 if traffic is not None:
                     traffic[topic.name] = traffic.get(topic.name, 0) + len(p.records)
+                if stats is not None:
+                    stats.produced(topic.name, len(p.records), appended.record_count, ctx.conn.principal.name)
                 res.base_offset = appended.base_offset
                 res.log_append_time_ms = appended.log_append_time
                 res.log_start_offset = appended.log_start_offset
@@ -84,6 +87,8 @@ async def handle(ctx: RequestContext, body: memoryview) -> ProduceResponse | Def
                 log.error("append to %s-%d failed: %s", topic.name, p.index, exc)
                 res.error_code = ErrorCode.KAFKA_STORAGE_ERROR
                 res.error_message = f"Disk error when appending to {topic.name}-{p.index}"
+                if stats is not None:
+                    stats.produce_failed(topic.name, res.error_code, len(p.records) if p.records is not None else 0)
             except KafkaError as exc:
                 any_error = True
                 res.error_code = int(exc.code)
@@ -92,6 +97,8 @@ async def handle(ctx: RequestContext, body: memoryview) -> ProduceResponse | Def
                     res.record_errors = exc.record_errors
                 if exc.code in (ErrorCode.DUPLICATE_SEQUENCE_NUMBER, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER):
                     log.debug("%s on %s-%d", exc.code.name, topic.name, p.index)
+                if stats is not None:
+                    stats.produce_failed(topic.name, res.error_code, len(p.records) if p.records is not None else 0)
             if partition is not None and res.log_start_offset < 0:
                 res.log_start_offset = partition.log.log_start_offset
         results.append((topic.name, parts))

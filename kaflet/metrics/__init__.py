@@ -1,0 +1,1 @@
+"""The broker's metrics: counters kept on the request path, exposed for Prometheus to scrape."""

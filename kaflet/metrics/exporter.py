@@ -1,0 +1,283 @@
+"""The Prometheus endpoint: ``GET /metrics`` on ``metrics.listener`` (kaflet's setting).
+
+Names follow what the Prometheus JMX exporter's Kafka rules make of Kafka's MBeans (lowercased,
+``kafka_<domain>_<type>_<name>``, ``PerSec`` meters as ``_total`` counters of their Count), so
+dashboards and alerts written for a JVM broker find the same series here:
+
+========================================================  ===========================================
+series                                                     Kafka MBean
+========================================================  ===========================================
+``kafka_server_brokertopicmetrics_<name>_total{topic}``    kafka.server:type=BrokerTopicMetrics,name=<Name>PerSec[,topic=]
+``kafka_network_requestmetrics_requests_total``            kafka.network:type=RequestMetrics,name=RequestsPerSec,request=,version=
+``kafka_network_requestmetrics_totaltimems``               ...,name=TotalTimeMs,request= (a histogram here, Kafka's is percentiles)
+``kafka_server_replicamanager_*``                          kafka.server:type=ReplicaManager,name=PartitionCount|LeaderCount|UnderReplicatedPartitions|IsrShrinksPerSec|IsrExpandsPerSec
+``kafka_controller_kafkacontroller_activecontrollercount`` kafka.controller:type=KafkaController,name=ActiveControllerCount
+``kafka_coordinator_group_groupmetadatamanager_numgroups`` kafka.coordinator.group:type=GroupMetadataManager,name=NumGroups
+``kafka_server_socket_server_metrics_connection_count``    kafka.server:type=socket-server-metrics,listener=,networkProcessor= connection-count (per listener)
+``kafka_log_log_size|logendoffset|logstartoffset``         kafka.log:type=Log,name=Size|LogEndOffset|LogStartOffset,topic=,partition=
+``kafka_server_appidtopicmetrics_<name>_total``            Logi-Kafka's kafka.server:type=AppIdTopicMetrics,name=<Name>PerSec,topic=,appId=
+``kafka_server_topicrequestmetrics_totaltimems|throttletimems``  Logi-Kafka's kafka.server:type=TopicRequestMetrics,name=TotalTimeMs|ThrottleTimeMs,request=,topic=
+========================================================  ===========================================
+
+The all-topics BrokerTopicMetrics are the samples without a ``topic`` label, as the JMX
+exporter shows the MBean without a topic key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, ProcessCollector, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.samples import Sample
+
+from kaflet.metrics.stats import TIME_BUCKETS_MS, BrokerMetrics, Histogram, request_name
+
+if TYPE_CHECKING:
+    from kaflet.replication.partition import Partition
+
+log = logging.getLogger("kaflet.metrics")
+
+# (series name part, TopicCounters attribute, help) of BrokerTopicMetrics.
+_TOPIC_METERS = (
+    ("messagesin", "messages_in", "Records appended by producers (MessagesInPerSec)"),
+    ("bytesin", "bytes_in", "Record batch bytes appended by producers (BytesInPerSec)"),
+    ("bytesout", "bytes_out", "Record bytes sent to consumers (BytesOutPerSec)"),
+    ("bytesrejected", "bytes_rejected", "Batch bytes refused as larger than max.message.bytes (BytesRejectedPerSec)"),
+    ("totalproducerequests", "produce_requests", "Produce partitions that reached the log (TotalProduceRequestsPerSec)"),
+    ("totalfetchrequests", "fetch_requests", "Fetch partitions read, consumers' and followers' (TotalFetchRequestsPerSec)"),
+    ("failedproducerequests", "failed_produce", "Produce partitions that failed (FailedProduceRequestsPerSec)"),
+    ("failedfetchrequests", "failed_fetch", "Fetch partitions that failed (FailedFetchRequestsPerSec)"),
+)
+_APP_METERS = (
+    ("messagesin", "messages_in", "Records the application appended to the topic"),
+    ("bytesin", "bytes_in", "Record batch bytes the application appended to the topic"),
+    ("bytesout", "bytes_out", "Record bytes the application fetched from the topic"),
+    ("totalproducerequests", "produce_requests", "Produce requests of the application naming the topic"),
+    ("totalfetchrequests", "fetch_requests", "Fetch requests of the application naming the topic"),
+    ("throttletimems", "throttle_ms", "Throttle time (ms) handed to the application's requests naming the topic"),
+)
+_BUCKET_BOUNDS = [*(f"{b:g}" for b in TIME_BUCKETS_MS), "+Inf"]
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerState:
+    """What the exporter reads of the broker at scrape time (the server passes these in)."""
+
+    partitions: Callable[[], Iterable[Partition]]
+    active_controller: Callable[[], bool]
+    group_count: Callable[[], int]
+    connections: Callable[[], Mapping[str, int]]
+    topic_exists: Callable[[str], bool]
+    isr_shrinks: Callable[[], int]
+    isr_expands: Callable[[], int]
+
+
+def _buckets(h: Histogram) -> list[tuple[str, float]]:
+    out, running = [], 0
+    for bound, n in zip(_BUCKET_BOUNDS, h.counts, strict=True):
+        running += n
+        out.append((bound, float(running)))
+    return out
+
+
+class KafkaCollector:
+    """A prometheus_client collector that turns BrokerMetrics and the broker's state into series."""
+
+    def __init__(self, stats: BrokerMetrics, state: BrokerState) -> None:
+        self.stats = stats
+        self.state = state
+
+    def collect(self) -> Iterator[Metric]:
+        stats, state = self.stats, self.state
+        stats.forget_topics(state.topic_exists)
+        yield from self._topic_meters()
+        yield from self._request_metrics()
+        yield from self._replica_manager()
+        active = GaugeMetricFamily("kafka_controller_kafkacontroller_activecontrollercount",
+                                   "1 on the broker that is the active controller (ActiveControllerCount)")
+        active.add_metric([], 1.0 if state.active_controller() else 0.0)
+        yield active
+        groups = GaugeMetricFamily("kafka_coordinator_group_groupmetadatamanager_numgroups",
+                                   "Consumer groups this broker coordinates (NumGroups)")
+        groups.add_metric([], float(state.group_count()))
+        yield groups
+        conns = GaugeMetricFamily("kafka_server_socket_server_metrics_connection_count",
+                                  "Open client connections per listener (connection-count)", labels=["listener"])
+        for listener, n in sorted(state.connections().items()):
+            conns.add_metric([listener], float(n))
+        yield conns
+        if stats.app_topics is not None:
+            yield from self._app_topic_metrics()
+
+    def _topic_meters(self) -> Iterator[Metric]:
+        stats = self.stats
+        topics = sorted(stats.topics.items())
+        for name, attr, doc in _TOPIC_METERS:
+            family = CounterMetricFamily(f"kafka_server_brokertopicmetrics_{name}", doc, labels=["topic"])
+            # All topics: the MBean without a topic key, i.e. the sample without a topic label.
+            family.samples.append(Sample(family.name + "_total", {}, float(getattr(stats.all_topics, attr))))
+            for topic, counters in topics:
+                family.add_metric([topic], float(getattr(counters, attr)))
+            yield family
+
+    def _request_metrics(self) -> Iterator[Metric]:
+        stats = self.stats
+        requests = CounterMetricFamily("kafka_network_requestmetrics_requests",
+                                       "Requests received per API and version (RequestsPerSec)",
+                                       labels=["request", "version"])
+        for (api_key, version, follower), n in sorted(stats.requests.items()):
+            requests.add_metric([request_name(api_key, follower), str(version)], float(n))
+        yield requests
+        times = HistogramMetricFamily("kafka_network_requestmetrics_totaltimems",
+                                      "Time from a request's receipt to its encoded response, ms (TotalTimeMs)",
+                                      labels=["request"])
+        for (api_key, follower), h in sorted(stats.request_times.items()):
+            times.add_metric([request_name(api_key, follower)], _buckets(h), h.sum)
+        yield times
+
+    def _replica_manager(self) -> Iterator[Metric]:
+        state = self.state
+        partition_count = leader_count = under_replicated = 0
+        size = GaugeMetricFamily("kafka_log_log_size", "Bytes of a partition's log on disk (Log Size)",
+                                 labels=["topic", "partition"])
+        end = GaugeMetricFamily("kafka_log_log_logendoffset", "A partition's log end offset (LogEndOffset)",
+                                labels=["topic", "partition"])
+        start = GaugeMetricFamily("kafka_log_log_logstartoffset", "A partition's log start offset (LogStartOffset)",
+                                  labels=["topic", "partition"])
+        for part in state.partitions():
+            partition_count += 1
+            if part.is_leader:
+                leader_count += 1
+                # Kafka's Partition.isUnderReplicated: leader, and fewer in sync than assigned.
+                if len(part.isr) < len(part.replicas):
+                    under_replicated += 1
+            labels = [part.topic, str(part.index)]
+            plog = part.log
+            size.add_metric(labels, float(plog.size_in_bytes))
+            end.add_metric(labels, float(plog.log_end_offset))
+            start.add_metric(labels, float(plog.log_start_offset))
+        for name, value, doc in (
+                ("partitioncount", partition_count, "Partitions hosted on this broker (PartitionCount)"),
+                ("leadercount", leader_count, "Partitions this broker leads (LeaderCount)"),
+                ("underreplicatedpartitions", under_replicated,
+                 "Partitions led here with fewer replicas in sync than assigned (UnderReplicatedPartitions)")):
+            g = GaugeMetricFamily(f"kafka_server_replicamanager_{name}", doc)
+            g.add_metric([], float(value))
+            yield g
+        shrinks = CounterMetricFamily("kafka_server_replicamanager_isrshrinks",
+                                      "ISR shrinks written by this broker as leader (IsrShrinksPerSec)")
+        shrinks.add_metric([], float(state.isr_shrinks()))
+        yield shrinks
+        expands = CounterMetricFamily("kafka_server_replicamanager_isrexpands",
+                                      "ISR expansions written by this broker as leader (IsrExpandsPerSec)")
+        expands.add_metric([], float(state.isr_expands()))
+        yield expands
+        yield size
+        yield end
+        yield start
+
+    def _app_topic_metrics(self) -> Iterator[Metric]:
+        apps = self.stats.app_topics
+        assert apps is not None
+        series = sorted(apps.series.items())
+        for name, attr, doc in _APP_METERS:
+            family = CounterMetricFamily(f"kafka_server_appidtopicmetrics_{name}", doc, labels=["appid", "topic"])
+            for (app, topic), counters in series:
+                family.add_metric([app, topic], float(getattr(counters, attr)))
+            yield family
+        total = HistogramMetricFamily("kafka_server_topicrequestmetrics_totaltimems",
+                                      "Time of Produce/Fetch requests naming the topic, ms (TotalTimeMs)",
+                                      labels=["request", "topic"])
+        throttle = HistogramMetricFamily("kafka_server_topicrequestmetrics_throttletimems",
+                                         "Throttle time of Produce/Fetch requests naming the topic, ms (ThrottleTimeMs)",
+                                         labels=["request", "topic"])
+        for (request, topic), times in sorted(apps.topic_requests.items()):
+            total.add_metric([request, topic], _buckets(times.total_time), times.total_time.sum)
+            throttle.add_metric([request, topic], _buckets(times.throttle_time), times.throttle_time.sum)
+        yield total
+        yield throttle
+
+
+class _Snapshot:
+    """Metric families already collected, in the shape generate_latest() reads a registry."""
+
+    def __init__(self, families: list[Metric]) -> None:
+        self.families = families
+
+    def collect(self) -> list[Metric]:
+        return self.families
+
+
+class ListenerError(ValueError):
+    """metrics.listener is not an http://host:port address."""
+
+
+def parse_listener(value: str) -> tuple[str, int]:
+    """(host, port) of ``http://host:port``; raises ListenerError."""
+    parts = urlsplit(value.strip())
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if parts.scheme != "http" or parts.hostname is None or port is None or parts.path not in ("", "/"):
+        raise ListenerError(f"metrics.listener {value!r} must be http://host:port (the endpoint is /metrics)")
+    return parts.hostname, port
+
+
+class MetricsExporter:
+    """Serves the registry over HTTP on the broker's event loop (scrapes read the counters
+    between requests, so they see a consistent state without locks)."""
+
+    def __init__(self, stats: BrokerMetrics, state: BrokerState, host: str, port: int) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(KafkaCollector(stats, state))
+        # CPU, memory and open files of the broker process (process_*), as client libraries give.
+        ProcessCollector(registry=self.registry)
+        self.host = host
+        self.port = port
+        self._runner: web.AppRunner | None = None
+
+    def render(self) -> bytes:
+        """The exposition text of every series now."""
+        return generate_latest(self.registry)
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        try:
+            # The values are read here, on the loop, between requests; the text (most of a
+            # scrape's time: ~15-50 ms for 1000 partitions) is written on a thread, so the loop
+            # is not held for the whole scrape.
+            snapshot = _Snapshot(list(self.registry.collect()))
+            body = await asyncio.to_thread(generate_latest, snapshot)
+        except Exception:
+            log.exception("metrics scrape failed")
+            return web.Response(status=500, text="metrics collection failed; see the broker's log\n")
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def start(self) -> None:
+        """Bind and serve; raises OSError when the address cannot be bound."""
+        app = web.Application()
+        app.router.add_get("/metrics", self._metrics)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, self.host, self.port)
+        try:
+            await site.start()
+        except OSError:
+            await runner.cleanup()
+            raise
+        self._runner = runner
+        if self.port == 0 and runner.addresses:
+            self.port = int(runner.addresses[0][1])
+        log.info("metrics for Prometheus on http://%s:%d/metrics", self.host, self.port)
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
