@@ -36,6 +36,7 @@ from confluent_kafka import (
     ConsumerGroupTopicPartitions,
     KafkaError,
     KafkaException,
+    TopicCollection,
     TopicPartition,
 )
 from confluent_kafka.admin import (
@@ -429,17 +430,18 @@ class ClusterClient:
         return out
 
     def topic(self, name: str) -> TopicInfo:
-        """One topic; ClusterError UNKNOWN_TOPIC_OR_PART when it does not exist."""
-        try:
-            md = self._admin.list_topics(topic=name, timeout=self._timeout)
-        except Exception as exc:
-            raise _error_of(exc) from exc
-        t = md.topics.get(name)
-        if t is None or (t.error is not None and t.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
-            raise ClusterError("UNKNOWN_TOPIC_OR_PART", f"topic {name!r} does not exist")
-        if t.error is not None:
-            raise ClusterError(t.error.name(), t.error.str())
-        return self.topics(md)[0]
+        """One topic; ClusterError UNKNOWN_TOPIC_OR_PART when it does not exist.
+
+        DescribeTopics, not a Metadata request naming the topic: that one would create the
+        topic on a broker with auto.create.topics.enable.
+        """
+        futures = self._admin.describe_topics(TopicCollection([name]), request_timeout=self._timeout)
+        desc = self._wait(futures[name])
+        parts = tuple(
+            PartitionInfo(p.id, p.leader.id if p.leader is not None and p.leader.id >= 0 else None,
+                          tuple(n.id for n in p.replicas), tuple(n.id for n in p.isr))
+            for p in sorted(desc.partitions, key=lambda p: p.id))
+        return TopicInfo(name, bool(desc.is_internal), parts)
 
     def log_dir_sizes(self) -> dict[tuple[str, int], int] | None:
         """Bytes on disk per partition, summed over its replicas, from DescribeLogDirs.

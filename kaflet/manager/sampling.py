@@ -78,6 +78,11 @@ class MessageRates:
             ring = list(self._rings.get(topic, ()))
         return [(t1, (o1 - o0) / (t1 - t0)) for (t0, o0), (t1, o1) in zip(ring, ring[1:], strict=False)]
 
+    def samples(self, topic: str) -> list[tuple[float, int]]:
+        """The raw samples (time s, summed high watermarks) kept for ``topic``, oldest first."""
+        with self._lock:
+            return list(self._rings.get(topic, ()))
+
     def latest(self, topic: str) -> float | None:
         """The rate over the last interval, or None before two samples."""
         with self._lock:
