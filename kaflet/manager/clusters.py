@@ -347,10 +347,21 @@ class ClusterClient:
         Metadata answer (a Kafka broker lists only live brokers). Down brokers are those that
         were seen before or that replicas name but that are not registered now.
         """
-        described = self._wait(self._admin.describe_cluster(request_timeout=self._timeout))
         md = metadata if metadata is not None else self.metadata()
-        nodes = {n.id: n for n in described.nodes}
-        controller = described.controller.id if described.controller is not None else None
+        nodes: dict[int, Any] = dict(md.brokers)
+        controller = md.controller_id if md.controller_id is not None and md.controller_id >= 0 else None
+        cluster_id = md.cluster_id
+        try:
+            # DescribeCluster for the racks (confluent-kafka's Metadata brokers have none).
+            described = self._wait(self._admin.describe_cluster(request_timeout=self._timeout))
+        except ClusterError as exc:
+            # librdkafka waits for a controller to send it to; while a new one is elected the
+            # Metadata answer still says which brokers live.
+            log.info("DescribeCluster of %s failed, using Metadata: %s", self.access.bootstrap_servers, exc)
+        else:
+            nodes = {n.id: n for n in described.nodes}
+            controller = described.controller.id if described.controller is not None else None
+            cluster_id = described.cluster_id
         live = set(nodes)
         registrations: dict[int, dict[str, Any]] = {}
         if self.access.zookeeper_connect:
@@ -364,7 +375,11 @@ class ClusterClient:
             reg = registrations.get(bid, {})
             host = node.host if node is not None else reg.get("host")
             port = node.port if node is not None else reg.get("port")
-            rack = node.rack if node is not None else reg.get("rack")
+            rack = getattr(node, "rack", None) if node is not None else reg.get("rack")
+            if rack is None and node is not None and not hasattr(node, "rack"):
+                with self._seen_lock:
+                    old = self._seen.get(bid)
+                rack = old.rack if old is not None else None
             brokers[bid] = BrokerInfo(bid, host, port, rack or None, bid == controller, True)
         with self._seen_lock:
             self._seen.update(brokers)
@@ -372,7 +387,7 @@ class ClusterClient:
                 old = self._seen.get(bid)
                 brokers[bid] = BrokerInfo(bid, old.host if old else None, old.port if old else None,
                                           old.rack if old else None, False, False)
-        return ClusterOverview(described.cluster_id, controller, tuple(brokers[b] for b in sorted(brokers)))
+        return ClusterOverview(cluster_id, controller, tuple(brokers[b] for b in sorted(brokers)))
 
     def _zk_client(self) -> Any:
         from kazoo.client import KazooClient
