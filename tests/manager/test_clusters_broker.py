@@ -244,3 +244,30 @@ def test_connections_view_from_the_reports_a_broker_posts(tmp_path: Path) -> Non
     assert conns == {("producer", "ANONYMOUS", "127.0.0.1", "writer-1"),
                      ("consumer", "ANONYMOUS", "127.0.0.1", "reader-1")}
     assert all(c.client_version not in ("", "unknown") for c in view[topic])
+
+
+JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+        'password="admin-secret" user_admin="admin-secret" user_ops="ops-secret";')
+
+
+def test_sasl_plain_credentials_reach_both_admin_clients(tmp_path: Path) -> None:
+    overrides = {"listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+                 "sasl.enabled.mechanisms": "PLAIN",
+                 "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS}
+    with running_broker(tmp_path / "data", overrides) as broker:
+        sasl = broker.bootstrap_for("SASL_PLAINTEXT")
+        access = ClusterAccess(sasl, security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN",
+                               sasl_username="ops", sasl_password="ops-secret", request_timeout_s=5)
+        assert "ops-secret" not in repr(access)
+        with ClusterClient(access) as c:
+            topic = name("sasl")
+            c.create_topic(topic, 2)
+            assert c.topic(topic).partition_count == 2
+            assert [f"{b.host}:{b.port}" for b in c.overview().brokers] == [sasl]
+            # kafka-python's client logs in too: it gets as far as the broker's ApiVersions.
+            c.log_dir_sizes()
+            assert c.sizes_unavailable is None or "DescribeLogDirs" in c.sizes_unavailable
+        wrong = ClusterAccess(sasl, security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN",
+                              sasl_username="ops", sasl_password="nope", request_timeout_s=3)
+        with ClusterClient(wrong) as c, pytest.raises(ClusterError):
+            c.overview()
