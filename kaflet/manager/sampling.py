@@ -17,7 +17,14 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from kaflet.manager.clusters import ClusterClient, ClusterError, ClusterOverview, GroupSummary, TopicInfo
+from kaflet.manager.clusters import (
+    ClusterAccess,
+    ClusterClient,
+    ClusterError,
+    ClusterOverview,
+    GroupSummary,
+    TopicInfo,
+)
 
 log = logging.getLogger("kaflet.manager.sampling")
 
@@ -199,3 +206,54 @@ class ClusterObserver:
                 self.last_error = f"{type(exc).__name__}: {exc}"
                 log.exception("sampling %s failed", self.client.access.bootstrap_servers)
             self._stop.wait(max(0.0, self.interval_s - (time.monotonic() - began)))
+
+
+class ObserverPool:
+    """One started :class:`ClusterObserver` per registered cluster, keyed by the caller's id.
+
+    :meth:`observe` returns the cluster's observer, starting one on first use and replacing it
+    when the cluster's access (bootstrap servers, ZooKeeper, credentials) changed; pages then
+    read its :meth:`ClusterObserver.snapshot`. :meth:`close` stops every observer.
+    """
+
+    def __init__(self, *, interval_s: float = 30.0, sizes_every: int = 10, capacity: int = 360) -> None:
+        self.interval_s = interval_s
+        self.sizes_every = sizes_every
+        self.capacity = capacity
+        self._observers: dict[object, ClusterObserver] = {}
+        self._lock = threading.Lock()
+
+    def observe(self, key: object, access: ClusterAccess) -> ClusterObserver:
+        with self._lock:
+            old = self._observers.get(key)
+            if old is not None and old.client.access == access:
+                return old
+            observer = ClusterObserver(ClusterClient(access), interval_s=self.interval_s,
+                                       sizes_every=self.sizes_every, capacity=self.capacity).start()
+            self._observers[key] = observer
+        if old is not None:
+            # Not on the caller's (a page's) time: the old one may be mid-round.
+            threading.Thread(target=_retire, args=(old,), name="kaflet-manager-retire", daemon=True).start()
+        return observer
+
+    def get(self, key: object) -> ClusterObserver | None:
+        with self._lock:
+            return self._observers.get(key)
+
+    def forget(self, key: object) -> None:
+        """Stop observing a cluster (it was deleted)."""
+        with self._lock:
+            old = self._observers.pop(key, None)
+        if old is not None:
+            _retire(old)
+
+    def close(self) -> None:
+        with self._lock:
+            observers, self._observers = list(self._observers.values()), {}
+        for observer in observers:
+            _retire(observer)
+
+
+def _retire(observer: ClusterObserver) -> None:
+    observer.stop()
+    observer.client.close()

@@ -22,7 +22,7 @@ from kaflet.manager.clusters import (
     now_ms,
     rows_from_heartbeat,
 )
-from kaflet.manager.sampling import ClusterObserver
+from kaflet.manager.sampling import ClusterObserver, ObserverPool
 from tests.support.broker_process import BrokerProcess, running_broker
 from tests.support.management_service import HEARTBEAT, scripted_management_service
 
@@ -271,3 +271,30 @@ def test_sasl_plain_credentials_reach_both_admin_clients(tmp_path: Path) -> None
                               sasl_username="ops", sasl_password="nope", request_timeout_s=3)
         with ClusterClient(wrong) as c, pytest.raises(ClusterError):
             c.overview()
+
+
+def test_observer_pool_keeps_one_sampler_per_cluster(kaflet_broker: BrokerProcess) -> None:
+    pool = ObserverPool(interval_s=0.3)
+    try:
+        access = ClusterAccess(kaflet_broker.bootstrap)
+        first = pool.observe(1, access)
+        assert pool.observe(1, ClusterAccess(kaflet_broker.bootstrap)) is first  # same access: same one
+        assert first.wait_for_rounds(2, 30), first.last_error
+        snap = first.snapshot()
+        assert snap is not None and [b.up for b in snap.overview.brokers] == [True]
+        # New credentials (or servers): a new observer, the old one stopped.
+        second = pool.observe(1, ClusterAccess(kaflet_broker.bootstrap, request_timeout_s=7))
+        assert second is not first and pool.get(1) is second
+        rounds = first.rounds
+        time.sleep(1)
+        assert first.rounds == rounds
+        pool.forget(1)
+        assert pool.get(1) is None
+        # A cluster that cannot be reached keeps its last error and no snapshot.
+        down = pool.observe(2, ClusterAccess("127.0.0.1:9", request_timeout_s=1))
+        deadline = time.monotonic() + 30
+        while down.last_error is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert down.last_error and down.snapshot() is None
+    finally:
+        pool.close()
