@@ -259,6 +259,20 @@ class GroupDetail:
 
 
 @dataclass(frozen=True)
+class PartitionOffsets:
+    """A partition's log start and log end offsets; ``end - start`` records are in it (fewer when
+    compacted or transactional markers are among them)."""
+
+    partition: int
+    start: int | None
+    end: int | None
+
+    @property
+    def records(self) -> int | None:
+        return None if self.start is None or self.end is None else self.end - self.start
+
+
+@dataclass(frozen=True)
 class OffsetChange:
     """One partition's committed offset before and after a reset (``before`` None: none committed)."""
 
@@ -509,6 +523,13 @@ class ClusterClient:
         offset_spec = OffsetSpec.latest() if spec == "latest" else OffsetSpec.earliest()
         request = {TopicPartition(t, p): offset_spec for t, p in partitions}
         return self._list_offsets(request)
+
+    def topic_offsets(self, name: str) -> list[PartitionOffsets]:
+        """Log start and end offset of each partition of one topic (None where the leader is away)."""
+        keys = [(name, p.partition) for p in self.topic(name).partitions]
+        starts = self.end_offsets(keys, "earliest")
+        ends = self.end_offsets(keys, "latest")
+        return [PartitionOffsets(p, starts.get((t, p)), ends.get((t, p))) for t, p in keys]
 
     def _list_offsets(self, request: dict[TopicPartition, Any]) -> dict[tuple[str, int], int]:
         if not request:

@@ -124,6 +124,18 @@ class ClusterSnapshot:
     def under_replicated(self) -> int:
         return sum(t.under_replicated for t in self.topics.values())
 
+    def broker_load(self) -> dict[int, tuple[int, int]]:
+        """(replicas, leaders) each broker holds, for every broker of the overview."""
+        replicas = dict.fromkeys((b.id for b in self.overview.brokers), 0)
+        leaders = dict(replicas)
+        for t in self.topics.values():
+            for p in t.partitions:
+                for r in p.replicas:
+                    replicas[r] = replicas.get(r, 0) + 1
+                if p.leader is not None:
+                    leaders[p.leader] = leaders.get(p.leader, 0) + 1
+        return {b: (replicas[b], leaders.get(b, 0)) for b in sorted(replicas)}
+
 
 class ClusterObserver:
     """Samples one cluster every ``interval_s`` on a thread of its own; pages read :meth:`snapshot`.

@@ -117,6 +117,8 @@ def test_group_lag_and_offset_resets(client: ClusterClient, kaflet_broker: Broke
     topic, group = name("lag"), name("grp")
     client.create_topic(topic, 3)
     produce(kaflet_broker.bootstrap, topic, {0: 10, 1: 20, 2: 30})
+    assert [(o.partition, o.start, o.end, o.records) for o in client.topic_offsets(topic)] == \
+        [(0, 0, 10, 10), (1, 0, 20, 20), (2, 0, 30, 30)]
     before = int(time.time() * 1000)
     consumer = Consumer({"bootstrap.servers": kaflet_broker.bootstrap, "group.id": group,
                          "auto.offset.reset": "earliest", "enable.auto.commit": False})

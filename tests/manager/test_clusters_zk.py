@@ -82,6 +82,10 @@ def test_brokers_controller_racks_and_failures(cluster: Cluster) -> None:
         snap = observer.sample()
         assert snap.under_replicated >= 6 and snap.topics["replicated"].under_replicated == 6
         assert [b.id for b in snap.overview.down] == [victim]
+        load = snap.broker_load()
+        assert sum(replicas for replicas, _ in load.values()) == sum(
+            len(p.replicas) for t in snap.topics.values() for p in t.partitions)
+        assert load[victim][0] >= 6 and load[victim][1] == 0  # it still holds replicas, leads nothing
 
         # The controller is killed: another broker takes over, and both views say which.
         cluster.kill(controller)
