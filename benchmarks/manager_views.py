@@ -52,7 +52,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--topics", type=int, default=1000)
     ap.add_argument("--partitions", type=int, default=10)
     ap.add_argument("--records", type=int, default=10, help="records written to each topic")
-    ap.add_argument("--groups", type=int, default=20)
+    ap.add_argument("--groups", type=int, default=100)
     ap.add_argument("--connections", type=int, default=10000, help="stored session-report rows")
     ap.add_argument("--repeat", type=int, default=7)
     return ap.parse_args(argv)
@@ -154,10 +154,16 @@ def main(argv: list[str] | None = None) -> int:
             return [(t.name, t.partition_count, t.replication_factor, t.under_replicated, t.size_bytes,
                      observer.rates.latest(t.name)) for t in sorted(s.topics.values(), key=lambda t: t.name)]
 
+        def group_list_page() -> list[tuple[Any, ...]]:
+            s = observer.snapshot()
+            assert s is not None
+            return [(g.group_id, g.state, s.group_lag(g.group_id)) for g in s.groups]
+
         def broker_page() -> list[tuple[Any, ...]]:
             s = observer.snapshot()
             assert s is not None
-            return [(b.id, b.host, b.rack, b.controller, b.up) for b in s.overview.brokers]
+            load = s.broker_load()
+            return [(b.id, b.host, b.rack, b.controller, b.up, load[b.id]) for b in s.overview.brokers]
 
         def topic_page() -> str:
             s = observer.snapshot()
@@ -166,8 +172,9 @@ def main(argv: list[str] | None = None) -> int:
             parts = [(p.partition, p.leader, p.replicas, p.isr, p.under_replicated) for p in t.partitions]
             configs = client.topic_configs(topic)
             conns = connections_by_topic(rows, now_ms()).get(topic, [])
+            groups = s.groups_of_topic(topic)
             return line_chart({topic: rates.series(topic)}, title=topic, unit="msg/s") + str(parts) \
-                + str(configs) + str(conns)
+                + str(configs) + str(conns) + str(groups)
 
         views: list[tuple[str, Callable[[], Any]]] = [
             ("live: Metadata of all topics", client.metadata),
@@ -176,12 +183,15 @@ def main(argv: list[str] | None = None) -> int:
             (f"live: high watermarks of {len(keys)} partitions (ListOffsets)", lambda: client.end_offsets(keys)),
             ("live: consumer group list", client.groups),
             ("live: one group's lag (10 partitions)", lambda: client.group(group)),
+            (f"live: committed offsets of all {len(snap.groups)} groups",
+             lambda: client.committed_offsets(g.group_id for g in snap.groups)),
             ("live: one topic's configs", lambda: client.topic_configs(topic)),
             ("live: one topic (DescribeTopics)", lambda: client.topic(topic)),
             ("background: one sampling round", observer.sample),
             ("page: topic list from the snapshot", topic_list_page),
-            ("page: broker list from the snapshot", broker_page),
-            (f"page: topic detail (snapshot, configs, chart of 360 samples, "
+            ("page: broker list (with replicas and leaders) from the snapshot", broker_page),
+            ("page: group list with total lag from the snapshot", group_list_page),
+            (f"page: topic detail (snapshot, configs, groups, chart of 360 samples, "
              f"connections of {args.connections} rows)", topic_page),
             ("chart only: SVG of 360 samples", lambda: line_chart({topic: rates.series(topic)})),
             (f"connections only: view of {args.connections} rows", lambda: connections_by_topic(rows, now_ms())),

@@ -603,10 +603,27 @@ class ClusterClient:
                            members, partitions)
 
     def _committed(self, group_id: str) -> dict[tuple[str, int], int]:
-        request = [ConsumerGroupTopicPartitions(group_id)]
-        result = self._wait(self._admin.list_consumer_group_offsets(request, request_timeout=self._timeout)[group_id])
-        return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions
-                if tp.error is None and tp.offset >= 0}
+        return self.committed_offsets([group_id])[group_id]
+
+    def committed_offsets(self, group_ids: Iterable[str]) -> dict[str, dict[tuple[str, int], int]]:
+        """Every committed offset of each group (OffsetFetch, one request per group, all in flight
+        at once); a group whose coordinator cannot answer is left out unless it is the only one."""
+        ids = list(dict.fromkeys(group_ids))
+        futures = {g: self._admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(g)],
+                                                              request_timeout=self._timeout)[g] for g in ids}
+        out: dict[str, dict[tuple[str, int], int]] = {}
+        first_error: ClusterError | None = None
+        for g, fut in futures.items():
+            try:
+                result = self._wait(fut)
+            except ClusterError as exc:
+                first_error = first_error or exc
+                continue
+            out[g] = {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions
+                      if tp.error is None and tp.offset >= 0}
+        if first_error is not None and len(ids) == 1:
+            raise first_error
+        return out
 
     def reset_offsets(self, group_id: str, topic: str, to: ResetTarget, value: int | None = None,
                       partitions: Iterable[int] | None = None, *, dry_run: bool = False) -> list[OffsetChange]:

@@ -15,7 +15,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kaflet.manager.clusters import (
     ClusterAccess,
@@ -115,6 +115,26 @@ class ClusterSnapshot:
     groups: tuple[GroupSummary, ...]
     #: Why sizes are missing (None when every partition's size is known).
     sizes_unavailable: str | None
+    #: Log end offset of each partition, read in this round.
+    end_offsets: Mapping[tuple[str, int], int] = field(default_factory=dict)
+    #: Committed offsets of each group, read in this round.
+    committed: Mapping[str, Mapping[tuple[str, int], int]] = field(default_factory=dict)
+
+    def group_lag(self, group_id: str) -> int | None:
+        """The group's total lag over the partitions it committed (None: not read this round)."""
+        committed = self.committed.get(group_id)
+        if committed is None:
+            return None
+        return sum(max(0, self.end_offsets[k] - off) for k, off in committed.items() if k in self.end_offsets)
+
+    def groups_of_topic(self, topic: str) -> dict[str, int]:
+        """The groups that committed offsets on ``topic`` and their lag on it."""
+        out: dict[str, int] = {}
+        for group, committed in self.committed.items():
+            lag = [max(0, self.end_offsets.get(k, off) - off) for k, off in committed.items() if k[0] == topic]
+            if lag:
+                out[group] = sum(lag)
+        return dict(sorted(out.items()))
 
     @property
     def partition_count(self) -> int:
@@ -174,8 +194,9 @@ class ClusterObserver:
         offsets = self.client.end_offsets(keys)
         self.rates.record(at, offsets, {t.name: t.partition_count for t in topics})
         groups = tuple(self.client.groups())
+        committed = self.client.committed_offsets(g.group_id for g in groups) if groups else {}
         snap = ClusterSnapshot(at, time.monotonic() - started, overview, {t.name: t for t in topics}, groups,
-                               self.client.sizes_unavailable if self._sizes is None else None)
+                               self.client.sizes_unavailable if self._sizes is None else None, offsets, committed)
         with self._sampled:
             self._snapshot = snap
             self.rounds += 1

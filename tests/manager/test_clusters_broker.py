@@ -137,6 +137,9 @@ def test_group_lag_and_offset_resets(client: ClusterClient, kaflet_broker: Broke
         assert lags == {0: (10, 10, 0, member.member_id), 1: (20, 25, 5, member.member_id),
                         2: (30, 30, 0, member.member_id)}
         assert detail.total_lag == 5
+        snap = ClusterObserver(client, interval_s=60).sample()
+        assert snap.group_lag(group) == 5 and snap.groups_of_topic(topic) == {group: 5}
+        assert snap.groups_of_topic(name("none")) == {} and snap.group_lag(name("none")) is None
 
         # A group with members would overwrite a reset at its next commit: Kafka refuses, so do we.
         with pytest.raises(ClusterError) as busy:
