@@ -34,6 +34,7 @@ from typing import Any, Literal, Protocol
 
 from confluent_kafka import (
     ConsumerGroupTopicPartitions,
+    ElectionType,
     KafkaError,
     KafkaException,
     TopicCollection,
@@ -574,6 +575,27 @@ class ClusterClient:
             return
         resource = ConfigResource(ResourceType.TOPIC, name, incremental_configs=entries)
         self._wait(self._admin.incremental_alter_configs([resource], request_timeout=self._timeout)[resource])
+
+    def elect_preferred_leaders(self, partitions: Iterable[tuple[str, int]] | None = None) -> dict[tuple[str, int], str]:
+        """ElectLeaders (preferred): move leadership back to each partition's first replica
+        (Logi-KafkaManager's "leader rebalance"); None means every partition of the cluster.
+
+        Returns the partitions whose election failed, with Kafka's error name; partitions
+        already led by their preferred replica (ELECTION_NOT_NEEDED) are not failures.
+        """
+        wanted = None if partitions is None else [TopicPartition(t, p) for t, p in partitions]
+        # No timeout keywords: confluent-kafka 2.16 passes them on to a C function that takes
+        # none (TypeError); socket.timeout.ms (the access's timeout) bounds the request instead.
+        results = self._wait(self._admin.elect_leaders(ElectionType.PREFERRED, wanted))
+        failed: dict[tuple[str, int], str] = {}
+        for tp, err in results.items():
+            if err is None:
+                continue
+            code = _error_of(err).code if isinstance(err, BaseException) else \
+                (err.name() if isinstance(err, KafkaError) else str(err))
+            if code != "ELECTION_NOT_NEEDED":
+                failed[(tp.topic, tp.partition)] = code
+        return failed
 
     # -- consumer groups ----------------------------------------------------------------------
 

@@ -97,8 +97,24 @@ def test_brokers_controller_racks_and_failures(cluster: Cluster) -> None:
                             and [b.id for b in o.up] == [survivor])
             assert states(ov) == {b: (b == survivor, b == survivor) for b in (1, 2, 3)}
 
-        # Back up: registered again.
+        # Back up: registered again, and back in every ISR.
         cluster.start_broker(victim)
         for view in (zk_view, wire_view):
             ov = eventually(view.overview, lambda o: next(b for b in o.brokers if b.id == victim).up)
             assert next(b for b in ov.brokers if b.id == victim).up
+        topic = eventually(lambda: wire_view.topic("replicated"),
+                           lambda t: all(victim in p.isr for p in t.partitions))
+        assert all(victim in p.isr for p in topic.partitions)
+        # It leads nothing until a preferred leader election ("leader rebalance") moves back
+        # the partitions whose first replica it is; those of the killed controller (still
+        # down) cannot move, and say why.
+        preferred = [p.partition for p in topic.partitions if p.replicas[0] == victim]
+        stuck = {("replicated", p.partition): "PREFERRED_LEADER_NOT_AVAILABLE"
+                 for p in topic.partitions if p.replicas[0] == controller}
+        assert preferred and stuck and all(p.leader == survivor for p in topic.partitions)
+        assert wire_view.elect_preferred_leaders([("replicated", p) for p in range(6)]) == stuck
+        topic = eventually(lambda: wire_view.topic("replicated"),
+                           lambda t: [p.partition for p in t.partitions if p.leader == victim] == preferred)
+        assert [p.partition for p in topic.partitions if p.leader == victim] == preferred
+        # Those already led by their preferred replica are no failure.
+        assert wire_view.elect_preferred_leaders([("replicated", p) for p in preferred]) == {}
