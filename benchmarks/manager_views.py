@@ -148,6 +148,8 @@ def main(argv: list[str] | None = None) -> int:
                               f"10.1.{i // 250}.{i % 250}", "2.8", now_ms() - (i % 1800) * 1000)
                 for i in range(args.connections)]
 
+        topic_rows = [r for r in rows if r.topic == topic]
+
         def topic_list_page() -> list[tuple[Any, ...]]:
             s = observer.snapshot()
             assert s is not None
@@ -171,7 +173,8 @@ def main(argv: list[str] | None = None) -> int:
             t = s.topics[topic]
             parts = [(p.partition, p.leader, p.replicas, p.isr, p.under_replicated) for p in t.partitions]
             configs = client.topic_configs(topic)
-            conns = connections_by_topic(rows, now_ms()).get(topic, [])
+            # The service's database hands over only this topic's rows (WHERE topic = ...).
+            conns = connections_by_topic(topic_rows, now_ms()).get(topic, [])
             groups = s.groups_of_topic(topic)
             return line_chart({topic: rates.series(topic)}, title=topic, unit="msg/s") + str(parts) \
                 + str(configs) + str(conns) + str(groups)
@@ -191,10 +194,11 @@ def main(argv: list[str] | None = None) -> int:
             ("page: topic list from the snapshot", topic_list_page),
             ("page: broker list (with replicas and leaders) from the snapshot", broker_page),
             ("page: group list with total lag from the snapshot", group_list_page),
-            (f"page: topic detail (snapshot, configs, groups, chart of 360 samples, "
-             f"connections of {args.connections} rows)", topic_page),
+            ("page: topic detail (snapshot, live configs, groups, chart of 360 samples, "
+             f"its {len(topic_rows)} connection rows)", topic_page),
             ("chart only: SVG of 360 samples", lambda: line_chart({topic: rates.series(topic)})),
-            (f"connections only: view of {args.connections} rows", lambda: connections_by_topic(rows, now_ms())),
+            (f"page: connections of every topic from {args.connections} report rows",
+             lambda: connections_by_topic(rows, now_ms())),
         ]
         print(f"\n{args.topics} topics x {args.partitions} partitions on {len(snap.overview.brokers)} brokers, "
               f"{args.groups} groups, "

@@ -494,16 +494,8 @@ class ClusterClient:
             return None
         finally:
             admin.close()
-        sizes: dict[tuple[str, int], int] = {}
-        for answer in answers:
-            for log_dir in _get(answer, "results", "log_dirs") or []:
-                for topic in _get(log_dir, "topics") or []:
-                    tname = _get(topic, "name", "topic")
-                    for part in _get(topic, "partitions") or []:
-                        key = (tname, int(_get(part, "partition_index", "partition")))
-                        sizes[key] = sizes.get(key, 0) + int(_get(part, "partition_size", "size") or 0)
         self.sizes_unavailable = None
-        return sizes
+        return sizes_from_log_dirs(answers)
 
     def topic_configs(self, name: str) -> list[TopicConfig]:
         """The topic's configs (defaults included), by name."""
@@ -708,15 +700,25 @@ class ClusterClient:
         return _state_name(desc.state), len(desc.members)
 
 
-def _get(obj: Any, *names: str) -> Any:
-    """A field of a decoded response, whether a dict or an object, under any of ``names``."""
-    for name in names:
-        if isinstance(obj, Mapping):
-            if name in obj:
-                return obj[name]
-        elif hasattr(obj, name):
-            return getattr(obj, name)
-    return None
+def sizes_from_log_dirs(answers: Iterable[Mapping[str, Any]]) -> dict[tuple[str, int], int]:
+    """Bytes per (topic, partition) summed over the brokers' DescribeLogDirs answers, as
+    kafka-python's ``describe_log_dirs()`` returns them (``[{"broker": id, "log_dirs": [...]}]``).
+
+    A log dir that answers an error (offline) counts nothing; a future log (a replica being moved
+    between a broker's dirs) is not yet the partition's and counts nothing either.
+    """
+    sizes: dict[tuple[str, int], int] = {}
+    for answer in answers:
+        for log_dir in answer.get("log_dirs") or ():
+            if log_dir.get("error_code"):
+                continue
+            for topic in log_dir.get("topics") or ():
+                for part in topic.get("partitions") or ():
+                    if part.get("is_future_key"):
+                        continue
+                    key = (topic["name"], int(part["partition_index"]))
+                    sizes[key] = sizes.get(key, 0) + int(part["partition_size"])
+    return sizes
 
 
 _SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG",

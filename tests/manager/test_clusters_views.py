@@ -17,6 +17,7 @@ from kaflet.manager.clusters import (
     TopicInfo,
     connections_by_topic,
     rows_from_heartbeat,
+    sizes_from_log_dirs,
 )
 from kaflet.manager.sampling import MessageRates
 
@@ -83,6 +84,29 @@ def test_topic_and_lag_records_derive_their_figures() -> None:
     assert PartitionLag("t", 0, None, 12, None).lag is None
     # A committed offset past the end (the log was truncated) is no negative lag.
     assert PartitionLag("t", 0, 20, 12, None).lag == 0
+
+
+def test_sizes_sum_replicas_from_describe_log_dirs_answers() -> None:
+    """The answers in the shape kafka-python's describe_log_dirs() gives them, built from its
+    own DescribeLogDirsResponse classes."""
+    from kafka.protocol.admin import DescribeLogDirsResponse as R
+
+    Topic = R.DescribeLogDirsResult.DescribeLogDirsTopic
+    Part = Topic.DescribeLogDirsPartition
+
+    def result(log_dir: str, topics: dict[str, list[tuple[int, int, bool]]], error: int = 0) -> dict:  # type: ignore[type-arg]
+        return R.DescribeLogDirsResult(error_code=error, log_dir=log_dir, topics=[
+            Topic(name=t, partitions=[Part(partition_index=p, partition_size=size, offset_lag=0, is_future_key=fut)
+                                      for p, size, fut in parts]) for t, parts in topics.items()]).to_dict()
+
+    answers = [
+        {"broker": 1, "log_dirs": [result("/a", {"t": [(0, 100, False), (1, 50, False)]}),
+                                   result("/b", {"t": [(1, 999, True)]}),          # a future log
+                                   result("/c", {"u": [(0, 7, False)]}, error=57)]},  # offline dir
+        {"broker": 2, "log_dirs": [result("/a", {"t": [(0, 101, False)], "u": [(0, 3, False)]})]},
+    ]
+    assert sizes_from_log_dirs(answers) == {("t", 0): 201, ("t", 1): 50, ("u", 0): 3}
+    assert sizes_from_log_dirs([]) == {}
 
 
 # -- message rates --------------------------------------------------------------------------
