@@ -594,6 +594,11 @@ class ClusterClient:
     def groups(self) -> list[GroupSummary]:
         """Every consumer group the brokers coordinate, by id."""
         result = self._wait(self._admin.list_consumer_groups(request_timeout=self._timeout))
+        if result.errors and not result.valid:
+            raise _error_of(result.errors[0])
+        for err in result.errors:
+            # A broker that did not answer ListGroups: its groups are missing from this list.
+            log.warning("listing the groups of %s: %s", self.access.bootstrap_servers, _error_of(err))
         out = [GroupSummary(g.group_id, _state_name(g.state), bool(g.is_simple_consumer_group))
                for g in result.valid]
         return sorted(out, key=lambda g: g.group_id)
