@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
                               f"10.1.{i // 250}.{i % 250}", "2.8", now_ms() - (i % 1800) * 1000)
                 for i in range(args.connections)]
 
-        topic_rows = [r for r in rows if r.topic == topic]
+        topic_rows = [r for r in rows if r.topic_name == topic]
 
         def topic_list_page() -> list[tuple[Any, ...]]:
             s = observer.snapshot()

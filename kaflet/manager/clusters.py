@@ -741,24 +741,26 @@ def _source_name(source: Any) -> str:
 
 @dataclass(frozen=True)
 class ConnectionRow:
-    """One reported connection, as stored (Logi-KafkaManager's topic_connections row).
+    """One reported connection, as stored (Logi-KafkaManager's topic_connections row; the
+    field names are that table's columns, so a database model with them fits
+    :class:`ConnectionLike` too).
 
-    Its identity is (app_id, cluster_id, topic, kind, ip, client_version); a later report of
-    the same connection only moves ``last_seen_ms``.
+    Its identity is (app_id, cluster_id, topic_name, type, ip, client_version); a later report of
+    the same connection only moves ``create_time``, which therefore means "last seen".
     """
 
     app_id: str
     cluster_id: int
-    topic: str
-    kind: str  # "produce" or "fetch", as the broker reports it
+    topic_name: str
+    type: str  # "produce" or "fetch", as the broker reports it
     ip: str
     client_version: str
-    last_seen_ms: int
+    create_time: int
     client_id: str | None = None
 
     @property
     def key(self) -> tuple[str, int, str, str, str, str]:
-        return (self.app_id, self.cluster_id, self.topic, self.kind, self.ip, self.client_version)
+        return (self.app_id, self.cluster_id, self.topic_name, self.type, self.ip, self.client_version)
 
 
 class ConnectionLike(Protocol):
@@ -767,15 +769,15 @@ class ConnectionLike(Protocol):
     @property
     def app_id(self) -> str: ...
     @property
-    def topic(self) -> str: ...
+    def topic_name(self) -> str: ...
     @property
-    def kind(self) -> str: ...
+    def type(self) -> str: ...
     @property
     def ip(self) -> str: ...
     @property
     def client_version(self) -> str: ...
     @property
-    def last_seen_ms(self) -> int: ...
+    def create_time(self) -> int: ...
 
 
 REPORT_KINDS = ("produce", "fetch")
@@ -836,13 +838,13 @@ def connections_by_topic(rows: Iterable[ConnectionLike], now_ms: int, *, window_
     excluded = set(exclude_hosts)
     live: dict[str, dict[tuple[str, str, str, str], TopicConnection]] = {}
     for row in rows:
-        if now_ms - row.last_seen_ms > window_ms or row.ip in excluded:
+        if now_ms - row.create_time > window_ms or row.ip in excluded:
             continue
-        role = "producer" if row.kind == "produce" else "consumer" if row.kind == "fetch" else row.kind
+        role = "producer" if row.type == "produce" else "consumer" if row.type == "fetch" else row.type
         conn = TopicConnection(row.app_id, row.ip, role, row.client_version, getattr(row, "client_id", None),
-                               row.last_seen_ms)
+                               row.create_time)
         key = (row.app_id, row.ip, role, row.client_version)
-        seen = live.setdefault(row.topic, {})
+        seen = live.setdefault(row.topic_name, {})
         old = seen.get(key)
         if old is None or old.last_seen_ms < conn.last_seen_ms:
             seen[key] = conn

@@ -241,7 +241,7 @@ def test_connections_view_from_the_reports_a_broker_posts(tmp_path: Path) -> Non
                 return rows
 
             deadline = time.monotonic() + 20
-            while time.monotonic() < deadline and {r.kind for r in reported() if r.topic == topic} != \
+            while time.monotonic() < deadline and {r.type for r in reported() if r.topic_name == topic} != \
                     {"produce", "fetch"}:
                 time.sleep(0.2)
     view = connections_by_topic(reported(), now_ms())
