@@ -138,8 +138,11 @@ def line_chart(series: Mapping[str, Sequence[tuple[float, float]]], *, title: st
                            f'{" " + escape(unit) if unit else ""}</title></circle>')
         if len(clean) > 1:
             y = _MARGIN_TOP - 12
-            label = escape(name)
-            legend_x -= 14 + 7 * len(name)
+            short = name if len(name) <= 24 else name[:23] + "\u2026"
+            legend_x -= 14 + 7 * len(short)
+            if legend_x < _MARGIN_LEFT:
+                continue  # no room left: the line's own <title> still names it
+            label = escape(short)
             out.append(f'<rect x="{legend_x:.0f}" y="{y - 8}" width="10" height="10" fill="{colour}"/>'
                        f'<text x="{legend_x + 13:.0f}" y="{y + 1}" font-size="11" '
                        f'font-family="sans-serif">{label}</text>')

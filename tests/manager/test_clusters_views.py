@@ -176,6 +176,16 @@ def test_line_chart_is_valid_svg_with_a_line_per_series_and_escaped_names() -> N
     assert any(re.fullmatch(r"\d\d:\d\d(:\d\d)?", t or "") for t in texts)
 
 
+def test_line_chart_legend_shortens_long_names_and_stays_inside() -> None:
+    pts = [(1_700_000_000.0 + i, 1.0) for i in range(3)]
+    series = {f"topic-with-a-rather-long-name-{i}": pts for i in range(6)}
+    root = ET.fromstring(line_chart(series, width=640))
+    legend = [t for t in root.iter(f"{SVG}text") if (t.text or "").startswith("topic-with")]
+    assert legend and all(len(t.text or "") <= 24 for t in legend)
+    assert all(float(t.get("x", "0")) >= 64 for t in legend)
+    assert len(root.findall(f"{SVG}polyline")) == 6
+
+
 def test_line_chart_without_points_says_so_and_rejects_tiny_sizes() -> None:
     root = ET.fromstring(line_chart({"t": []}, title="t"))
     assert "no data yet" in [t.text for t in root.iter(f"{SVG}text")]
