@@ -1,0 +1,1 @@
+"""kaflet manager: the management service and console for kaflet (and Kafka) clusters."""
