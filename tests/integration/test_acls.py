@@ -345,6 +345,9 @@ def test_every_refused_call_gets_its_error_code(broker: BrokerProcess) -> None:
 
         DS = codec.request_class(50)
         assert c.request(50, 0, DS(users=None)).error_code == CLUSTER_DENIED
+        LD = codec.request_class(35)
+        ld = c.request(35, 4, LD(topics=None))
+        assert ld.error_code == CLUSTER_DENIED and ld.results == []
         AS = codec.request_class(51)
         asc = c.request(51, 0, AS(deletions=[AS.ScramCredentialDeletion(name="x", mechanism=1)], upsertions=[]))
         assert asc.results[0].error_code == CLUSTER_DENIED

@@ -17,6 +17,7 @@ import struct
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -1063,6 +1064,27 @@ def _describe_producers_check(broker: BrokerProcess, c: RawClient, v: int) -> No
     assert p.error_code == 0
     assert [(s.producer_id, s.producer_epoch, s.last_sequence) for s in p.active_producers] == [
         (ip.producer_id, ip.producer_epoch, 0)]
+
+
+@check(K.DESCRIBE_LOG_DIRS, range(0, 5))
+def _describe_log_dirs_check(broker: BrokerProcess, c: RawClient, v: int) -> None:
+    topic = _topic(broker, f"ld{v}", partitions=2)
+    assert _produce(c, topic, [b"a", b"bb", b"ccc"]).error_code == 0
+    D = _req(K.DESCRIBE_LOG_DIRS)
+    on_disk = sum(f.stat().st_size for f in (broker.data_dir / f"{topic}-0").glob("*.log"))
+    resp = c.request(K.DESCRIBE_LOG_DIRS, v, D(topics=[D.DescribableLogDirTopic(topic=topic, partitions=[0])]))
+    [result] = resp.results
+    assert result.error_code == 0 and Path(result.log_dir) == broker.data_dir.resolve()
+    [t] = [t for t in result.topics if t.name == topic]
+    assert [(p.partition_index, p.partition_size, p.offset_lag, p.is_future_key) for p in t.partitions] == [
+        (0, on_disk, 0, False)]
+    assert on_disk > 0
+    every = c.request(K.DESCRIBE_LOG_DIRS, v, D(topics=None)).results[0]
+    assert sorted(p.partition_index for t in every.topics if t.name == topic for p in t.partitions) == [0, 1]
+    if v >= 3:
+        assert resp.error_code == 0
+    if v >= 4:
+        assert 0 < result.usable_bytes <= result.total_bytes
 
 
 # -- the tests --------------------------------------------------------------------------------------

@@ -102,15 +102,16 @@ def test_create_expand_configure_and_delete_a_topic(client: ClusterClient) -> No
     assert gone.value.code == "UNKNOWN_TOPIC_OR_PART"
 
 
-def test_sizes_need_describe_log_dirs(client: ClusterClient) -> None:
+def test_sizes_from_describe_log_dirs(client: ClusterClient, kaflet_broker: BrokerProcess) -> None:
+    topic = name("size")
+    client.create_topic(topic, 2)
+    produce(kaflet_broker.bootstrap, topic, {0: 10, 1: 0})
     sizes = client.log_dir_sizes()
-    if sizes is None:
-        # kaflet does not serve DescribeLogDirs yet: the size is unknown, and says why.
-        assert "DescribeLogDirs" in (client.sizes_unavailable or "")
-        topics = client.topics(sizes=None)
-        assert all(t.size_bytes is None for t in topics)
-    else:
-        assert client.sizes_unavailable is None and all(v >= 0 for v in sizes.values())
+    assert sizes is not None and client.sizes_unavailable is None
+    on_disk = sum(f.stat().st_size for f in (kaflet_broker.data_dir / f"{topic}-0").glob("*.log"))
+    assert on_disk > 0 and sizes[(topic, 0)] == on_disk and sizes[(topic, 1)] == 0
+    [info] = [t for t in client.topics(sizes=sizes) if t.name == topic]
+    assert info.size_bytes == on_disk
 
 
 def test_group_lag_and_offset_resets(client: ClusterClient, kaflet_broker: BrokerProcess) -> None:
@@ -269,9 +270,8 @@ def test_sasl_plain_credentials_reach_both_admin_clients(tmp_path: Path) -> None
             c.create_topic(topic, 2)
             assert c.topic(topic).partition_count == 2
             assert [f"{b.host}:{b.port}" for b in c.overview().brokers] == [sasl]
-            # kafka-python's client logs in too: it gets as far as the broker's ApiVersions.
-            c.log_dir_sizes()
-            assert c.sizes_unavailable is None or "DescribeLogDirs" in c.sizes_unavailable
+            # kafka-python's client (DescribeLogDirs) logs in too.
+            assert c.log_dir_sizes() is not None and c.sizes_unavailable is None
         wrong = ClusterAccess(sasl, security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN",
                               sasl_username="ops", sasl_password="nope", request_timeout_s=3)
         with ClusterClient(wrong) as c, pytest.raises(ClusterError):
