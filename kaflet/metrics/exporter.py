@@ -77,6 +77,8 @@ class BrokerState:
     topic_exists: Callable[[str], bool]
     isr_shrinks: Callable[[], int]
     isr_expands: Callable[[], int]
+    #: Disk load protection per device: (utilisation 0-1, cold reads admitted, refused); empty when off.
+    disks: Callable[[], Mapping[str, tuple[float, int, int]]] = dict
 
 
 def _buckets(h: Histogram) -> list[tuple[str, float]]:
@@ -113,8 +115,29 @@ class KafkaCollector:
         for listener, n in sorted(state.connections().items()):
             conns.add_metric([listener], float(n))
         yield conns
+        yield from self._disk_load()
         if stats.app_topics is not None:
             yield from self._app_topic_metrics()
+
+    def _disk_load(self) -> Iterator[Metric]:
+        disks = sorted(self.state.disks().items())
+        if not disks:
+            return
+        util = GaugeMetricFamily("kaflet_diskloadprotector_utilisation",
+                                 "Last sampled utilisation (0-1) of a log dir's disk", labels=["device"])
+        admitted = CounterMetricFamily("kaflet_diskloadprotector_coldreads_admitted",
+                                       "Consumer reads of cold data let through while the disk was overloaded",
+                                       labels=["device"])
+        refused = CounterMetricFamily("kaflet_diskloadprotector_coldreads_refused",
+                                      "Consumer reads of cold data refused (throttled) while the disk was overloaded",
+                                      labels=["device"])
+        for device, (u, a, r) in disks:
+            util.add_metric([device], u)
+            admitted.add_metric([device], float(a))
+            refused.add_metric([device], float(r))
+        yield util
+        yield admitted
+        yield refused
 
     def _topic_meters(self) -> Iterator[Metric]:
         stats = self.stats

@@ -58,7 +58,15 @@ def _state(broker: Broker) -> BrokerState:
         topic_exists=lambda topic: topic in broker.metadata_cache.topics,
         isr_shrinks=lambda: broker.replica_manager.isr_shrinks,
         isr_expands=lambda: broker.replica_manager.isr_expands,
+        disks=lambda: _disks(broker),
     )
+
+
+def _disks(broker: Broker) -> dict[str, tuple[float, int, int]]:
+    protector = broker.disk_load_protector
+    if protector is None:
+        return {}
+    return {name: (d.util, d.admitted, d.refused) for name, d in protector.disks.items()}
 
 
 async def start_metrics(broker: Broker, stop: asyncio.Event) -> tuple[MetricsExporter | None, list[asyncio.Task[Any]]]:

@@ -4,24 +4,16 @@ partition under-replicated, and its return expands the ISR again."""
 
 from __future__ import annotations
 
-import urllib.request
 import uuid
 from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from prometheus_client.parser import text_string_to_metric_families
 
 from kaflet.metadata.zk_testing import free_ports
 from tests.support.cluster import Cluster
-
-
-def scrape(port: int) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
-        text = resp.read().decode()
-    return {(s.name, frozenset(s.labels.items())): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
+from tests.support.metrics import scrape
 
 
 def test_follower_fetches_under_replication_and_isr_expansion(cluster_factory: Callable[..., Cluster]) -> None:

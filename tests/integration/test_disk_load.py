@@ -20,6 +20,7 @@ from kaflet.embedded_broker import embedded_broker
 from kaflet.log.disk_load import in_page_cache
 from kaflet.protocol import codec
 from kaflet.protocol.records import decode_records
+from tests.support.metrics import scrape
 from tests.support.raw_client import RawClient
 
 TOPIC = "history"
@@ -62,7 +63,8 @@ def consumer(bootstrap: str, group: str, throttles: list[float]) -> Consumer:
 def test_cold_consumer_is_throttled_while_the_tail_consumer_is_not() -> None:
     cfg = {"diskloadprotector.enable": "true", "diskloadprotector.util.threshold": "0",
            "diskloadprotector.cold.fetch.rate": "0", "diskloadprotector.throttle.ms": str(THROTTLE_MS),
-           "diskloadprotector.sample.interval.ms": "50", "log.segment.bytes": str(1 << 20)}
+           "diskloadprotector.sample.interval.ms": "50", "log.segment.bytes": str(1 << 20),
+           "metrics.listener": "http://127.0.0.1:0"}
     with embedded_broker(cfg) as (broker, _loop):
         bootstrap = broker.bootstrap
         producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
@@ -107,6 +109,11 @@ def test_cold_consumer_is_throttled_while_the_tail_consumer_is_not() -> None:
             assert {round(t * 1000) for t in cold_throttles} <= {THROTTLE_MS, 0}
             refused = sum(d.refused for d in protector.disks.values())
             assert refused >= 3
+            # The same counts on the metrics endpoint, per device.
+            samples = scrape(broker)
+            scraped = {dict(labels)["device"]: v for (name, labels), v in samples.items()
+                       if name == "kaflet_diskloadprotector_coldreads_refused_total"}
+            assert set(scraped) == set(protector.disks) and sum(scraped.values()) >= refused
 
             # The first segment read back into the page cache is hot again: it is served, and
             # the consumer stops at the next segment, still cold.

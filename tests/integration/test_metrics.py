@@ -7,38 +7,23 @@ from __future__ import annotations
 
 import logging
 import time
-import urllib.request
 import uuid
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
-from prometheus_client.parser import text_string_to_metric_families
 
 from kaflet.embedded_broker import embedded_broker
 from kaflet.server.broker import Broker, BrokerStartError
 from tests.support.management_service import JMX_TOPICS, scripted_management_service
+from tests.support.metrics import Samples, scrape
 from tests.support.quotas import alter
 from tests.support.topics import create_topic
 
 SYNC_MS = 300
 JAAS = ('com.didichuxing.datachannel.kafka.security.sasl.plain.PlainLoginModule required '
         'username="admin" password="admin-secret";')
-
-Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
-
-
-def scrape(broker: Broker) -> Samples:
-    """Every sample of the broker's /metrics, by (name, labels)."""
-    assert broker.metrics_exporter is not None
-    url = f"http://127.0.0.1:{broker.metrics_exporter.port}/metrics"
-    with urllib.request.urlopen(url, timeout=10) as resp:
-        assert resp.headers["Content-Type"].startswith("text/plain")
-        text = resp.read().decode()
-    return {(s.name, frozenset(s.labels.items())): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
-
 
 def value(samples: Samples, name: str, **labels: str) -> float:
     return samples[(name, frozenset(labels.items()))]
