@@ -19,9 +19,9 @@ from kaflet.coordinator.group.coordinator import GroupConfig, GroupCoordinator
 from kaflet.coordinator.group.store import GROUP_METADATA_TOPIC, OffsetsTopicStore
 from kaflet.coordinator.group.topic import OffsetsTopic, OffsetsTopicConfig
 from kaflet.coordinator.producer_id_manager import ProducerIdManager
-from kaflet.coordinator.transaction.coordinator import TransactionCoordinator, TxnConfig
+from kaflet.coordinator.transaction.coordinator import MarkerJob, TransactionCoordinator, TxnConfig
 from kaflet.coordinator.transaction.markers import TxnMarkerSender
-from kaflet.coordinator.transaction.schemas import TRANSACTION_STATE_TOPIC
+from kaflet.coordinator.transaction.schemas import TRANSACTION_STATE_TOPIC, TopicPartition
 from kaflet.coordinator.transaction.topic import transaction_topic_config
 from kaflet.gateway.gateway import ClusterIdMismatchError, Gateway, GatewaySettings, check_cluster_id
 from kaflet.gateway.model import ManagementService, PartitionView
@@ -571,11 +571,14 @@ class Broker:
         part = self.metadata_cache.partition(topic, index)
         return None if part is None else part.leader
 
-    async def _write_txn_markers_local(self, request: Any) -> Any:
+    async def _write_txn_markers_local(self, job: MarkerJob, partitions: list[TopicPartition]
+                                       ) -> dict[TopicPartition, ErrorCode]:
         """WriteTxnMarkers from this broker's transaction coordinator to itself, in-process."""
         from kaflet.server.handlers import write_txn_markers
 
-        return await write_txn_markers.process(self, request)
+        (codes,) = await write_txn_markers.write_markers(
+            self, [(job.producer_id, job.producer_epoch, job.coordinator_epoch, job.commit, partitions)])
+        return dict(zip(partitions, codes, strict=True))
 
     async def _connect_for_markers(self, broker_id: int) -> BrokerClient:
         """A connection to another broker's inter-broker listener for WriteTxnMarkers (markers
