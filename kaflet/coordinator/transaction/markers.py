@@ -104,7 +104,16 @@ class TxnMarkerSender:
                     pending.discard(tp)
                 elif leader >= 0:
                     by_leader.setdefault(leader, []).append(tp)
-            results = await asyncio.gather(*(self._send_to(b, job, tps) for b, tps in by_leader.items()))
+            if len(by_leader) == 1:
+                # One leader (always so on a lone broker): awaited directly, not through gather's
+                # tasks, so markers written in-process complete within this step of the event
+                # loop. Every extra step is a chance for the client's next AddPartitionsToTxn
+                # to be read first and get CONCURRENT_TRANSACTIONS, which librdkafka retries
+                # only after 20 ms.
+                ((broker_id, tps),) = by_leader.items()
+                results = [await self._send_to(broker_id, job, tps)]
+            else:
+                results = await asyncio.gather(*(self._send_to(b, job, tps) for b, tps in by_leader.items()))
             for outcome in results:
                 for tp, code in outcome.items():
                     if code == E.NONE:
