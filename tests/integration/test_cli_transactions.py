@@ -15,13 +15,10 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
-from kaflet.protocol import codec
-from kaflet.protocol.api_keys import ApiKey
-from kaflet.protocol.records import Record, build_batch
 from tests.support.broker_process import BrokerProcess
 from tests.support.raw_client import RawClient
 from tests.support.topics import create_topic
-from tests.support.transactions import consume_all, init_producer_id, latest_offset
+from tests.support.transactions import consume_all, init_producer_id, latest_offset, raw_produce
 
 CLI = [sys.executable, "-m", "kaflet.cli"]
 
@@ -34,22 +31,6 @@ def txn_cli(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
 def _rows(out: str) -> list[list[str]]:
     """The table's data rows (Kafka's layout: padded cells, tab separated), header dropped."""
     return [[cell.strip() for cell in line.split("\t")[:-1]] for line in out.splitlines()[1:]]
-
-
-def _produce(client: RawClient, topic: str, partition: int, values: list[bytes], pid: int = -1, epoch: int = -1,
-             transactional: bool = False) -> int:
-    """A raw Produce (acks=all) of one batch; its base offset."""
-    batch = build_batch([Record(i, 0, None, v) for i, v in enumerate(values)], producer_id=pid,
-                        producer_epoch=epoch, base_sequence=0 if pid >= 0 else -1, is_transactional=transactional)
-    R = codec.request_class(ApiKey.PRODUCE)
-    P = R.TopicProduceData
-    # Produce needs a transactional id for a transactional batch (only its Write ACL is
-    # checked); no coordinator has ever heard of this one.
-    req = R(transactional_id="never-initialized" if transactional else None, acks=-1, timeout_ms=10000,
-            topic_data=[P(name=topic, partition_data=[P.PartitionProduceData(index=partition, records=batch)])])
-    part = client.request(ApiKey.PRODUCE, 8, req).responses[0].partition_responses[0]
-    assert part.error_code == 0
-    return int(part.base_offset)
 
 
 @pytest.fixture
@@ -67,8 +48,8 @@ def test_find_and_abort_hanging_transactions(kaflet_broker: BrokerProcess, raw: 
     create_topic(bootstrap, topic, 2)
     # A transaction no coordinator knows about: its producer id has no transactional id.
     pid, epoch = init_producer_id(raw)
-    assert _produce(raw, topic, 0, [b"h1", b"h2"], pid, epoch, transactional=True) == 0
-    assert _produce(raw, topic, 0, [b"after"]) == 2
+    assert raw_produce(raw, topic, 0, [b"h1", b"h2"], pid, epoch, transactional=True) == 0
+    assert raw_produce(raw, topic, 0, [b"after"]) == 2
     assert latest_offset(raw, topic, 1) == 0
     # A live transaction on partition 1, which the coordinator tracks: not hanging.
     live_id = f"cli-live-{uuid.uuid4().hex[:6]}"
@@ -119,8 +100,8 @@ def test_find_and_abort_hanging_transactions(kaflet_broker: BrokerProcess, raw: 
 
     # The form for brokers older than 3.0: producer id and epochs given (-1 is taken as 0).
     pid2, epoch2 = init_producer_id(raw)
-    start = _produce(raw, topic, 0, [b"h3"], pid2, epoch2, transactional=True)
-    _produce(raw, topic, 0, [b"after2"])
+    start = raw_produce(raw, topic, 0, [b"h3"], pid2, epoch2, transactional=True)
+    raw_produce(raw, topic, 0, [b"after2"])
     assert latest_offset(raw, topic, 1) == start
     aborted = txn_cli(bootstrap, "--abort", "--topic", topic, "--partition", "0", "--producer-id", str(pid2),
                       "--producer-epoch", str(epoch2), "--coordinator-epoch", "-1")

@@ -10,6 +10,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
+from kaflet.protocol.records import Record, build_batch
 from tests.support.raw_client import RawClient
 
 
@@ -56,3 +57,21 @@ def latest_offset(client: RawClient, topic: str, isolation: int, partition: int 
     part = resp.topics[0].partitions[0]
     assert part.error_code == 0
     return int(part.offset)
+
+
+def raw_produce(client: RawClient, topic: str, partition: int, values: list[bytes], pid: int = -1, epoch: int = -1,
+                transactional: bool = False) -> int:
+    """A raw Produce (acks=all) of one batch (sequence 0 when `pid` is given), to a partition
+    the client's broker leads; its base offset. A transactional one opens a transaction that
+    no coordinator knows of: a hanging transaction."""
+    batch = build_batch([Record(i, 0, None, v) for i, v in enumerate(values)], producer_id=pid,
+                        producer_epoch=epoch, base_sequence=0 if pid >= 0 else -1, is_transactional=transactional)
+    R = codec.request_class(ApiKey.PRODUCE)
+    P = R.TopicProduceData
+    # Produce needs a transactional id for a transactional batch (only its Write ACL is
+    # checked); no coordinator has ever heard of this one.
+    req = R(transactional_id="never-initialized" if transactional else None, acks=-1, timeout_ms=10000,
+            topic_data=[P(name=topic, partition_data=[P.PartitionProduceData(index=partition, records=batch)])])
+    part = client.request(ApiKey.PRODUCE, 8, req).responses[0].partition_responses[0]
+    assert part.error_code == 0
+    return int(part.base_offset)
