@@ -12,10 +12,9 @@ from collections.abc import Callable
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from kaflet.coordinator.group.hashing import partition_for
-from tests.support.cluster import Cluster
+from tests.support.cluster import Cluster, create_topic_led_by_each
 from tests.support.raw_client import RawClient
 from tests.support.transactions import consume_all, init_producer_id, latest_offset, raw_produce
 
@@ -33,11 +32,7 @@ def test_transactions_tool_across_brokers(cluster_factory: Callable[..., Cluster
     cluster = cluster_factory(3)
     cluster.wait_for_registered([1, 2, 3])
     topic = f"clitx-{uuid.uuid4().hex[:6]}"
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    admin.create_topics([NewTopic(topic, num_partitions=3, replica_assignment=[[1, 2, 3], [2, 3, 1], [3, 1, 2]])])[
-        topic].result(60)
-    for p in range(3):
-        cluster.wait_for_isr(topic, p, [1, 2, 3], timeout=60)
+    create_topic_led_by_each(cluster, topic)
     txn_id = f"tx-{uuid.uuid4().hex[:6]}"
     live = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": txn_id})
     live.init_transactions(60)
