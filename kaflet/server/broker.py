@@ -408,6 +408,8 @@ class Broker:
                 # Started by the first LeaderAndIsr, as Kafka's ReplicaManager does.
                 high_watermark_checkpoints=False,
                 retention_check_interval_ms=cfg["log.retention.check.interval.ms"],
+                producer_id_expiration_ms=self._producer_id_expiration_ms,
+                producer_id_expiration_check_interval_ms=cfg["producer.id.expiration.check.interval.ms"],
                 cleaner_config=cleaner_config,
             )
             manager.startup()
@@ -565,6 +567,14 @@ class Broker:
             leader.host, leader.port, settings.security, client_id=f"broker-{self.broker_id}-fetcher",
             connect_timeout_s=settings.connect_timeout_s,
             request_timeout_s=self.config["replica.socket.timeout.ms"] / 1000)
+
+    def _producer_id_expiration_ms(self) -> int:
+        """producer.id.expiration.ms as it is now (a dynamic broker config in Kafka 3.x)."""
+        value = self.config_admin.dynamic.value("producer.id.expiration.ms")
+        try:
+            return int(value) if value is not None else int(self.config["producer.id.expiration.ms"])
+        except ValueError:  # validated when altered; the static value stands otherwise
+            return int(self.config["producer.id.expiration.ms"])
 
     def _partition_leader(self, topic: str, index: int) -> int | None:
         """The leader of a partition for the marker sender (-1: none now; None: no such partition)."""

@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
-from tests.support.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess, running_broker
 from tests.support.raw_client import RawClient
 from tests.support.topics import create_topic
 from tests.support.transactions import consume_all, init_producer_id, latest_offset, raw_produce
@@ -153,3 +155,36 @@ def test_what_does_not_exist_is_said(kaflet_broker: BrokerProcess) -> None:
     unreachable = subprocess.run([*CLI, "transactions", "--bootstrap-server", "127.0.0.1:1", "--list", "--timeout",
                                   "1"], capture_output=True, text=True, timeout=60)
     assert unreachable.returncode == 1 and "Could not reach a broker" in unreachable.stderr
+
+
+def test_idle_producer_ids_expire(tmp_path: Path) -> None:
+    """producer.id.expiration.ms: an idle idempotent producer leaves the partition's producer
+    state (DescribeProducers, here through --describe-producers); one with a transaction open
+    stays."""
+    overrides = {"producer.id.expiration.ms": "8000", "producer.id.expiration.check.interval.ms": "200"}
+    with running_broker(tmp_path / "data", overrides) as broker:
+        bootstrap = broker.bootstrap
+        topic = f"clitxn-{uuid.uuid4().hex[:8]}"
+        create_topic(bootstrap, topic)
+        txn = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"exp-{uuid.uuid4().hex[:6]}"})
+        txn.init_transactions(30)
+        txn.begin_transaction()
+        txn.produce(topic, b"open", partition=0)
+        assert txn.flush(30) == 0
+        idem = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+        idem.produce(topic, b"once", partition=0)
+        assert idem.flush(30) == 0
+
+        def producers() -> list[tuple[str, str]]:
+            res = txn_cli(bootstrap, "--describe-producers", "--topic", topic, "--partition", "0")
+            assert res.returncode == 0, res.stderr
+            return [(r[0], r[5]) for r in _rows(res.stdout)]
+
+        first = producers()
+        assert len(first) == 2 and sorted(start for _, start in first) == ["0", "None"]
+        open_pid = next(pid for pid, start in first if start != "None")
+        deadline = time.monotonic() + 60
+        while len(current := producers()) > 1 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert current == [(open_pid, "0")]
+        txn.abort_transaction(30)
