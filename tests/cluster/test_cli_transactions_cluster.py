@@ -33,13 +33,6 @@ def test_transactions_tool_across_brokers(cluster_factory: Callable[..., Cluster
     cluster.wait_for_registered([1, 2, 3])
     topic = f"clitx-{uuid.uuid4().hex[:6]}"
     create_topic_led_by_each(cluster, topic)
-    txn_id = f"tx-{uuid.uuid4().hex[:6]}"
-    live = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": txn_id})
-    live.init_transactions(60)
-    live.begin_transaction()
-    for p in range(3):
-        live.produce(topic, f"live{p}".encode(), partition=p)
-    assert live.flush(60) == 0
     # A hanging transaction on partition 1, led by broker 2 (its followers are 3 and 1).
     leader = RawClient(cluster.broker(2).bootstrap)
     try:
@@ -48,6 +41,14 @@ def test_transactions_tool_across_brokers(cluster_factory: Callable[..., Cluster
         raw_produce(leader, topic, 1, [b"plain"])
     finally:
         leader.close()
+    # A live transaction on every partition, which its coordinator tracks: not hanging.
+    txn_id = f"tx-{uuid.uuid4().hex[:6]}"
+    live = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": txn_id})
+    live.init_transactions(60)
+    live.begin_transaction()
+    for p in range(3):
+        live.produce(topic, f"live{p}".encode(), partition=p)
+    assert live.flush(60) == 0
     coordinator = cluster.leader("__transaction_state", partition_for(txn_id, 50))
     bootstrap = cluster.broker(1).bootstrap
 
