@@ -24,6 +24,7 @@ _LAZY_COMMANDS = {
     "dev-cluster": ("kaflet.cli.dev_cluster", "dev_cluster"),
     "leader-election": ("kaflet.cli.leader_election", "leader_election"),
     "reassign-partitions": ("kaflet.cli.reassign_partitions", "reassign_partitions"),
+    "transactions": ("kaflet.cli.transactions", "transactions"),
 }
 
 

@@ -994,6 +994,13 @@ class Log:
         now = self._time() if now_ms is None else now_ms
         return self._leo > self._recovery_point and now - self._last_flush_ms >= self.config.flush_ms
 
+    def remove_expired_producers(self, expiration_ms: int, now_ms: int | None = None) -> int:
+        """producer.id.expiration.ms: drop idle producers' state (``ProducerStateManager``)."""
+        if self._closed:
+            return 0
+        return self.producer_state.remove_expired_producers(self._time() if now_ms is None else now_ms,
+                                                            expiration_ms)
+
     # ------------------------------------------------------------------ retention / log start offset
 
     def maybe_increment_log_start_offset(self, new_start: int) -> bool:

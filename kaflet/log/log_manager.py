@@ -101,6 +101,8 @@ class LogManager:
         high_watermark_checkpoints: bool = True,
         flush_check_interval_ms: int = 1000,
         retention_check_interval_ms: int = 300000,
+        producer_id_expiration_ms: Callable[[], int] | None = None,
+        producer_id_expiration_check_interval_ms: int = 600000,
         cleaner_config: CleanerConfig | None = None,
         executor: Executor | None = None,
         now_ms: Callable[[], int] = _now_ms,
@@ -121,6 +123,9 @@ class LogManager:
         self.high_watermark_checkpoints = high_watermark_checkpoints
         self.flush_check_interval_ms = flush_check_interval_ms
         self.retention_check_interval_ms = retention_check_interval_ms
+        # producer.id.expiration.ms, read at each check so a dynamic change applies (None: never).
+        self.producer_id_expiration_ms = producer_id_expiration_ms
+        self.producer_id_expiration_check_interval_ms = producer_id_expiration_check_interval_ms
         # Two checkpoint writes must not interleave: both go through the same ``.tmp`` file.
         self._checkpoint_lock = asyncio.Lock()
         self._executor = executor
@@ -441,9 +446,24 @@ class LogManager:
             return 0
         return int(await self._in_executor(unlink_files, paths))
 
-    def _next_wake_ms(self, now: int, last_retention: int, last_hw: int) -> int:
+    def remove_expired_producers(self, now_ms: int | None = None) -> int:
+        """Kafka's PeriodicProducerExpirationCheck over every log: the producers idle for
+        producer.id.expiration.ms with no open transaction are forgotten; how many."""
+        if self.producer_id_expiration_ms is None:
+            return 0
+        expiration_ms = self.producer_id_expiration_ms()
+        now = self._time() if now_ms is None else now_ms
+        removed = sum(lg.remove_expired_producers(expiration_ms, now) for lg in list(self._logs.values()))
+        if removed:
+            log.info("removed %d producer ids idle for %d ms or more (producer.id.expiration.ms)", removed,
+                     expiration_ms)
+        return removed
+
+    def _next_wake_ms(self, now: int, last_retention: int, last_hw: int, last_pid: int) -> int:
         wake = min(self.flush_check_interval_ms, max(0, last_retention + self.retention_check_interval_ms - now),
                    max(0, last_hw + self.high_watermark_checkpoint_interval_ms - now))
+        if self.producer_id_expiration_ms is not None:
+            wake = min(wake, max(0, last_pid + self.producer_id_expiration_check_interval_ms - now))
         for lg in self._logs.values():
             due = lg.next_file_delete_ms
             if due is not None:
@@ -466,7 +486,7 @@ class LogManager:
                 await loop.run_in_executor(None, self.cleaner.stop)
 
     async def _background_loop(self, stop_event: asyncio.Event) -> None:
-        last_rp = last_ls = last_hw = last_retention = self._time()
+        last_rp = last_ls = last_hw = last_retention = last_pid = self._time()
         while not stop_event.is_set():
             now = self._time()
             try:
@@ -491,11 +511,14 @@ class LogManager:
                     _, moved = self.cleanup_logs(now)
                     if moved:
                         await self._write_checkpoint_async(LOG_START_OFFSET_CHECKPOINT, "log_start_offset")
+                if now - last_pid >= self.producer_id_expiration_check_interval_ms:
+                    last_pid = now
+                    self.remove_expired_producers(now)
                 await self.remove_due_segment_files(now)
             except Exception:
                 log.exception("log manager background job failed")
             try:
-                timeout = self._next_wake_ms(self._time(), last_retention, last_hw) / 1000
+                timeout = self._next_wake_ms(self._time(), last_retention, last_hw, last_pid) / 1000
                 await asyncio.wait_for(stop_event.wait(), timeout=timeout)
             except TimeoutError:
                 pass

@@ -242,6 +242,17 @@ class ProducerStateManager:
         self.map_end_offset = max(self.map_end_offset, last_offset + 1)
         return completed
 
+    def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
+        """Forget the producers with no open transaction whose last write (its timestamp) is
+        ``expiration_ms`` or more before ``now_ms`` (Kafka's removeExpiredProducers, which
+        producer.id.expiration.ms drives); how many. Their next batch is then taken as from an
+        unknown producer (KIP-360), and the next snapshot leaves them out."""
+        expired = [pid for pid, e in self.producers.items()
+                   if e.current_txn_first_offset < 0 and now_ms - e.last_timestamp >= expiration_ms]
+        for pid in expired:
+            del self.producers[pid]
+        return len(expired)
+
     def last_stable_offset(self, completed: CompletedTxn) -> int:
         """The LSO right after ``completed`` ends (for its .txnindex entry), as Kafka computes it:
         the first offset of the earliest other open transaction, else past the marker."""

@@ -19,9 +19,9 @@ from kaflet.coordinator.group.coordinator import GroupConfig, GroupCoordinator
 from kaflet.coordinator.group.store import GROUP_METADATA_TOPIC, OffsetsTopicStore
 from kaflet.coordinator.group.topic import OffsetsTopic, OffsetsTopicConfig
 from kaflet.coordinator.producer_id_manager import ProducerIdManager
-from kaflet.coordinator.transaction.coordinator import TransactionCoordinator, TxnConfig
+from kaflet.coordinator.transaction.coordinator import MarkerJob, TransactionCoordinator, TxnConfig
 from kaflet.coordinator.transaction.markers import TxnMarkerSender
-from kaflet.coordinator.transaction.schemas import TRANSACTION_STATE_TOPIC
+from kaflet.coordinator.transaction.schemas import TRANSACTION_STATE_TOPIC, TopicPartition
 from kaflet.coordinator.transaction.topic import transaction_topic_config
 from kaflet.gateway.gateway import ClusterIdMismatchError, Gateway, GatewaySettings, check_cluster_id
 from kaflet.gateway.model import ManagementService, PartitionView
@@ -408,6 +408,8 @@ class Broker:
                 # Started by the first LeaderAndIsr, as Kafka's ReplicaManager does.
                 high_watermark_checkpoints=False,
                 retention_check_interval_ms=cfg["log.retention.check.interval.ms"],
+                producer_id_expiration_ms=self._producer_id_expiration_ms,
+                producer_id_expiration_check_interval_ms=cfg["producer.id.expiration.check.interval.ms"],
                 cleaner_config=cleaner_config,
             )
             manager.startup()
@@ -566,16 +568,27 @@ class Broker:
             connect_timeout_s=settings.connect_timeout_s,
             request_timeout_s=self.config["replica.socket.timeout.ms"] / 1000)
 
+    def _producer_id_expiration_ms(self) -> int:
+        """producer.id.expiration.ms as it is now (a dynamic broker config in Kafka 3.x)."""
+        value = self.config_admin.dynamic.value("producer.id.expiration.ms")
+        try:
+            return int(value) if value is not None else int(self.config["producer.id.expiration.ms"])
+        except ValueError:  # validated when altered; the static value stands otherwise
+            return int(self.config["producer.id.expiration.ms"])
+
     def _partition_leader(self, topic: str, index: int) -> int | None:
         """The leader of a partition for the marker sender (-1: none now; None: no such partition)."""
         part = self.metadata_cache.partition(topic, index)
         return None if part is None else part.leader
 
-    async def _write_txn_markers_local(self, request: Any) -> Any:
+    async def _write_txn_markers_local(self, job: MarkerJob, partitions: list[TopicPartition]
+                                       ) -> dict[TopicPartition, ErrorCode]:
         """WriteTxnMarkers from this broker's transaction coordinator to itself, in-process."""
         from kaflet.server.handlers import write_txn_markers
 
-        return await write_txn_markers.process(self, request)
+        (codes,) = await write_txn_markers.write_markers(
+            self, [(job.producer_id, job.producer_epoch, job.coordinator_epoch, job.commit, partitions)])
+        return dict(zip(partitions, codes, strict=True))
 
     async def _connect_for_markers(self, broker_id: int) -> BrokerClient:
         """A connection to another broker's inter-broker listener for WriteTxnMarkers (markers

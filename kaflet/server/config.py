@@ -181,6 +181,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("transactional.id.expiration.ms", int, 604800000, minimum=1),
     ConfigDef("transaction.abort.timed.out.transaction.cleanup.interval.ms", int, 10000, minimum=1),
     ConfigDef("transaction.remove.expired.transaction.cleanup.interval.ms", int, 3600000, minimum=1),
+    # Producer state of every log (kaflet/log/producer_state.py; a dynamic change applies).
+    ConfigDef("producer.id.expiration.ms", int, 86400000, minimum=1),
+    ConfigDef("producer.id.expiration.check.interval.ms", int, 600000, minimum=1),
     # Listener security (kaflet/security). Each may be overridden per listener as
     # listener.name.<listener>.<key>; secrets are in SECRET_SECURITY_CONFIGS below instead.
     ConfigDef("sasl.enabled.mechanisms", str, "GSSAPI"),

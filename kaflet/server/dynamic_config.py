@@ -462,11 +462,15 @@ def validate_broker_update(props: Mapping[str, str | None], resource_name: str, 
     return out
 
 
+#: Broker configs whose current value is read each time it is used (Broker._producer_id_expiration_ms).
+_READ_LIVE = frozenset({"producer.id.expiration.ms"})
+
+
 def applied_at_run_time(name: str) -> bool:
     """Whether kaflet applies a dynamic change of this broker config: the broker-level default
     of a topic config it enforces reaches every log without an override, the cleaner's settings
-    restart the cleaner (ConfigAdmin)."""
-    if name in CLEANER_CONFIGS:
+    restart the cleaner (ConfigAdmin), and those in ``_READ_LIVE`` are read where they are used."""
+    if name in CLEANER_CONFIGS or name in _READ_LIVE:
         return True
     key = broker_keys().get(name)
     if key is None or key.topic_synonym is None:

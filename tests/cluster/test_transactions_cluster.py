@@ -9,10 +9,9 @@ from collections.abc import Callable
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from kaflet.coordinator.group.hashing import partition_for
-from tests.support.cluster import Cluster
+from tests.support.cluster import Cluster, create_topic_led_by_each
 from tests.support.transactions import consume_all
 
 pytestmark = pytest.mark.timeout(300)
@@ -27,11 +26,7 @@ def test_markers_across_brokers_and_coordinator_failover(cluster_factory: Callab
     cluster = cluster_factory(3)
     cluster.wait_for_registered([1, 2, 3])
     topic = f"txn-{uuid.uuid4().hex[:6]}"
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    # One partition led by each broker, each replicated on all three.
-    admin.create_topics([NewTopic(topic, num_partitions=3, replica_assignment=[[1, 2, 3], [2, 3, 1], [3, 1, 2]])])[topic].result(60)
-    for p in range(3):
-        cluster.wait_for_isr(topic, p, [1, 2, 3], timeout=60)
+    create_topic_led_by_each(cluster, topic)
     txn_id = f"tx-{uuid.uuid4().hex[:6]}"
     p1 = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": txn_id})
     p1.init_transactions(60)

@@ -21,13 +21,8 @@ from tests.support.broker_process import BrokerProcess, running_broker
 from tests.support.raw_client import RawClient
 from tests.support.topics import create_topic
 from tests.support.transactions import consume_all as _consume
-
-
-def _producer_id(client: RawClient) -> tuple[int, int]:
-    R = codec.request_class(ApiKey.INIT_PRODUCER_ID)
-    resp = client.request(ApiKey.INIT_PRODUCER_ID, 1, R(transactional_id=None, transaction_timeout_ms=60000))
-    assert resp.error_code == 0
-    return resp.producer_id, resp.producer_epoch
+from tests.support.transactions import init_producer_id as _producer_id
+from tests.support.transactions import latest_offset as _latest
 
 
 def _produce(client: RawClient, topic: str, values: list[bytes], *, pid: int = -1, epoch: int = -1, seq: int = -1,
@@ -53,17 +48,6 @@ def _markers(client: RawClient, topic: str, pid: int, epoch: int, commit: bool, 
     [marker] = resp.markers
     assert marker.producer_id == pid
     return [p.error_code for p in marker.topics[0].partitions]
-
-
-def _latest(client: RawClient, topic: str, isolation: int) -> int:
-    R = codec.request_class(ApiKey.LIST_OFFSETS)
-    T = R.ListOffsetsTopic
-    req = R(replica_id=-1, isolation_level=isolation, topics=[T(name=topic, partitions=[
-        T.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=-1)])])
-    resp = client.request(ApiKey.LIST_OFFSETS, 5, req)
-    part = resp.topics[0].partitions[0]
-    assert part.error_code == 0
-    return int(part.offset)
 
 
 def _raw_fetch(client: RawClient, topic: str, isolation: int, version: int) -> Any:

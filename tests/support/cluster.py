@@ -394,6 +394,18 @@ class Cluster:
         return want
 
 
+def create_topic_led_by_each(cluster: Cluster, topic: str) -> None:
+    """A 3-partition topic on brokers 1-3: partition p led by broker p+1, each replicated on all
+    three; returns once every ISR is complete."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    assignment = [[1, 2, 3], [2, 3, 1], [3, 1, 2]]
+    admin.create_topics([NewTopic(topic, num_partitions=3, replica_assignment=assignment)])[topic].result(60)
+    for p in range(3):
+        cluster.wait_for_isr(topic, p, [1, 2, 3], timeout=60)
+
+
 def processes_mentioning(text: str) -> list[int]:
     """PIDs whose command line contains ``text`` (every process of a cluster names its dir)."""
     found = []

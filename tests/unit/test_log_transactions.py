@@ -270,3 +270,24 @@ def test_cleaner_drops_marker_of_aborted_txn_without_data_after_horizon(tmp_path
     assert [h.base_offset for seg in lg.segments for _, h in seg.batches() if h.is_control] == []
     assert lg.collect_aborted_txns(0, lg.last_stable_offset) == []
     assert (2, b"p") in _values(lg, lg.log_end_offset)
+
+
+def test_idle_producers_expire_unless_a_transaction_is_open(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    lg = Log(str(tmp_path / "t-0"), _cfg())
+    lg.append_as_leader(_txn_batch(7, 0, transactional=False), 0)  # idempotent, last write at 1000
+    lg.append_as_leader(_txn_batch(8, 0), 0)                       # an open transaction, also at 1000
+    expiration = 5000
+    assert lg.remove_expired_producers(expiration, now_ms=1000 + expiration - 1) == 0
+    assert lg.remove_expired_producers(expiration, now_ms=1000 + expiration) == 1
+    assert sorted(lg.producer_state.producers) == [8]
+    # Forgotten: its next batch is taken as from an unknown producer (KIP-360), at any sequence.
+    lg.append_as_leader(_txn_batch(7, 40, transactional=False), 0)
+    assert lg.producer_state.producers[7].last_seq == 41
+    _marker(lg, 8, commit=True)  # the marker's time (2000) is 8's last write now
+    assert lg.remove_expired_producers(expiration, now_ms=2000 + expiration) == 2
+    assert lg.producer_state.producers == {}
+    # What the next snapshot holds: a reopened log does not bring them back.
+    lg.close()
+    lg = Log(str(tmp_path / "t-0"), _cfg())
+    assert lg.producer_state.producers == {}
+    lg.close()

@@ -271,6 +271,30 @@ async def test_commit_writes_prepare_markers_then_complete(h: Harness) -> None:
     assert c.txns["t"].partitions == {("y", 0)}
 
 
+async def test_next_add_partitions_waits_briefly_for_the_previous_markers(h: Harness) -> None:
+    pid, epoch = await _begin(h)
+    c = h.coordinator
+    c.config.completion_wait_ms = 30_000  # the gate opens on the next turn of the loop
+    assert await c.add_partitions("t", pid, epoch, {("x", 0)}) == E.NONE
+    h.marker_gate = asyncio.Event()
+    assert await c.end_txn("t", pid, epoch, commit=True) == E.NONE
+    asyncio.get_running_loop().call_soon(h.marker_gate.set)
+    # Kafka answers CONCURRENT_TRANSACTIONS and the client retries 20 ms later; here the
+    # request waits for the completion and gets the answer that retry would get.
+    assert await c.add_partitions("t", pid, epoch, {("y", 0)}) == E.NONE
+    assert h.states()[-3:] == [S.PREPARE_COMMIT, S.COMPLETE_COMMIT, S.ONGOING]
+    assert c.txns["t"].partitions == {("y", 0)}
+    # Markers still in flight when the wait is over: CONCURRENT_TRANSACTIONS, as Kafka answers.
+    c.config.completion_wait_ms = 1
+    h.marker_gate = asyncio.Event()
+    assert await c.end_txn("t", pid, epoch, commit=False) == E.NONE
+    assert await c.add_partitions("t", pid, epoch, {("z", 0)}) == E.CONCURRENT_TRANSACTIONS
+    h.marker_gate.set()
+    await c.drain()
+    assert not c._completing  # nothing kept once the rounds are over
+    assert await c.add_partitions("t", pid, epoch, {("z", 0)}) == E.NONE
+
+
 async def test_abort(h: Harness) -> None:
     pid, epoch = await _begin(h)
     c = h.coordinator

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 _INT_MIN = -(1 << 31)
 
 
@@ -19,6 +21,10 @@ def java_utils_abs(n: int) -> int:
     return 0 if n == _INT_MIN else abs(n)
 
 
+# Both coordinators ask this several times per request for the same few ids; the hash walks
+# the id in Python, so the answers are remembered (bounded).
+@lru_cache(maxsize=8192)
 def partition_for(group_id: str, num_partitions: int) -> int:
-    """The __consumer_offsets partition whose leader coordinates `group_id`."""
+    """The __consumer_offsets partition whose leader coordinates `group_id` (also the
+    __transaction_state partition of a transactional id)."""
     return java_utils_abs(java_string_hash(group_id)) % num_partitions

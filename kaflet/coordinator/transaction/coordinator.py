@@ -70,6 +70,9 @@ class TxnConfig:
     id_expiration_ms: int = 604_800_000
     abort_interval_ms: int = 10_000
     remove_expired_interval_ms: int = 3_600_000
+    #: How long AddPartitionsToTxn/AddOffsetsToTxn wait for the previous transaction's markers
+    #: before answering CONCURRENT_TRANSACTIONS (kaflet's; see ``_await_completion``).
+    completion_wait_ms: int = 20
 
     @classmethod
     def from_broker(cls, cfg: Mapping[str, Any]) -> TxnConfig:
@@ -110,6 +113,8 @@ class TransactionCoordinator:
         self.active = True
         self._now = now_ms or (lambda: int(time.time() * 1000))
         self._tasks = BackgroundTasks("transaction coordinator")
+        # transactional id -> done once its marker round (and completion write) has finished
+        self._completing: dict[str, asyncio.Future[None]] = {}
 
     # ---- plumbing ------------------------------------------------------------------------
 
@@ -330,11 +335,37 @@ class TransactionCoordinator:
         code, txn = self._check_producer(transactional_id, producer_id, epoch)
         if txn is None:
             return code or E.UNKNOWN_SERVER_ERROR
+        if txn.pending in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
+            await self._await_completion(transactional_id)
+            code, txn = self._check_producer(transactional_id, producer_id, epoch)  # anything may have changed
+            if txn is None:
+                return code or E.UNKNOWN_SERVER_ERROR
         if txn.pending_in_progress or txn.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
             return E.CONCURRENT_TRANSACTIONS
         if txn.state == S.ONGOING and partitions <= txn.partitions:
             return E.NONE
         return await self._write(txn, txn.prepare_add_partitions(partitions, self._now()))
+
+    async def _await_completion(self, transactional_id: str) -> None:
+        """Wait (at most ``completion_wait_ms``) for the markers of the id's previous transaction.
+
+        Kafka answers CONCURRENT_TRANSACTIONS at once while they are in flight, and the clients
+        retry AddPartitionsToTxn after 20 ms (librdkafka; the Java producer's first retry too).
+        Here the markers of a lone broker's partitions are written in-process in well under a
+        millisecond, but a client that answers EndTxn's response at once can be read before the
+        marker task gets its turn on the event loop (the response's send can hand the CPU to
+        the client): answering CONCURRENT_TRANSACTIONS then costs that transaction 20 ms for
+        nothing. Waiting no longer than the client's own back-off gives the same answer Kafka's
+        retry would, only sooner; a completion still pending afterwards is answered as Kafka
+        answers it."""
+        done = self._completing.get(transactional_id)
+        if done is None:
+            return
+        try:
+            async with asyncio.timeout(self.config.completion_wait_ms / 1000):
+                await asyncio.shield(done)
+        except TimeoutError:
+            pass
 
     # ---- EndTxn and the markers ----------------------------------------------------------
 
@@ -403,10 +434,21 @@ class TransactionCoordinator:
         transit = txn.prepare_complete(self._now())
         job = MarkerJob(txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.state == S.PREPARE_COMMIT,
                         coordinator_epoch, frozenset(txn.partitions))
+        done = self._completing.get(txn.transactional_id)
+        if done is None or done.done():
+            self._completing[txn.transactional_id] = asyncio.get_running_loop().create_future()
         self._spawn(self._complete(txn, job, transit), f"txn-markers-{txn.transactional_id}")
 
     async def _complete(self, txn: TransactionMetadata, job: MarkerJob, transit: Transit) -> None:
         """Write the markers, then CompleteCommit/CompleteAbort (Kafka's TransactionMarkerChannelManager)."""
+        try:
+            await self._complete_round(txn, job, transit)
+        finally:
+            done = self._completing.pop(job.transactional_id, None)
+            if done is not None and not done.done():
+                done.set_result(None)
+
+    async def _complete_round(self, txn: TransactionMetadata, job: MarkerJob, transit: Transit) -> None:
         partition = self.partition_for(job.transactional_id)
 
         def current() -> bool:

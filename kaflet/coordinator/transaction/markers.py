@@ -37,8 +37,9 @@ _FATAL = frozenset({E.CORRUPT_MESSAGE, E.MESSAGE_TOO_LARGE, E.RECORD_LIST_TOO_LA
 LeaderLookup = Callable[[str, int], int | None]
 #: Connects to a broker by id (its inter-broker endpoint); raises BrokerConnectionError.
 Connect = Callable[[int], Awaitable[BrokerClient]]
-#: (this broker's id, WriteTxnMarkers request object -> response object, answered in-process)
-LocalDelivery = tuple[int, Callable[[Any], Awaitable[Any]]]
+#: (this broker's id, writes a job's markers to those of its partitions this broker leads,
+#: in-process: an error code per partition)
+LocalDelivery = tuple[int, Callable[[MarkerJob, list[TopicPartition]], Awaitable[dict[TopicPartition, ErrorCode]]]]
 
 
 def build_request(job: MarkerJob, partitions: list[TopicPartition]) -> Any:
@@ -103,7 +104,16 @@ class TxnMarkerSender:
                     pending.discard(tp)
                 elif leader >= 0:
                     by_leader.setdefault(leader, []).append(tp)
-            results = await asyncio.gather(*(self._send_to(b, job, tps) for b, tps in by_leader.items()))
+            if len(by_leader) == 1:
+                # One leader (always so on a lone broker): awaited directly, not through gather's
+                # tasks, so markers written in-process complete within this step of the event
+                # loop. Every extra step is a chance for the client's next AddPartitionsToTxn
+                # to be read first and get CONCURRENT_TRANSACTIONS, which librdkafka retries
+                # only after 20 ms.
+                ((broker_id, tps),) = by_leader.items()
+                results = [await self._send_to(broker_id, job, tps)]
+            else:
+                results = await asyncio.gather(*(self._send_to(b, job, tps) for b, tps in by_leader.items()))
             for outcome in results:
                 for tp, code in outcome.items():
                     if code == E.NONE:
@@ -121,11 +131,10 @@ class TxnMarkerSender:
                        partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
         try:
             if self._local is not None and broker_id == self._local[0]:
-                resp = await self._local[1](build_request(job, partitions))
-            else:
-                client = await self._client(broker_id)
-                resp = await client.send(ApiKey.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION,
-                                         build_request(job, partitions))
+                return await self._local[1](job, partitions)
+            client = await self._client(broker_id)
+            resp = await client.send(ApiKey.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION,
+                                     build_request(job, partitions))
         except BrokerConnectionError as exc:
             self._clients.pop(broker_id, None)
             log.warning("cannot send the markers of %s to broker %d (%s); retrying", job.transactional_id,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from kaflet.coordinator.group.store import GROUP_METADATA_TOPIC
@@ -38,44 +39,63 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
 
 async def process(broker: Any, req: Any, allowed: bool = True) -> Response:
     """Append the markers of a WriteTxnMarkers request object and answer it once they are
-    replicated; from the wire (``handle``) or from this broker's own transaction coordinator."""
-    started = time.monotonic()
+    replicated."""
     R = codec.response_class(API_KEY)
     MR = R.WritableTxnMarkerResult
     TR = MR.WritableTxnMarkerTopicResult
     PR = TR.WritableTxnMarkerPartitionResult
-    # (error list, index, partition, offset the high watermark must reach) per appended marker
-    pending: list[tuple[list[Any], int, Partition, int]] = []
+    specs = [(m.producer_id, m.producer_epoch, m.coordinator_epoch, bool(m.transaction_result),
+              [(t.name, index) for t in m.topics for index in t.partition_indexes]) for m in req.markers]
+    codes = await write_markers(broker, specs, allowed)
     markers = []
-    for m in req.markers:
-        topics = []
-        for t in m.topics:
-            results: list[Any] = []
-            for index in t.partition_indexes:
-                code: int = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-                if allowed:
-                    code, appended = await _append(broker, t.name, index, m)
-                    if appended is not None:
-                        pending.append((results, len(results), appended[0], appended[1]))
-                results.append(PR(partition_index=index, error_code=code))
-            topics.append(TR(name=t.name, partitions=results))
-        markers.append(MR(producer_id=m.producer_id, topics=topics))
-    if pending:
-        remaining_ms = broker.config["request.timeout.ms"] - int((time.monotonic() - started) * 1000)
-        errors = await wait_for_acks([(part, offset) for _, _, part, offset in pending], remaining_ms)
-        for (results, i, _, _), error in zip(pending, errors, strict=True):
-            if error != ErrorCode.NONE:
-                results[i].error_code = error
+    for m, marker_codes in zip(req.markers, codes, strict=True):
+        it = iter(marker_codes)
+        markers.append(MR(producer_id=m.producer_id, topics=[
+            TR(name=t.name, partitions=[PR(partition_index=index, error_code=next(it)) for index in t.partition_indexes])
+            for t in m.topics]))
     return R(markers=markers)
 
 
-async def _append(broker: Any, topic: str, index: int, marker: Any) -> tuple[int, tuple[Partition, int] | None]:
+#: One marker to write: producer id, producer epoch, coordinator epoch, commit?, its partitions.
+MarkerSpec = tuple[int, int, int, bool, Sequence[tuple[str, int]]]
+
+
+async def write_markers(broker: Any, markers: Sequence[MarkerSpec], allowed: bool = True) -> list[list[ErrorCode]]:
+    """Append each marker to its partitions this broker leads and wait until they are
+    replicated: one error code per partition, in order. Used for the wire (``process``) and,
+    without building request and response objects, by this broker's own transaction
+    coordinator (``Broker._write_txn_markers_local``)."""
+    started = time.monotonic()
+    # (codes of the marker, index, partition, offset the high watermark must reach) per appended marker
+    pending: list[tuple[list[ErrorCode], int, Partition, int]] = []
+    out: list[list[ErrorCode]] = []
+    for producer_id, producer_epoch, coordinator_epoch, commit, partitions in markers:
+        codes: list[ErrorCode] = []
+        for topic, index in partitions:
+            code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            if allowed:
+                code, appended = await _append(broker, topic, index, producer_id, producer_epoch, coordinator_epoch,
+                                               commit)
+                if appended is not None:
+                    pending.append((codes, len(codes), appended[0], appended[1]))
+            codes.append(code)
+        out.append(codes)
+    if pending:
+        remaining_ms = broker.config["request.timeout.ms"] - int((time.monotonic() - started) * 1000)
+        errors = await wait_for_acks([(part, offset) for _, _, part, offset in pending], remaining_ms)
+        for (codes, i, _, _), error in zip(pending, errors, strict=True):
+            if error != ErrorCode.NONE:
+                codes[i] = error
+    return out
+
+
+async def _append(broker: Any, topic: str, index: int, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                  commit: bool) -> tuple[ErrorCode, tuple[Partition, int] | None]:
     partition = broker.replica_manager.get(topic, index)
     if partition is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
     try:
-        appended = partition.append_txn_marker(marker.producer_id, marker.producer_epoch, marker.coordinator_epoch,
-                                               bool(marker.transaction_result))
+        appended = partition.append_txn_marker(producer_id, producer_epoch, coordinator_epoch, commit)
         if appended.flush_needed:
             await partition.log.flush_until(appended.last_offset + 1)
     except KafkaError as exc:
@@ -86,5 +106,5 @@ async def _append(broker: Any, topic: str, index: int, marker: Any) -> tuple[int
     coordinator = broker.group_coordinator
     if topic == GROUP_METADATA_TOPIC and coordinator is not None:
         # Kafka's scheduleHandleTxnCompletion: the transaction's offsets become visible (or go).
-        coordinator.complete_txn(index, marker.producer_id, bool(marker.transaction_result))
+        coordinator.complete_txn(index, producer_id, commit)
     return ErrorCode.NONE, (partition, appended.last_offset + 1)
