@@ -26,6 +26,8 @@ LAYERS: list[set[str]] = [
     {"metrics"},
     {"server"},
     {"cli", "embedded_broker", ""},  # "": kaflet/__init__.py
+    # The management service talks to brokers over the wire; `kaflet manager` loads it by name.
+    {"manager"},
 ]
 RANK = {pkg: i for i, layer in enumerate(LAYERS) for pkg in layer}
 ROOT = Path(kaflet.__file__).parent
