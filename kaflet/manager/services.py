@@ -326,7 +326,10 @@ def visible_apps(s: Session, actor: Account) -> list[App]:
 
 
 def _owners(s: Session, actor: Account, names: Sequence[str]) -> list[Account]:
-    owners = {actor.username: actor}
+    me = s.get(Account, actor.id)  # the session's own instance (``actor`` comes from another)
+    if me is None:
+        raise Forbidden("your account no longer exists")
+    owners = {me.username: me}
     for name in names:
         name = name.strip()
         if not name or name in owners:

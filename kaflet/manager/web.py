@@ -23,6 +23,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.sessions import SessionMiddleware
 
 from kaflet.manager import gateway
@@ -69,6 +70,12 @@ class NotLoggedIn(Exception):
 
 class CsrfFailed(Exception):
     """An unsafe request without the session's CSRF token."""
+
+
+class UnsupportedMediaType(ServiceError):
+    """A JSON API call whose body is not JSON."""
+
+    status = 415
 
 
 class BodyLimit:
@@ -156,8 +163,11 @@ async def check_csrf(request: Request) -> None:
         return
     given = request.headers.get("x-csrf-token")
     if wants_json(request):
-        if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
-            raise CsrfFailed("JSON API calls must be application/json")
+        has_body = request.headers.get("content-length", "0") != "0" or "transfer-encoding" in request.headers
+        if request.url.path == API_LOGIN and not has_body:
+            raise UnsupportedMediaType("log in with a JSON body")
+        if has_body and request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
+            raise UnsupportedMediaType("JSON API bodies must be application/json")
         if request.url.path == API_LOGIN:
             return  # no session yet; a cross-site page cannot send application/json without CORS
     elif given is None:
@@ -238,6 +248,10 @@ def create_app(config: ManagerConfig, db: Database | None = None, quota_writer: 
     @app.exception_handler(ServiceError)
     async def _service_error(request: Request, exc: ServiceError) -> Response:
         return error_response(request, exc.status, str(exc))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> Response:
+        return error_response(request, exc.status_code, str(exc.detail))
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> Response:
