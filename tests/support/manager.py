@@ -24,6 +24,11 @@ from kaflet.manager.services import ensure_initial_admin
 from kaflet.manager.web import create_app
 
 GATEWAY_TOKEN = "test-gateway-token-0123456789"
+#: The Logi-Kafka cluster id of the brokers the end-to-end tests run.
+CLUSTER_ID = 7
+SYNC_MS = 300
+_JAAS = ('com.didichuxing.datachannel.kafka.security.sasl.plain.PlainLoginModule required '
+         'username="admin" password="admin-secret";')
 _CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
 _LISTENING = re.compile(r"listening on (http://\S+) ")
 _ADMIN = re.compile(r"user 'admin', password '([^']+)'")
@@ -141,3 +146,57 @@ def running_manager(workdir: Path, database_url: str | None = None) -> Iterator[
         yield manager
     finally:
         manager.stop()
+
+
+def gateway_broker_overrides(gateway_url: str) -> dict[str, str]:
+    """A broker with the gateway on, pulling from ``gateway_url``: a PLAINTEXT listener for
+    administration, SASL_PLAINTEXT (PLAIN) for the applications, fast syncs and reports, and
+    1 s quota windows so a quota shows within seconds."""
+    return {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": _JAAS,
+        "authorizer.class.name": "com.didichuxing.datachannel.kafka.security.authorizer.DidiAuthorizer",
+        "gateway.url": gateway_url,
+        "cluster.id": str(CLUSTER_ID),
+        "gateway.sync.interval.ms": str(SYNC_MS),
+        "gateway.default.users": "admin:admin-secret:true",
+        "session.report.ms": "1000",
+        "max.throttle.time.ms": "2000",
+        "quota.window.num": "3",
+        "quota.window.size.seconds": "1",
+    }
+
+
+def app_client_config(bootstrap: str, app: str, password: str) -> dict[str, Any]:
+    """confluent-kafka settings to log in as the application."""
+    return {"bootstrap.servers": bootstrap, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+            "sasl.username": f"{CLUSTER_ID}.{app}", "sasl.password": password}
+
+
+def produce_once(bootstrap: str, app: str, password: str, topic: str) -> Any:
+    """The error of one produce as the application (None: acknowledged)."""
+    from confluent_kafka import KafkaError, Producer
+
+    producer = Producer({**app_client_config(bootstrap, app, password), "message.timeout.ms": 5000, "retries": 0})
+    errors: list[Any] = []
+    producer.produce(topic, b"v", partition=0, on_delivery=lambda err, msg: errors.append(err))
+    producer.flush(10)
+    return errors[0] if errors else KafkaError(KafkaError._MSG_TIMED_OUT)
+
+
+def refused(err: Any) -> bool:
+    """Whether a produce failed for want of the topic permission."""
+    from confluent_kafka import KafkaError
+
+    return err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def wait_for(check: Any, timeout: float = 30.0) -> float:
+    """Seconds until ``check()`` is true; AssertionError after ``timeout``."""
+    began = time.monotonic()
+    while not check():
+        if time.monotonic() - began > timeout:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.2)
+    return time.monotonic() - began
