@@ -27,7 +27,7 @@ def manager(config_path: Path | None, database_url: str | None, data_dir: Path |
     import uvicorn
     from sqlalchemy.exc import SQLAlchemyError
 
-    from kaflet.manager.db import Database, migrate
+    from kaflet.manager.db import Database, head_revision, migrate
     from kaflet.manager.services import ensure_initial_admin
     from kaflet.manager.web import create_app
 
@@ -44,8 +44,9 @@ def manager(config_path: Path | None, database_url: str | None, data_dir: Path |
     except SQLAlchemyError as exc:
         raise click.ClickException(f"database {db.engine.url.render_as_string(hide_password=True)}: "
                                    f"{str(exc).splitlines()[0]}") from None
-    click.echo(f"kaflet manager: database {db.engine.url.render_as_string(hide_password=True)} "
-               f"({'created' if before is None else 'upgraded from ' + before if before else 'up to date'})")
+    head = head_revision()
+    state = "created" if before is None else "up to date" if before == head else f"upgraded from {before} to {head}"
+    click.echo(f"kaflet manager: database {db.engine.url.render_as_string(hide_password=True)} ({state})")
     if password is not None:
         click.echo(f"Initial admin account: user 'admin', password '{password}' (shown once; change it after logging in)")
     family = socket.AF_INET6 if ":" in config.host else socket.AF_INET

@@ -10,6 +10,7 @@ from sqlalchemy import func, select
 from starlette.concurrency import run_in_threadpool
 
 from kaflet.manager import services as svc
+from kaflet.manager.db import now_ms
 from kaflet.manager.models import (
     Account,
     App,
@@ -21,6 +22,7 @@ from kaflet.manager.models import (
     Quota,
     RequestStatus,
     Role,
+    TopicReport,
 )
 from kaflet.manager.security import verify_password
 from kaflet.manager.state import ManagerState
@@ -261,7 +263,26 @@ def cancel(request: Request, me: Me, request_id: int) -> Response:
 def clusters_page(request: Request, me: Me) -> Response:
     with state_of(request).db.session() as s:
         clusters = list(s.scalars(select(Cluster).order_by(Cluster.id)))
-    return render(request, "clusters.html", clusters=clusters, admin=svc.has_role(me, Role.ADMIN))
+        reports = list(s.scalars(select(TopicReport).order_by(TopicReport.cluster_id, TopicReport.topic_name)))
+    return render(request, "clusters.html", clusters=clusters, reports=reports, now=now_ms(),
+                  admin=svc.has_role(me, Role.ADMIN), operator=svc.has_role(me, Role.OPERATOR))
+
+
+@router.post("/topic-reports")
+def set_topic_report(request: Request, me: Me, cluster_id: Annotated[int, Form()],
+                     topic: Annotated[str, Form(max_length=249)],
+                     hours: Annotated[float, Form(gt=0, le=24 * 366)]) -> Response:
+    now = now_ms()
+    with state_of(request).db.session() as s:
+        svc.set_topic_report(s, me, cluster_id, topic, now, now + int(hours * 3600 * 1000))
+    return see_other("/clusters")
+
+
+@router.post("/topic-reports/{report_id}/delete")
+def delete_topic_report(request: Request, me: Me, report_id: int) -> Response:
+    with state_of(request).db.session() as s:
+        svc.delete_topic_report(s, me, report_id)
+    return see_other("/clusters")
 
 
 @router.post("/clusters")

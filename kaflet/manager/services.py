@@ -37,6 +37,7 @@ from kaflet.manager.models import (
     RequestStatus,
     Role,
     TopicConnection,
+    TopicReport,
 )
 from kaflet.manager.quotas import ClusterConnection, QuotaWriteError, QuotaWriter
 from kaflet.manager.security import SecretBox, generate_password, hash_password
@@ -288,11 +289,50 @@ def get_cluster(s: Session, cluster_id: int) -> Cluster:
 
 
 def delete_cluster(s: Session, actor: Account, cluster_id: int) -> None:
-    """Forget a cluster with its permissions, requests and quotas (admins)."""
+    """Forget a cluster with its permissions, requests and quotas (admins). Its brokers get a
+    revoke row for every permission, so none outlives the registration; quotas already written
+    to the cluster stay there (it may be gone), which the console says."""
     require_role(actor, Role.ADMIN)
     cluster = get_cluster(s, cluster_id)
+    rows: list[KafkaUser | KafkaAcl] = [
+        KafkaAcl(app_id=a.app_id, cluster_id=cluster_id, topic_name=a.topic_name, access=a.access,
+                 operation=OP_DELETE)
+        for a in s.scalars(select(Authority).where(Authority.cluster_id == cluster_id))]
+    s.execute(delete(Authority).where(Authority.cluster_id == cluster_id))
+    s.execute(delete(Quota).where(Quota.cluster_id == cluster_id))
+    s.execute(delete(PermissionRequest).where(PermissionRequest.cluster_id == cluster_id))
+    s.execute(delete(TopicReport).where(TopicReport.cluster_id == cluster_id))
     s.delete(cluster)
-    audit(s, actor.username, "cluster.delete", f"cluster {cluster_id}", name=cluster.name)
+    audit(s, actor.username, "cluster.delete", f"cluster {cluster_id}", name=cluster.name,
+          permissions_revoked=len(rows))
+    _commit_with_log(s, rows)
+
+
+def set_topic_report(s: Session, actor: Account, cluster_id: int, topic: str, start_ms: int, end_ms: int) -> TopicReport:
+    """Have the cluster's brokers record per-application metrics of ``topic`` between the two
+    times (the jmx topics list they poll); operators."""
+    require_role(actor, Role.OPERATOR)
+    get_cluster(s, cluster_id)
+    topic = check_topic(topic)
+    if start_ms < 0 or end_ms <= start_ms:
+        raise InvalidInput("the report window needs a start before its end")
+    row = s.scalar(select(TopicReport).where(TopicReport.cluster_id == cluster_id, TopicReport.topic_name == topic))
+    if row is None:
+        row = TopicReport(cluster_id=cluster_id, topic_name=topic)
+        s.add(row)
+    row.start_time, row.end_time = start_ms, end_ms
+    audit(s, actor.username, "topic-report.set", f"{cluster_id}/{topic}", start_ms=start_ms, end_ms=end_ms)
+    s.commit()
+    return row
+
+
+def delete_topic_report(s: Session, actor: Account, report_id: int) -> None:
+    require_role(actor, Role.OPERATOR)
+    row = s.get(TopicReport, report_id)
+    if row is None:
+        raise NotFound(f"no topic report {report_id}")
+    s.delete(row)
+    audit(s, actor.username, "topic-report.delete", f"{row.cluster_id}/{row.topic_name}")
     s.commit()
 
 

@@ -425,15 +425,30 @@ def test_heartbeat_reports_are_stored_by_their_key(service: Service) -> None:
 
 
 def test_jmx_topics_lists_the_topics_reported_now(service: Service) -> None:
-    with service.db.session() as s:
-        now = now_ms()
-        s.add_all([TopicReport(cluster_id=CLUSTER, topic_name="b", start_time=now - 1000, end_time=now + 60_000),
-                   TopicReport(cluster_id=CLUSTER, topic_name="a", start_time=now - 1000, end_time=now + 60_000),
-                   TopicReport(cluster_id=CLUSTER, topic_name="old", start_time=0, end_time=now - 1)])
+    for topic in ("b", "a"):
+        r = service.admin.form("/topic-reports", {"cluster_id": str(CLUSTER), "topic": topic, "hours": "1"})
+        assert r.status_code == 303
+    assert service.admin.form("/topic-reports", {"cluster_id": str(CLUSTER), "topic": "c", "hours": "-1"}).status_code == 422
+    with service.db.session() as s:  # a window that is over
+        s.add(TopicReport(cluster_id=CLUSTER, topic_name="old", start_time=0, end_time=now_ms() - 1))
     r = service.gateway(f"/report/jmx/topics?clusterId={CLUSTER}", method="GET")
     assert (r["code"], r["data"]) == (0, "a,b")
     assert service.gateway("/report/jmx/topics?clusterId=8", method="GET")["data"] == ""
     assert service.gateway("/report/jmx/topics", method="GET")["code"] == -1
+    assert "(over)" in service.admin.client.get("/clusters").text
+
+
+def test_forgetting_a_cluster_revokes_its_permissions_on_the_brokers(service: Service) -> None:
+    new_app(service.admin)
+    rid = service.admin.api("POST", "/apps/app1/requests", {"cluster_id": CLUSTER, "topic": "t",
+                                                            "access": 1}).json()["id"]
+    service.admin.api("POST", f"/requests/{rid}/approve", {})
+    start = now_ms()
+    assert service.admin.form(f"/clusters/{CLUSTER}/delete", {}).status_code == 303
+    acls = rows(service.gateway("/security/acls", {"clusterId": CLUSTER, "start": start, "end": 0}))
+    assert [(a["topicName"], a["username"], a["access"], a["operation"]) for a in acls] == [("t", "app1", 1, 2)]
+    with service.db.session() as s:
+        assert s.scalar(select(func.count()).select_from(Authority)) == 0
 
 
 def test_discovery_answers_only_newer_versions(service: Service) -> None:
