@@ -9,11 +9,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import select
-from starlette.concurrency import run_in_threadpool
 
 from kaflet.manager import services as svc
 from kaflet.manager.models import Account, App, AuditRecord, PermissionRequest, Quota
-from kaflet.manager.security import verify_password
 from kaflet.manager.state import ManagerState
 from kaflet.manager.web import check_csrf, current_account, log_in
 
@@ -79,42 +77,8 @@ def request_json(r: PermissionRequest) -> dict[str, Any]:
 
 @router.post("/login")
 async def login(request: Request, body: Login) -> Any:
-    state = _state(request)
-    client = request.client.host if request.client else "?"
-    keys = (f"user:{body.username}", f"ip:{client}")
-    if state.login_limiter.retry_after(*keys) > 0:
-        raise _TooMany()
-
-    def check() -> Account | None:
-        with state.db.session() as s:
-            account = svc.account_by_name(s, body.username)
-            if not verify_password(account.password_hash if account else None, body.password) \
-                    or account is None or not account.active:
-                return None
-            s.expunge(account)
-            return account
-
-    account = await run_in_threadpool(check)
-    if account is None:
-        state.login_limiter.failed(*keys)
-        raise _BadLogin()
-    state.login_limiter.succeeded(keys[0])
-    log_in(request, account)
+    account = await log_in(request, body.username, body.password)
     return {"username": account.username, "role": account.role, "csrf_token": request.session["csrf"]}
-
-
-class _TooMany(svc.ServiceError):
-    status = 429
-
-    def __init__(self) -> None:
-        super().__init__("too many failed logins; wait and try again")
-
-
-class _BadLogin(svc.ServiceError):
-    status = 401
-
-    def __init__(self) -> None:
-        super().__init__("wrong user name or password")
 
 
 @router.get("/apps")

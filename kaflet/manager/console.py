@@ -7,7 +7,6 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy import func, select
-from starlette.concurrency import run_in_threadpool
 
 from kaflet.manager import services as svc
 from kaflet.manager.db import now_ms
@@ -24,9 +23,8 @@ from kaflet.manager.models import (
     Role,
     TopicReport,
 )
-from kaflet.manager.security import verify_password
 from kaflet.manager.state import ManagerState
-from kaflet.manager.web import check_csrf, current_account, log_in, render
+from kaflet.manager.web import LoginFailed, LoginThrottled, check_csrf, current_account, log_in, render
 
 router = APIRouter(dependencies=[Depends(check_csrf)])
 AUDIT_PAGE = 100
@@ -80,31 +78,13 @@ def login_page(request: Request) -> Response:
 @router.post("/login")
 async def login(request: Request, username: Annotated[str, Form(max_length=64)],
                 password: Annotated[str, Form(max_length=1024)]) -> Response:
-    state = state_of(request)
-    client = request.client.host if request.client else "?"
-    keys = (f"user:{username}", f"ip:{client}")
-    wait = state.login_limiter.retry_after(*keys)
-    if wait > 0:
-        response = render(request, "login.html", http_status=429,
-                          error=f"Too many failed logins. Try again in {int(wait) + 1} seconds.")
-        response.headers["Retry-After"] = str(int(wait) + 1)
+    try:
+        await log_in(request, username, password)
+    except (LoginThrottled, LoginFailed) as exc:
+        response = render(request, "login.html", http_status=exc.status, error=str(exc), username=username)
+        if isinstance(exc, LoginThrottled):
+            response.headers["Retry-After"] = str(exc.retry_after)
         return response
-
-    def check() -> Account | None:
-        with state.db.session() as s:
-            account = svc.account_by_name(s, username)
-            ok = verify_password(account.password_hash if account else None, password)
-            if account is None or not ok or not account.active:
-                return None
-            s.expunge(account)
-            return account
-
-    account = await run_in_threadpool(check)
-    if account is None:
-        state.login_limiter.failed(*keys)
-        return render(request, "login.html", http_status=401, error="Wrong user name or password.", username=username)
-    state.login_limiter.succeeded(keys[0])
-    log_in(request, account)
     return see_other("/")
 
 

@@ -23,6 +23,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.sessions import SessionMiddleware
 
@@ -31,8 +32,8 @@ from kaflet.manager.config import ManagerConfig
 from kaflet.manager.db import Database
 from kaflet.manager.models import Account
 from kaflet.manager.quotas import AdminQuotaWriter, QuotaWriter
-from kaflet.manager.security import LoginLimiter, SecretBox, csrf_matches, new_csrf_token
-from kaflet.manager.services import ACCESS_NAMES, ServiceError
+from kaflet.manager.security import LoginLimiter, SecretBox, csrf_matches, new_csrf_token, verify_password
+from kaflet.manager.services import ACCESS_NAMES, ServiceError, account_by_name
 from kaflet.manager.state import ManagerState
 
 log = logging.getLogger("kaflet.manager.web")
@@ -201,10 +202,50 @@ def session_marker(account: Account) -> str:
     return hashlib.sha256(account.password_hash.encode()).hexdigest()[:16]
 
 
-def log_in(request: Request, account: Account) -> None:
-    """A fresh session for ``account`` (a new CSRF token, nothing kept from before)."""
+class LoginThrottled(ServiceError):
+    """Too many failed logins for this user name or address; ``retry_after`` in seconds."""
+
+    status = 429
+
+    def __init__(self, retry_after: float) -> None:
+        self.retry_after = int(retry_after) + 1
+        super().__init__(f"Too many failed logins. Try again in {self.retry_after} seconds.")
+
+
+class LoginFailed(ServiceError):
+    status = 401
+
+    def __init__(self) -> None:
+        super().__init__("Wrong user name or password.")
+
+
+async def log_in(request: Request, username: str, password: str) -> Account:
+    """Check the credentials (rate-limited per user name and client address) and give the
+    request a fresh session (new CSRF token, nothing kept from before)."""
+    state: ManagerState = request.app.state.manager
+    client = request.client.host if request.client else "?"
+    keys = (f"user:{username}", f"ip:{client}")
+    wait = state.login_limiter.retry_after(*keys)
+    if wait > 0:
+        raise LoginThrottled(wait)
+
+    def check() -> Account | None:
+        with state.db.session() as s:
+            account = account_by_name(s, username)
+            ok = verify_password(account.password_hash if account else None, password)
+            if account is None or not ok or not account.active:
+                return None
+            s.expunge(account)
+            return account
+
+    account = await run_in_threadpool(check)  # argon2 takes tens of milliseconds: not on the loop
+    if account is None:
+        state.login_limiter.failed(*keys)
+        raise LoginFailed()
+    state.login_limiter.succeeded(keys[0])
     request.session.clear()
     request.session.update({"account_id": account.id, "pw": session_marker(account), "csrf": new_csrf_token()})
+    return account
 
 
 def render(request: Request, name: str, http_status: int = 200, **context: Any) -> HTMLResponse:
@@ -247,7 +288,10 @@ def create_app(config: ManagerConfig, db: Database | None = None, quota_writer: 
 
     @app.exception_handler(ServiceError)
     async def _service_error(request: Request, exc: ServiceError) -> Response:
-        return error_response(request, exc.status, str(exc))
+        response = error_response(request, exc.status, str(exc))
+        if isinstance(exc, LoginThrottled):
+            response.headers["Retry-After"] = str(exc.retry_after)
+        return response
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> Response:
