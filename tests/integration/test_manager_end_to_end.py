@@ -5,7 +5,8 @@ logging in over SASL/PLAIN as `<clusterId>.<appId>`.
 A user creates an application and asks for produce on a topic; an operator approves; the
 producer writes. An operator sets a quota (AlterClientQuotas to the cluster): the producer's
 rate is held to it. The broker's connection reports show up on the application's page. The
-permission is revoked: the producer is refused.
+permission is revoked: the producer is refused. The manager allows no address without the
+gateway token, so the broker's pulls prove the token in its gateway.url.
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ TOPIC = "orders"
 
 @pytest.fixture(scope="module")
 def manager(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ManagerProcess]:
-    with running_manager(tmp_path_factory.mktemp("manager-e2e")) as m:
+    # No allowed networks: the broker gets in only with the token in its gateway.url.
+    with running_manager(tmp_path_factory.mktemp("manager-e2e"), allowed_addresses=()) as m:
         yield m
 
 
@@ -125,8 +127,10 @@ def test_grant_produce_quota_and_revoke_through_the_manager(manager: ManagerProc
         assert csrf_of(user_http.get("/apps/orders_app").text)
 
 
-def test_gateway_refuses_callers_without_token_from_other_addresses(manager: ManagerProcess) -> None:
-    # 127.0.0.1 is allowed; the token is not needed from there.
+def test_gateway_refuses_callers_without_the_token(manager: ManagerProcess, broker: BrokerProcess) -> None:
     body = {"clusterId": CLUSTER_ID, "start": 0, "end": 0}
     r = httpx.post(manager.url + "/gateway/api/v1/security/users", json=body)
+    assert r.status_code == 403 and r.json()["code"] == -1
+    r = httpx.post(manager.gateway_url + "/api/v1/security/users", json=body)  # the token as Basic password
     assert r.status_code == 200 and r.json()["code"] == 0
+    assert "gateway call from 127.0.0.1 refused" in manager.log_path.read_text()

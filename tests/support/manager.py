@@ -4,6 +4,7 @@ for its JSON API and console forms."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -34,14 +35,15 @@ _LISTENING = re.compile(r"listening on (http://\S+) ")
 _ADMIN = re.compile(r"user 'admin', password '([^']+)'")
 
 
-def write_config(path: Path, data_dir: Path, database_url: str | None = None, **extra: Any) -> Path:
-    """A manager.toml with a gateway token (and the given top-level keys)."""
+def write_config(path: Path, data_dir: Path, database_url: str | None = None,
+                 allowed_addresses: tuple[str, ...] = ("127.0.0.1/32",), **extra: Any) -> Path:
+    """A manager.toml with a gateway token, the allowed networks, and the given top-level keys."""
     lines = [f'data_dir = "{data_dir}"']
     if database_url:
         lines.append(f'database_url = "{database_url}"')
     lines += [f"{k} = {v!r}".replace("'", '"') if isinstance(v, str) else f"{k} = {str(v).lower()}"
               for k, v in extra.items()]
-    lines += ["[gateway]", f'token = "{GATEWAY_TOKEN}"', 'allowed_addresses = ["127.0.0.1/32"]']
+    lines += ["[gateway]", f'token = "{GATEWAY_TOKEN}"', f"allowed_addresses = {json.dumps(list(allowed_addresses))}"]
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -96,9 +98,10 @@ def manager_client(tmp_path: Path, database_url: str | None = None,
 class ManagerProcess:
     """`kaflet manager` as a child process on a free port; stopped (then killed) by PID."""
 
-    def __init__(self, workdir: Path, database_url: str | None = None) -> None:
+    def __init__(self, workdir: Path, database_url: str | None = None,
+                 allowed_addresses: tuple[str, ...] = ("127.0.0.1/32",)) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
-        self.config_path = write_config(workdir / "manager.toml", workdir / "data", database_url)
+        self.config_path = write_config(workdir / "manager.toml", workdir / "data", database_url, allowed_addresses)
         self.log_path = workdir / "manager.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self.url = ""
@@ -140,8 +143,9 @@ class ManagerProcess:
 
 
 @contextmanager
-def running_manager(workdir: Path, database_url: str | None = None) -> Iterator[ManagerProcess]:
-    manager = ManagerProcess(workdir, database_url).start()
+def running_manager(workdir: Path, database_url: str | None = None,
+                    allowed_addresses: tuple[str, ...] = ("127.0.0.1/32",)) -> Iterator[ManagerProcess]:
+    manager = ManagerProcess(workdir, database_url, allowed_addresses).start()
     try:
         yield manager
     finally:
