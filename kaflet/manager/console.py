@@ -336,6 +336,15 @@ def update_account(request: Request, me: Me, username: str, role: Annotated[str,
     return see_other("/accounts" if svc.has_role(me, Role.ADMIN) else "/")
 
 
+@router.post("/account/password")
+def change_password(request: Request, me: Me, current_password: Annotated[str, Form(max_length=1024)],
+                    new_password: Annotated[str, Form(max_length=1024)]) -> Response:
+    with state_of(request).db.session() as s:
+        svc.change_own_password(s, me, current_password, new_password)
+    request.session.clear()  # the marker changed: log in again with the new password
+    return see_other("/login")
+
+
 @router.get("/gateway-configs", response_class=HTMLResponse)
 def gateway_configs_page(request: Request, me: Me) -> Response:
     svc.require_role(me, Role.ADMIN)

@@ -40,7 +40,7 @@ from kaflet.manager.models import (
     TopicReport,
 )
 from kaflet.manager.quotas import ClusterConnection, QuotaWriteError, QuotaWriter
-from kaflet.manager.security import SecretBox, generate_password, hash_password
+from kaflet.manager.security import SecretBox, generate_password, hash_password, verify_password
 
 ACCESS_READ, ACCESS_WRITE = 1, 2
 ACCESS_NAMES = {1: "consume", 2: "produce", 3: "produce+consume"}
@@ -205,6 +205,14 @@ def update_account(s: Session, actor: Account, username: str, *, role: str | Non
     audit(s, actor.username, "account.update", username, **changes)
     s.commit()
     return account
+
+
+def change_own_password(s: Session, actor: Account, current: str, new: str) -> None:
+    """Anyone's own password, given the current one (so a left-open session cannot take the account)."""
+    account = s.get(Account, actor.id)
+    if account is None or not verify_password(account.password_hash, current):
+        raise Forbidden("the current password is wrong")
+    update_account(s, account, account.username, password=new)
 
 
 def ensure_initial_admin(s: Session) -> str | None:

@@ -190,6 +190,19 @@ def test_a_password_change_ends_other_sessions(service: Service) -> None:
     assert user.client.get("/api/v1/apps").status_code == 401
 
 
+def test_users_change_their_own_password_given_the_current_one(service: Service) -> None:
+    user = service.account("dave", "user")
+    assert user.form("/accounts/dave", {"role": "admin"}).status_code == 403
+    r = user.form("/account/password", {"current_password": "wrong", "new_password": "dave-new-password"})
+    assert r.status_code == 403
+    r = user.form("/account/password", {"current_password": "dave-password", "new_password": "short"})
+    assert r.status_code == 400
+    r = user.form("/account/password", {"current_password": "dave-password", "new_password": "dave-new-password"})
+    assert r.status_code == 303 and r.headers["location"] == "/login"
+    assert user.client.post("/api/v1/login", json={"username": "dave", "password": "dave-password"}).status_code == 401
+    Session(service.new_client(), "dave", "dave-new-password")
+
+
 # -- applications ---------------------------------------------------------------------------------
 
 
