@@ -12,12 +12,15 @@ gateway token, so the broker's pulls prove the token in its gateway.url.
 from __future__ import annotations
 
 import re
+import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from confluent_kafka import Consumer, KafkaError
 
 from tests.support.broker_process import BrokerProcess, running_broker
 from tests.support.manager import (
@@ -111,12 +114,23 @@ def test_grant_produce_quota_and_revoke_through_the_manager(manager: ManagerProc
             assert producer.throttles
         finally:
             producer.close()
+        # Both rates empty: the quota leaves the cluster and the manager.
+        r = operator.api("PUT", "/apps/orders_app/quotas", {"cluster_id": CLUSTER_ID, "topic": TOPIC})
+        assert r.status_code == 200 and r.json() == {"producer_byte_rate": None, "consumer_byte_rate": None}
+        assert user.api("GET", "/apps/orders_app").json()["quotas"] == []
 
-        # Revoked: the producer is refused.
+        # Consume is a permission of its own: refused until granted, then the group reads.
+        assert consumed(broker, password) is False
+        asked = user.api("POST", "/apps/orders_app/requests", {"cluster_id": CLUSTER_ID, "topic": TOPIC, "access": 1})
+        assert operator.api("POST", f"/requests/{asked.json()['id']}/approve", {}).json()["access"] == 3
+        wait_for(lambda: consumed(broker, password) is True, timeout=60)
+
+        # Produce revoked: the producer is refused; consuming still works.
         r = operator.api("POST", "/apps/orders_app/revoke", {"cluster_id": CLUSTER_ID, "topic": TOPIC, "access": 2})
-        assert r.status_code == 200 and r.json()["access"] == 0
+        assert r.status_code == 200 and r.json()["access"] == 1
         took = wait_for(lambda: refused(produce_once(broker, "orders_app", password)))
         print(f"revoke enforced {took:.2f} s after it was made")
+        assert consumed(broker, password) is True
 
         audit = [(r["actor"], r["action"]) for r in operator.api("GET", "/audit").json()]
         for entry in (("alice", "app.create"), ("alice", "permission.request"), ("oscar", "permission.approve"),
@@ -125,6 +139,28 @@ def test_grant_produce_quota_and_revoke_through_the_manager(manager: ManagerProc
         assert password not in manager.log_path.read_text()
         assert password not in user_http.get("/apps/orders_app").text
         assert csrf_of(user_http.get("/apps/orders_app").text)
+
+
+def consumed(broker: BrokerProcess, password: str) -> bool | None:
+    """True: the application's consumer read a record of the topic; False: it was refused the
+    topic; None: neither within the time."""
+    config = app_client_config(broker.bootstrap_for("SASL_PLAINTEXT"), "orders_app", password)
+    consumer = Consumer({**config, "group.id": f"g-{uuid.uuid4().hex[:6]}", "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})
+    try:
+        consumer.subscribe([TOPIC])
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error() is None:
+                return True
+            if msg.error().code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                return False
+        return None
+    finally:
+        consumer.close()
 
 
 def test_gateway_refuses_callers_without_the_token(manager: ManagerProcess, broker: BrokerProcess) -> None:
