@@ -140,7 +140,11 @@ async def users(request: Request) -> Response:
         window = None
     if window is None:
         return envelope(None, -1, INVALID)
-    return envelope(await run_in_threadpool(_user_rows, state, window[0], window[1]))
+    try:
+        return envelope(await run_in_threadpool(_user_rows, state, window[0], window[1]))
+    except ValueError as exc:  # a password stored under another encryption_key: no partial answer
+        log.error("security/users: %s", exc)
+        return envelope(None, -1, "fail: stored application passwords cannot be decrypted")
 
 
 def _user_rows(state: ManagerState, start: int, end: int) -> str:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from cryptography.fernet import Fernet
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
@@ -26,6 +27,7 @@ from kaflet.manager.models import (
     AuditRecord,
     Authority,
     Base,
+    KafkaUser,
     PermissionRequest,
     Quota,
     TopicConnection,
@@ -412,6 +414,15 @@ def test_gateway_pulls_validate_their_window(service: Service) -> None:
     assert len(rows(service.gateway("/security/users", {"start": stamp, "end": stamp}))) == 1
     assert len(rows(service.gateway("/security/users", {"start": str(stamp + 1), "end": 0}))) == 0
     assert len(rows(service.gateway("/security/users", {"start": 0, "end": stamp - 1}))) == 0
+
+
+def test_users_pull_fails_whole_when_a_password_cannot_be_decrypted(service: Service) -> None:
+    new_app(service.admin)
+    with service.db.session() as s:  # as if encryption_key had been replaced
+        for u in s.scalars(select(KafkaUser)):
+            u.password_enc = SecretBox(Fernet.generate_key().decode()).encrypt("x")
+    envelope = service.gateway("/security/users", {"start": 0, "end": 0})
+    assert envelope["code"] == -1 and "cannot be decrypted" in envelope["message"] and envelope["data"] is None
 
 
 def test_heartbeat_reports_are_stored_by_their_key(service: Service) -> None:
