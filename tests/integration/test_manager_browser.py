@@ -90,7 +90,15 @@ class Console:
         Select(self.by_id(element_id)).select_by_value(value)
 
     def click(self, element_id: str) -> None:
+        """Click a button or link that loads a page, and wait until the new page is there
+        (a click returns before the browser has navigated)."""
+        from selenium.webdriver.common.by import By
+        from selenium.webdriver.support import expected_conditions
+        from selenium.webdriver.support.ui import WebDriverWait
+
+        old = self.d.find_element(By.TAG_NAME, "html")  # type: ignore[attr-defined]
         self.by_id(element_id).click()  # type: ignore[attr-defined]
+        WebDriverWait(self.d, 30).until(expected_conditions.staleness_of(old))
 
     def go(self, path: str) -> None:
         self.d.get(self.url + path)  # type: ignore[attr-defined]
