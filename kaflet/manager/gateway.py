@@ -131,17 +131,21 @@ def denied_response() -> JSONResponse:
 router = APIRouter(prefix=PREFIX, dependencies=[Depends(require_gateway_access)])
 
 
+async def _pull_window(request: Request, need_cluster: bool) -> tuple[int, int, int | None] | None:
+    """The (start, end, clusterId) of an incremental pull's body; None when it is not valid."""
+    try:
+        return _window(await _json_body(request), need_cluster)
+    except ValueError:
+        return None
+
+
 @router.post("/security/users")
 async def users(request: Request) -> Response:
-    state = _state(request)
-    try:
-        window = _window(await _json_body(request), need_cluster=False)
-    except ValueError:
-        window = None
+    window = await _pull_window(request, need_cluster=False)
     if window is None:
         return envelope(None, -1, INVALID)
     try:
-        return envelope(await run_in_threadpool(_user_rows, state, window[0], window[1]))
+        return envelope(await run_in_threadpool(_user_rows, _state(request), window[0], window[1]))
     except ValueError as exc:  # a password stored under another encryption_key: no partial answer
         log.error("security/users: %s", exc)
         return envelope(None, -1, "fail: stored application passwords cannot be decrypted")
@@ -157,14 +161,10 @@ def _user_rows(state: ManagerState, start: int, end: int) -> str:
 
 @router.post("/security/acls")
 async def acls(request: Request) -> Response:
-    state = _state(request)
-    try:
-        window = _window(await _json_body(request), need_cluster=True)
-    except ValueError:
-        window = None
+    window = await _pull_window(request, need_cluster=True)
     if window is None:
         return envelope(None, -1, INVALID)
-    return envelope(await run_in_threadpool(_acl_rows, state, *window))
+    return envelope(await run_in_threadpool(_acl_rows, _state(request), *window))
 
 
 def _acl_rows(state: ManagerState, start: int, end: int, cluster: int | None) -> str:
