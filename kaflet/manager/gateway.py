@@ -25,6 +25,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
+from kaflet.manager.clusters import rows_from_heartbeat
 from kaflet.manager.db import now_ms
 from kaflet.manager.models import (
     GatewayConfig,
@@ -175,24 +176,13 @@ def _acl_rows(state: ManagerState, start: int, end: int, cluster: int | None) ->
                        "operation": a.operation, "timestamp": a.create_time} for a in found])
 
 
-def _connection_rows(body: dict[str, Any], cluster: int, broker: int, at: int) -> list[dict[str, Any]]:
-    rows: dict[tuple[str, ...], dict[str, Any]] = {}
-    for kind, by_topic in body.items():
-        if not isinstance(kind, str) or not isinstance(by_topic, dict):
-            raise ValueError("client type is not a map of topics")
-        for topic, conns in by_topic.items():
-            if not isinstance(conns, list) or not all(isinstance(c, str) for c in conns):
-                raise ValueError("connections are not a list of strings")
-            for conn in conns:
-                parts = conn.split("#")
-                app, ip, version = parts[:3] if len(parts) >= 3 else ("", "", "")
-                client_id = parts[3] if len(parts) >= 4 else None
-                row = {"app_id": app[:64], "cluster_id": cluster, "topic_name": topic[:249], "type": kind[:16],
-                       "ip": ip[:64], "client_version": version[:32],
-                       "client_id": client_id[:255] if client_id else None, "broker_id": broker, "create_time": at}
-                key = tuple(str(row[k]) for k in ("app_id", "topic_name", "type", "ip", "client_version"))
-                rows[key] = row
-    return list(rows.values())
+def _connection_rows(body: Any, cluster: int, broker: int, at: int) -> list[dict[str, Any]]:
+    """The table rows of one report (clusters.rows_from_heartbeat parses it), cut to the
+    columns' lengths so no report can make the database refuse the batch."""
+    return [{"app_id": r.app_id[:64], "cluster_id": cluster, "topic_name": r.topic_name[:249], "type": r.type[:16],
+             "ip": r.ip[:64], "client_version": r.client_version[:32],
+             "client_id": r.client_id[:255] if r.client_id else None, "broker_id": broker, "create_time": at}
+            for r in rows_from_heartbeat(body, cluster, at)]
 
 
 def _replace_connections(s: Session, rows: list[dict[str, Any]]) -> None:
@@ -215,12 +205,7 @@ async def survive_user(request: Request) -> Response:
     if cluster is None or broker is None:
         return envelope(None, -1, INVALID)
     try:
-        body = await _json_body(request)
-        if body is None or body == {}:
-            return envelope(None)
-        if not isinstance(body, dict):
-            raise ValueError("not a map of client types")
-        rows = _connection_rows(body, cluster, broker, now_ms())
+        rows = _connection_rows(await _json_body(request), cluster, broker, now_ms())
     except ValueError as exc:
         log.info("connection report of broker %s of cluster %s not taken: %s", broker, cluster, exc)
         return envelope(None, -1, "fail")

@@ -432,8 +432,9 @@ def test_heartbeat_reports_are_stored_by_their_key(service: Service) -> None:
     assert service.gateway(path, report) == {"code": 0, "message": "success", "data": None, "tips": None}
     with service.db.session() as s:
         first = {(c.app_id, c.topic_name, c.type, c.ip): c.create_time for c in s.scalars(select(TopicConnection))}
+    # "broken" names no connection (fewer than three parts) and is left out.
     assert set(first) == {("app1", "t1", "produce", "10.0.0.1"), ("app1", "t1", "produce", "10.0.0.2"),
-                          ("app2", "t1", "fetch", "10.0.0.3"), ("", "t2", "fetch", "")}
+                          ("app2", "t1", "fetch", "10.0.0.3")}
     assert service.gateway(path, {"produce": {"t1": ["app1#10.0.0.1#2.8#c1"]}})["code"] == 0
     with service.db.session() as s:
         again = {(c.app_id, c.topic_name, c.type, c.ip): c.create_time for c in s.scalars(select(TopicConnection))}
@@ -445,6 +446,9 @@ def test_heartbeat_reports_are_stored_by_their_key(service: Service) -> None:
     assert gateway_call(service.client, "POST", path, content=b"{{").json()["code"] == -1
     assert service.gateway("/heartbeat/survive-user?clusterId=x&brokerId=1", {})["code"] == -1
     assert gateway_call(service.client, "POST", path).json()["code"] == 0  # an empty body is fine
+    long = {"produce": {"t": ["a" * 100 + "#" + "9" * 100 + "#" + "v" * 100 + "#" + "c" * 300]}}
+    assert service.gateway(path, long)["code"] == 0  # cut to the columns, not refused by the database
+    before["topic_connections"] += 1
     assert service.counts() == before
 
 
