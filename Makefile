@@ -12,7 +12,7 @@ PYTEST_WORKERS ?= 2
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test,bench]'
+	$(BIN)/pip install -q -e '.[test,bench,manager]'
 	touch $(STAMP)
 
 run: $(STAMP)
@@ -20,12 +20,12 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check kaflet tests benchmarks
-	$(BIN)/mypy kaflet/protocol kaflet/log kaflet/metadata kaflet/network kaflet/server kaflet/security kaflet/quota kaflet/coordinator kaflet/replication kaflet/controller kaflet/gateway kaflet/metrics
+	$(BIN)/mypy kaflet/protocol kaflet/log kaflet/metadata kaflet/network kaflet/server kaflet/security kaflet/quota kaflet/coordinator kaflet/replication kaflet/controller kaflet/gateway kaflet/metrics kaflet/manager
 	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check kaflet tests benchmarks
-	$(BIN)/mypy kaflet/protocol kaflet/log kaflet/metadata kaflet/network kaflet/server kaflet/security kaflet/quota kaflet/coordinator kaflet/replication kaflet/controller kaflet/gateway kaflet/metrics
+	$(BIN)/mypy kaflet/protocol kaflet/log kaflet/metadata kaflet/network kaflet/server kaflet/security kaflet/quota kaflet/coordinator kaflet/replication kaflet/controller kaflet/gateway kaflet/metrics kaflet/manager
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench.py $(ARGS)

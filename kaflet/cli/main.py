@@ -25,6 +25,8 @@ _LAZY_COMMANDS = {
     "leader-election": ("kaflet.cli.leader_election", "leader_election"),
     "reassign-partitions": ("kaflet.cli.reassign_partitions", "reassign_partitions"),
     "transactions": ("kaflet.cli.transactions", "transactions"),
+    # The management service is a separate application on top of the client tools.
+    "manager": ("kaflet.manager.command", "manager"),
 }
 
 

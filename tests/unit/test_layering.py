@@ -26,6 +26,8 @@ LAYERS: list[set[str]] = [
     {"metrics"},
     {"server"},
     {"cli", "embedded_broker", ""},  # "": kaflet/__init__.py
+    # The management service talks to brokers over the wire; `kaflet manager` loads it by name.
+    {"manager"},
 ]
 RANK = {pkg: i for i, layer in enumerate(LAYERS) for pkg in layer}
 ROOT = Path(kaflet.__file__).parent
@@ -139,3 +141,16 @@ def test_checker_sees_type_checking_relative_and_function_imports(tmp_path: Path
     (root / "log" / "e.py").write_text("from kaflet.wormhole import cache\n")
     assert upward_imports(root)[-1] == "kaflet/log/e.py:1: kaflet.log -> kaflet.wormhole: place the package in LAYERS"
     assert sorted(package_cycles(root)) == [["log", "replication"], ["replication", "log"]]
+
+
+def test_the_manager_uses_no_broker_internals() -> None:
+    """kaflet/manager is a separate service: it reaches brokers over the wire only (the client
+    tools' connection and the protocol codec), never the broker's own packages."""
+    broker_side = {"server", "coordinator", "replication", "controller", "log", "metadata", "network", "quota",
+                   "gateway", "embedded_broker"}
+    offenders = [
+        f"{path.relative_to(ROOT.parent)}:{line}: kaflet.{target}"
+        for path in (ROOT / "manager").rglob("*.py")
+        for line, target in _imported_packages(path, ROOT) if target in broker_side
+    ]
+    assert offenders == []

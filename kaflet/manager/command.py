@@ -1,0 +1,65 @@
+"""`kaflet manager`: migrate the database, create the first admin, serve the console and API."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import sys
+from pathlib import Path
+
+import click
+
+from kaflet.manager.config import ConfigError, load_config
+
+
+@click.command("manager")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="manager.toml with the service's settings.")
+@click.option("--database-url", help="SQLAlchemy URL, e.g. postgresql://user:pw@host/db (default: SQLite in the data dir).")
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Where the SQLite database and generated secrets live (default: ./manager-data).")
+@click.option("--host", help="Address to listen on (default 127.0.0.1).")
+@click.option("--port", type=click.IntRange(0, 65535), help="Port to listen on (default 8080; 0: any free port).")
+def manager(config_path: Path | None, database_url: str | None, data_dir: Path | None, host: str | None,
+            port: int | None) -> None:
+    """Run the management service and web console (applications, permissions, quotas, and the
+    gateway API the brokers pull from)."""
+    import uvicorn
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from kaflet.manager.db import Database, head_revision, migrate
+    from kaflet.manager.services import ensure_initial_admin
+    from kaflet.manager.web import create_app
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        config = load_config(config_path, data_dir=data_dir, database_url=database_url, host=host, port=port)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    db = Database(config.database_url)
+    try:
+        before = migrate(db.engine)
+        with db.session() as s:
+            password = ensure_initial_admin(s)
+    except SQLAlchemyError as exc:
+        raise click.ClickException(f"database {db.engine.url.render_as_string(hide_password=True)}: "
+                                   f"{str(exc).splitlines()[0]}") from None
+    head = head_revision()
+    state = "created" if before is None else "up to date" if before == head else f"upgraded from {before} to {head}"
+    click.echo(f"kaflet manager: database {db.engine.url.render_as_string(hide_password=True)} ({state})")
+    if password is not None:
+        click.echo(f"Initial admin account: user 'admin', password '{password}' (shown once; change it after logging in)")
+    family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((config.host, config.port))
+    except OSError as exc:
+        raise click.ClickException(f"cannot listen on {config.host}:{config.port}: {exc.strerror}") from None
+    bound = sock.getsockname()[1]
+    shown = f"[{config.host}]" if family == socket.AF_INET6 else config.host
+    click.echo(f"kaflet manager listening on http://{shown}:{bound} (gateway.url = http://{shown}:{bound}/gateway)")
+    sys.stdout.flush()
+    server = uvicorn.Server(uvicorn.Config(create_app(config, db), log_level="info", access_log=True,
+                                           proxy_headers=False, server_header=False))
+    server.run(sockets=[sock])

@@ -1,0 +1,98 @@
+"""The database: engine, sessions, and schema migrations (Alembic, shipped in the package)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+SCRIPT_LOCATION = "kaflet.manager:migrations"
+
+
+def now_ms() -> int:
+    """Milliseconds since the epoch."""
+    return int(time.time() * 1000)
+
+
+def normalize_url(url: str) -> str:
+    """``postgresql://`` means psycopg 3 (SQLAlchemy's default driver for it is psycopg2)."""
+    parsed = make_url(url)
+    if parsed.drivername in ("postgresql", "postgres"):
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    return parsed.render_as_string(hide_password=False)
+
+
+def make_engine(url: str) -> Engine:
+    """An engine for ``url``; SQLite gets foreign keys on and a busy timeout."""
+    url = normalize_url(url)
+    if url.startswith("sqlite"):
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+
+        @event.listens_for(engine, "connect")
+        def _pragmas(dbapi_conn, _record):  # type: ignore[no-untyped-def]
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.close()
+
+        return engine
+    return create_engine(url, pool_pre_ping=True)
+
+
+def alembic_config() -> Config:
+    """Alembic's config pointing at the migrations inside the package."""
+    cfg = Config()
+    cfg.set_main_option("script_location", SCRIPT_LOCATION)
+    return cfg
+
+
+def migrate(engine: Engine) -> str | None:
+    """Upgrade the schema to the newest revision; the revision it was at before (None: empty)."""
+    cfg = alembic_config()
+    with engine.begin() as conn:
+        before = MigrationContext.configure(conn).get_current_revision()
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "head")
+    return before
+
+
+def current_revision(engine: Engine) -> str | None:
+    """The schema's revision (None before the first migration)."""
+    with engine.connect() as conn:
+        return MigrationContext.configure(conn).get_current_revision()
+
+
+def head_revision() -> str | None:
+    """The newest revision the package ships."""
+    return ScriptDirectory.from_config(alembic_config()).get_current_head()
+
+
+class Database:
+    """An engine and its session factory."""
+
+    def __init__(self, url: str) -> None:
+        self.engine = make_engine(url)
+        self.sessions = sessionmaker(self.engine, expire_on_commit=False)
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """A session committed on success, rolled back on any error."""
+        with self.sessions() as s:
+            try:
+                yield s
+                s.commit()
+            except BaseException:
+                s.rollback()
+                raise
+
+    def dispose(self) -> None:
+        """Close every pooled connection."""
+        self.engine.dispose()

@@ -1,0 +1,21 @@
+"""What every request handler of the service shares."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kaflet.manager.config import ManagerConfig
+from kaflet.manager.db import Database
+from kaflet.manager.quotas import QuotaWriter
+from kaflet.manager.security import LoginLimiter, SecretBox
+
+
+@dataclass
+class ManagerState:
+    """The database, the secret box, the quota writer and the login limiter of one service."""
+
+    config: ManagerConfig
+    db: Database
+    box: SecretBox
+    quota_writer: QuotaWriter
+    login_limiter: LoginLimiter
