@@ -1,6 +1,6 @@
 """The management service's console, JSON API and gateway contract over HTTP (FastAPI's
-TestClient), on SQLite and on a real PostgreSQL server (started by the tests; skipped with the
-reason when its binaries are missing).
+TestClient), on SQLite and on a real PostgreSQL server (started by the tests; they fail, saying
+what to install, when its binaries are missing).
 
 Bad input of every kind gets a clear 4xx and leaves every table as it was.
 """

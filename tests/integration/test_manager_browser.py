@@ -2,11 +2,14 @@
 the same journey as the end-to-end test, by clicks. An admin registers the cluster and creates
 accounts; a user creates an application and asks for produce; an operator approves, sets a
 quota and revokes, while a confluent-kafka producer logged in as the application writes, is
-held to the quota and is refused. Screenshots of the main pages go to docs/images/.
+held to the quota and is refused. Screenshots of the main pages go to the test's temp dir, or
+with KAFLET_SCREENSHOTS=docs/images to the ones the docs show (so a test run leaves the tree clean).
+Without Debian's chromium and chromium-driver the test fails, saying what to install.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from collections.abc import Iterator
@@ -29,15 +32,21 @@ from tests.support.quotas import MB, MeasuredProducer
 from tests.support.topics import create_topic
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
-IMAGES = Path(__file__).resolve().parents[2] / "docs" / "images"
+REPO = Path(__file__).resolve().parents[2]
 TOPIC = "payments"
 
-pytestmark = pytest.mark.skipif(not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()),
-                                reason="needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver)")
+
+
+@pytest.fixture
+def images(tmp_path: Path) -> Path:
+    chosen = os.environ.get("KAFLET_SCREENSHOTS")
+    return REPO / chosen if chosen else tmp_path / "screenshots"
 
 
 @pytest.fixture
 def driver(tmp_path: Path) -> Iterator[object]:
+    if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
+        pytest.fail("the browser test needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver)")
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -72,9 +81,10 @@ def broker(tmp_path: Path, manager: ManagerProcess) -> Iterator[BrokerProcess]:
 class Console:
     """Clicks and typing on the console pages."""
 
-    def __init__(self, driver: object, url: str) -> None:
+    def __init__(self, driver: object, url: str, images: Path) -> None:
         self.d = driver
         self.url = url
+        self.images = images
 
     def by_id(self, element_id: str) -> object:
         from selenium.webdriver.common.by import By
@@ -108,11 +118,11 @@ class Console:
         return str(self.d.page_source)  # type: ignore[attr-defined]
 
     def shot(self, name: str) -> None:
-        IMAGES.mkdir(parents=True, exist_ok=True)
+        self.images.mkdir(parents=True, exist_ok=True)
         # The whole page, not just the window: grow the window to the document's height.
         height = int(self.d.execute_script("return document.documentElement.scrollHeight"))  # type: ignore[attr-defined]
         self.d.set_window_size(1280, min(max(height, 700), 4000))  # type: ignore[attr-defined]
-        self.d.save_screenshot(str(IMAGES / f"manager-{name}.png"))  # type: ignore[attr-defined]
+        self.d.save_screenshot(str(self.images / f"manager-{name}.png"))  # type: ignore[attr-defined]
         self.d.set_window_size(1280, 1000)  # type: ignore[attr-defined]
 
     def login(self, username: str, password: str) -> None:
@@ -127,9 +137,9 @@ class Console:
         assert "Log in" in self.page
 
 
-def test_the_console_by_clicks(driver: object, manager: ManagerProcess, broker: BrokerProcess) -> None:
+def test_the_console_by_clicks(driver: object, manager: ManagerProcess, broker: BrokerProcess, images: Path) -> None:
     assert manager.admin_password
-    ui = Console(driver, manager.url)
+    ui = Console(driver, manager.url, images)
     bootstrap = broker.bootstrap_for("SASL_PLAINTEXT")
 
     ui.go("/login")

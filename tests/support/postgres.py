@@ -71,10 +71,10 @@ def _as_postgres(args: list[str]) -> list[str]:
 
 @contextmanager
 def postgres_server() -> Iterator[PostgresServer]:
-    """Start a server (skipping the test when impossible) and stop it by PID afterwards."""
+    """Start a server (failing the test, saying why, when impossible) and stop it by PID afterwards."""
     reason = unavailable_reason()
     if reason:
-        pytest.skip(reason)
+        pytest.fail(f"the PostgreSQL tests need a server: {reason}")
     root = Path(tempfile.mkdtemp(prefix="kaflet-pg-"))
     user = pwd.getpwnam("postgres")
     os.chown(root, user.pw_uid, user.pw_gid)
