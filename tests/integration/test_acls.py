@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -381,6 +382,13 @@ def test_group_and_topic_permissions_split(broker: BrokerProcess) -> None:
     grant(broker, allow(ResourceType.GROUP, g, "dave", AclOperation.READ))
     c = sasl_raw(broker, "dave")
     try:
+        # As a client does, find the coordinator first: the first FindCoordinator of the broker
+        # creates __consumer_offsets (this test may be the module's first under pytest-xdist).
+        FC = codec.request_class(10)
+        deadline = time.monotonic() + 30
+        while c.request(10, 3, FC(key=g, key_type=0)).error_code != 0:
+            assert time.monotonic() < deadline, "no group coordinator"
+            time.sleep(0.1)
         OC = codec.request_class(8)
         T = OC.OffsetCommitRequestTopic
         oc = c.request(8, 8, OC(group_id=g, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
@@ -396,8 +404,6 @@ def test_group_and_topic_permissions_split(broker: BrokerProcess) -> None:
         # Read on the group implies Describe: the group is listed and described.
         DG = codec.request_class(15)
         assert c.request(15, 5, DG(groups=[g], include_authorized_operations=True)).groups[0].error_code == 0
-        FC = codec.request_class(10)
-        assert c.request(10, 3, FC(key=g, key_type=0)).error_code == 0
     finally:
         c.close()
 
