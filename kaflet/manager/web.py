@@ -274,7 +274,9 @@ def create_app(config: ManagerConfig, db: Database | None = None, quota_writer: 
         try:
             yield
         finally:
-            await run_in_threadpool(state.observers.close)
+            # Not the default wait: a round blocked on an unreachable cluster (up to its request
+            # timeout) ends on its own daemon thread rather than holding up the shutdown.
+            await run_in_threadpool(state.observers.close, 0.2)
 
     app = FastAPI(title="kaflet manager", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
     app.state.manager = state
