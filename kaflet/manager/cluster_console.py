@@ -170,10 +170,15 @@ def topic_page(request: Request, me: Me, cluster_id: int, topic: str) -> Respons
     configs = run("reading the topic's configs", observer.client.topic_configs, topic)
     chart = line_chart({topic: observer.rates.series(topic)}, title=f"{topic}: messages in per second",
                        unit="messages/s")
-    broker_hosts = {b.host for b in snap.overview.brokers if b.host}
+    # Followers' replica fetches are reported too; they come from the other brokers' hosts. A
+    # lone broker has none, and producers are never replicas, so only those fetches are left out
+    # (a consumer on a broker's host of a multi-broker cluster is lost with them).
+    brokers = snap.overview.brokers
+    replica_hosts = {b.host for b in brokers if b.host} if len(brokers) > 1 else set()
     with state_of(request).db.session() as s:
-        rows = svc.live_connections(s, cluster_id=cluster_id, topic=topic)
-        connections = connections_by_topic(rows, now_ms(), exclude_hosts=broker_hosts).get(topic, [])
+        rows = [r for r in svc.live_connections(s, cluster_id=cluster_id, topic=topic)
+                if not (r.type == "fetch" and r.ip in replica_hosts)]
+        connections = connections_by_topic(rows, now_ms()).get(topic, [])
     return render(request, "topic.html", cluster=cluster, snap=snap, topic=info, configs=configs, chart=chart,
                   size=_size(info.size_bytes), part_sizes={p.partition: _size(p.size_bytes) for p in info.partitions},
                   rate=_per_s(observer.rates.latest(topic)), groups=snap.groups_of_topic(topic),

@@ -219,6 +219,7 @@ def test_the_console_by_clicks(driver: object, manager: ManagerProcess, broker: 
     ui.shot("topic")
 
     # Revoked by a click: the producer is refused.
+    ui.go("/apps/payments_app")
     ui.click(f"revoke-{TOPIC}-2")
     assert "No permissions." in ui.page
     wait_for(lambda: refused(produce_once(bootstrap, "payments_app", password, TOPIC)))
