@@ -19,7 +19,7 @@ from fastapi.responses import HTMLResponse, Response
 
 from kaflet.manager import services as svc
 from kaflet.manager.charts import line_chart
-from kaflet.manager.clusters import ClusterError, connections_by_topic, now_ms
+from kaflet.manager.clusters import ClusterError, TopicConnection, connections_by_topic, now_ms
 from kaflet.manager.console import Me, see_other, state_of
 from kaflet.manager.models import Account, Cluster, Role
 from kaflet.manager.sampling import ClusterObserver, ClusterSnapshot
@@ -158,6 +158,21 @@ def cluster_page(request: Request, me: Me, cluster_id: int) -> Response:
                   error=observer.last_error, operator=operator(me))
 
 
+def topic_connections(request: Request, cluster_id: int, topic: str, snap: ClusterSnapshot | None) -> list[TopicConnection]:
+    """The topic's clients the brokers reported in the last 20 minutes.
+
+    Followers' replica fetches are reported too; they come from the other brokers' hosts. A
+    lone broker has none, and producers are never replicas, so only those fetches are left out
+    (a consumer on a broker's host of a multi-broker cluster is lost with them).
+    """
+    brokers = snap.overview.brokers if snap is not None else ()
+    replica_hosts = {b.host for b in brokers if b.host} if len(brokers) > 1 else set()
+    with state_of(request).db.session() as s:
+        rows = [r for r in svc.live_connections(s, cluster_id=cluster_id, topic=topic)
+                if not (r.type == "fetch" and r.ip in replica_hosts)]
+    return connections_by_topic(rows, now_ms()).get(topic, [])
+
+
 @router.get("/clusters/{cluster_id}/topics/{topic}", response_class=HTMLResponse)
 def topic_page(request: Request, me: Me, cluster_id: int, topic: str) -> Response:
     cluster, observer = observer_of(request, cluster_id)
@@ -170,15 +185,7 @@ def topic_page(request: Request, me: Me, cluster_id: int, topic: str) -> Respons
     configs = run("reading the topic's configs", observer.client.topic_configs, topic)
     chart = line_chart({topic: observer.rates.series(topic)}, title=f"{topic}: messages in per second",
                        unit="messages/s")
-    # Followers' replica fetches are reported too; they come from the other brokers' hosts. A
-    # lone broker has none, and producers are never replicas, so only those fetches are left out
-    # (a consumer on a broker's host of a multi-broker cluster is lost with them).
-    brokers = snap.overview.brokers
-    replica_hosts = {b.host for b in brokers if b.host} if len(brokers) > 1 else set()
-    with state_of(request).db.session() as s:
-        rows = [r for r in svc.live_connections(s, cluster_id=cluster_id, topic=topic)
-                if not (r.type == "fetch" and r.ip in replica_hosts)]
-        connections = connections_by_topic(rows, now_ms()).get(topic, [])
+    connections = topic_connections(request, cluster_id, topic, snap)
     return render(request, "topic.html", cluster=cluster, snap=snap, topic=info, configs=configs, chart=chart,
                   size=_size(info.size_bytes), part_sizes={p.partition: _size(p.size_bytes) for p in info.partitions},
                   rate=_per_s(observer.rates.latest(topic)), groups=snap.groups_of_topic(topic),
@@ -236,6 +243,11 @@ def delete_topic(request: Request, me: Me, cluster_id: int, topic: str,
     cluster, observer = _operator_observer(request, me, cluster_id)
     if confirm.strip() != topic:
         raise svc.InvalidInput(f"type the name of the topic ({topic}) to confirm deleting it")
+    live = topic_connections(request, cluster_id, topic, observer.snapshot())
+    if live:
+        # As Logi-KafkaManager: a topic in use is not deleted under its clients' feet.
+        clients = ", ".join(sorted({f"{c.app_id}@{c.ip} ({c.role})" for c in live}))
+        raise svc.Conflict(f"topic {topic} has clients reported in the last 20 minutes: {clients}; stop them first")
     run(f"deleting topic {topic}", observer.client.delete_topic, svc.check_topic(topic))
     audit(request, me, "topic.delete", f"cluster {cluster_id} topic {topic}")
     observer.refresh()

@@ -16,12 +16,12 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 from fastapi.testclient import TestClient
-from sqlalchemy import select
+from sqlalchemy import delete, select
 
 from kaflet.manager.db import Database
-from kaflet.manager.models import AuditRecord
+from kaflet.manager.models import AuditRecord, TopicConnection
 from tests.support.broker_process import BrokerProcess
-from tests.support.manager import Session, manager_client, wait_for
+from tests.support.manager import Session, gateway_call, manager_client, wait_for
 from tests.support.topics import create_topic
 
 CLUSTER = 3
@@ -176,6 +176,16 @@ def test_operations_change_the_cluster_and_are_audited(console: Console) -> None
     r = admin.form(f"{base}/{topic}/delete", {"confirm": "something-else"})
     assert r.status_code == 400 and "type the name of the topic" in r.text
     assert topic in AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics
+    # A topic its clients still use (a broker's session report) is not deleted.
+    report = {"produce": {topic: ["app1#10.9.8.7#2.8#writer"]}}
+    assert gateway_call(console.client, "POST", f"/heartbeat/survive-user?clusterId={CLUSTER}&brokerId=1",
+                        json=report).json()["code"] == 0
+    assert row_of(console.page(f"/topics/{topic}"), "connections", "app1")[1:4] == ["10.9.8.7", "producer", "2.8"]
+    r = admin.form(f"{base}/{topic}/delete", {"confirm": topic})
+    assert r.status_code == 409 and "app1@10.9.8.7 (producer)" in r.text
+    with console.db.session() as s:
+        s.execute(delete(TopicConnection).where(TopicConnection.topic_name == topic))
+        s.commit()
     assert admin.form(f"{base}/{topic}/delete", {"confirm": topic}).status_code == 303
     wait_for(lambda: topic not in console.page(""))
     assert topic not in AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics
