@@ -249,6 +249,9 @@ def test_offset_reset_is_shown_first_then_confirmed_and_refused_while_the_group_
     records = [a for a in console.audit("group.reset_offsets") if group in a.target]
     assert len(records) == 1 and '"0": [5, 17]' in records[0].detail
 
+    # A time after every record: the log end, as Kafka's tool does (dry run only).
+    r = admin.form(reset, {"topic": topic, "to": "timestamp", "value": "2100-01-01T00:00"})
+    assert r.status_code == 200 and row_of(r.text, "changes", "0") == ["0", "17", "20"]
     r = admin.form(reset, {"topic": topic, "to": "timestamp", "value": "not a time"})
     assert r.status_code == 400 and "ms since the epoch" in r.text
     r = admin.form(reset, {"topic": topic, "to": "sideways"})
@@ -289,3 +292,37 @@ def test_non_operators_see_the_pages_but_may_change_nothing(console: Console) ->
     assert r.status_code == 403
     md = AdminClient({"bootstrap.servers": console.broker.bootstrap}).list_topics(topic, timeout=10)
     assert len(md.topics[topic].partitions) == 1 and md.topics[topic].error is None
+
+
+def test_observers_follow_the_registered_clusters_and_the_sampling_setting(console: Console, tmp_path: Path) -> None:
+    from kaflet.manager.config import ConfigError, load_config
+    from kaflet.manager.web import create_app
+    from tests.support.manager import write_config
+
+    app = console.client.app
+    observer = app.state.manager.observers.get(CLUSTER)  # type: ignore[attr-defined]
+    assert observer is not None and observer.interval_s == 0.5
+
+    # A service started later observes the clusters already registered, and stops at shutdown.
+    config = load_config(write_config(tmp_path / "again.toml", tmp_path / "data", cluster_sample_interval_s=2))
+    with TestClient(create_app(config, console.db), base_url="http://127.0.0.1") as again:
+        pool = again.app.state.manager.observers  # type: ignore[attr-defined]
+        started = pool.get(CLUSTER)
+        assert started is not None and started.interval_s == 2.0
+        assert started.wait_for_rounds(1, 30)
+        thread = started._thread
+        assert thread is not None and thread.is_alive()
+    assert pool.get(CLUSTER) is None
+    thread.join(20)
+    assert not thread.is_alive()
+
+    # Forgetting the cluster stops its observer.
+    assert console.admin.form(f"/clusters/{CLUSTER}/delete", {}).status_code == 303
+    assert app.state.manager.observers.get(CLUSTER) is None  # type: ignore[attr-defined]
+    assert console.client.get(f"/clusters/{CLUSTER}").status_code == 404
+
+    for bad in (0, -1, '"fast"'):
+        path = tmp_path / "bad.toml"
+        path.write_text(f'data_dir = "{tmp_path / "data"}"\ncluster_sample_interval_s = {bad}\n')
+        with pytest.raises(ConfigError, match="cluster_sample_interval_s"):
+            load_config(path)
