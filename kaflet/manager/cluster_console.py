@@ -19,7 +19,7 @@ from fastapi.responses import HTMLResponse, Response
 
 from kaflet.manager import services as svc
 from kaflet.manager.charts import line_chart
-from kaflet.manager.clusters import ClusterError, TopicConnection, connections_by_topic, now_ms
+from kaflet.manager.clusters import INTERNAL_TOPICS, ClusterError, TopicConnection, connections_by_topic, now_ms
 from kaflet.manager.console import Me, see_other, state_of
 from kaflet.manager.models import Account, Cluster, Role
 from kaflet.manager.sampling import ClusterObserver, ClusterSnapshot
@@ -241,6 +241,8 @@ def expand_topic(request: Request, me: Me, cluster_id: int, topic: str,
 def delete_topic(request: Request, me: Me, cluster_id: int, topic: str,
                  confirm: Annotated[str, Form(max_length=249)] = "") -> Response:
     cluster, observer = _operator_observer(request, me, cluster_id)
+    if topic in INTERNAL_TOPICS:
+        raise svc.InvalidInput(f"{topic} is one of Kafka's internal topics: the brokers need it")
     if confirm.strip() != topic:
         raise svc.InvalidInput(f"type the name of the topic ({topic}) to confirm deleting it")
     live = topic_connections(request, cluster_id, topic, observer.snapshot())

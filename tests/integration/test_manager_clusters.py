@@ -220,6 +220,9 @@ def test_bad_input_gets_a_clear_error_and_changes_nothing(console: Console) -> N
     assert r.status_code == 400 and "name=value" in r.text
     assert console.client.get(f"/clusters/{CLUSTER}/topics/{unique('nosuch')}").status_code == 404
     assert console.client.get("/clusters/999").status_code == 404
+    assert console.client.get(f"/clusters/{CLUSTER}/groups/{unique('nogroup')}").status_code == 404
+    r = admin.form(f"{base}/__consumer_offsets/delete", {"confirm": "__consumer_offsets"})
+    assert r.status_code == 400 and "internal" in r.text
 
     admin_client = AdminClient({"bootstrap.servers": bootstrap})
     resource = ConfigResource(ResourceType.TOPIC, topic)
