@@ -19,7 +19,13 @@ from fastapi.responses import HTMLResponse, Response
 
 from kaflet.manager import services as svc
 from kaflet.manager.charts import line_chart
-from kaflet.manager.clusters import INTERNAL_TOPICS, ClusterError, TopicConnection, connections_by_topic, now_ms
+from kaflet.manager.clusters import (
+    INTERNAL_TOPICS,
+    ClusterError,
+    TopicConnection,
+    connections_by_topic,
+    now_ms,
+)
 from kaflet.manager.console import Me, see_other, state_of
 from kaflet.manager.models import Account, Cluster, Role
 from kaflet.manager.sampling import ClusterObserver, ClusterSnapshot
