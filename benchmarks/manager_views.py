@@ -15,13 +15,18 @@ commits offsets for --groups consumer groups, then times, --repeat times each:
   configs, live connections out of --connections report rows), a group's lag (live: one group is
   a few small requests).
 
+* the console's HTTP pages, as a browser gets them from a `kaflet manager` process over real
+  HTTP on 127.0.0.1 once its own observer has sampled the cluster: the cluster page (every
+  broker, topic and group), a topic's page and a group's page.
+
 Prints a table of the median and the slowest run per view, in milliseconds. See
-benchmarks/README.md ("Manager views").
+benchmarks/README.md ("Manager views") and docs/manager.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 import signal
 import statistics
@@ -32,6 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -40,6 +46,9 @@ from kaflet.manager.charts import line_chart
 from kaflet.manager.clusters import ClusterAccess, ClusterClient, ConnectionRow, connections_by_topic, now_ms
 from kaflet.manager.sampling import ClusterObserver, MessageRates
 from kaflet.metadata.zk_testing import ZooKeeperServer
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.support.manager import ManagerProcess, Session  # noqa: E402
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -55,6 +64,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--groups", type=int, default=100)
     ap.add_argument("--connections", type=int, default=10000, help="stored session-report rows")
     ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--sample-interval", type=float, default=30.0,
+                    help="the manager process's cluster_sample_interval_s for the HTTP page timings")
     return ap.parse_args(argv)
 
 
@@ -96,6 +107,41 @@ def timed(fn: Callable[[], Any], repeat: int) -> tuple[float, float]:
         fn()
         runs.append((time.perf_counter() - t0) * 1000)
     return statistics.median(runs), max(runs)
+
+
+def http_pages(workdir: Path, bootstrap: str, zk_connect: str | None, topic: str, group: str, topics: int,
+               args: argparse.Namespace) -> None:
+    """Time the console's cluster pages from a `kaflet manager` process over real HTTP."""
+    manager = ManagerProcess(workdir / "manager", cluster_sample_interval_s=args.sample_interval).start()
+    try:
+        with httpx.Client(base_url=manager.url, timeout=120) as http:
+            assert manager.admin_password
+            admin = Session(http, "admin", manager.admin_password)
+            r = admin.form("/clusters", {"name": "bench", "cluster_id": "1", "bootstrap_servers": bootstrap,
+                                         "zookeeper_connect": zk_connect or ""})
+            assert r.status_code == 303, r.text[:500]
+            began = time.monotonic()
+            while not re.search(rf"\b{topics} topics,", http.get("/clusters/1").text):
+                if time.monotonic() - began > 600:
+                    raise RuntimeError("the manager's observer did not sample the cluster in 10 minutes")
+                time.sleep(1)
+            print(f"\nthe manager's first sampling round was done after {time.monotonic() - began:.1f} s",
+                  file=sys.stderr)
+            pages = [("/clusters/1", "HTTP: cluster page (brokers, every topic and group)"),
+                     (f"/clusters/1/topics/{topic}", "HTTP: topic page (partitions, live configs, rate chart)"),
+                     (f"/clusters/1/groups/{group}", "HTTP: group page (live: members, lag per partition)")]
+            for path, label in pages:
+                sizes: list[int] = []
+
+                def get(path: str = path, sizes: list[int] = sizes) -> None:
+                    r = http.get(path)
+                    assert r.status_code == 200, r.text[:300]
+                    sizes.append(len(r.content))
+
+                med, worst = timed(get, args.repeat)
+                print(f"| {label}, {sizes[-1] / 1024:.0f} KiB | {med:.1f} | {worst:.1f} |", flush=True)
+    finally:
+        manager.stop()
 
 
 def _interrupt(_signum: int, _frame: object) -> None:
@@ -209,6 +255,7 @@ def main(argv: list[str] | None = None) -> int:
             med, worst = timed(fn, args.repeat)
             print(f"| {label} | {med:.1f} | {worst:.1f} |", flush=True)
         client.close()
+        http_pages(workdir, bootstrap, zk_connect, topic, group, len(snap.topics), args)
     finally:
         try:
             stop_brokers(brokers, timeout=60)

@@ -603,6 +603,21 @@ class ClusterClient:
                for g in result.valid]
         return sorted(out, key=lambda g: g.group_id)
 
+    def group_members(self, group_ids: Iterable[str]) -> dict[str, int]:
+        """How many members each group has (one DescribeGroups for all); a group whose
+        coordinator did not answer is left out."""
+        ids = list(dict.fromkeys(group_ids))
+        if not ids:
+            return {}
+        futures = self._admin.describe_consumer_groups(ids, request_timeout=self._timeout)
+        out: dict[str, int] = {}
+        for g, fut in futures.items():
+            try:
+                out[g] = len(self._wait(fut).members)
+            except ClusterError as exc:
+                log.info("describing group %s: %s", g, exc)
+        return out
+
     def group(self, group_id: str) -> GroupDetail:
         """State, members and lag per partition of one group (DescribeGroups, OffsetFetch, ListOffsets)."""
         desc = self._wait(self._admin.describe_consumer_groups([group_id],

@@ -40,7 +40,8 @@ SECRETS_FILE = "secrets.toml"
 DEFAULT_ALLOWED = ("127.0.0.1/32", "::1/128")
 
 _KEYS = {"host", "port", "data_dir", "database_url", "secret_key", "encryption_key", "cookie_secure",
-         "session_max_age_s", "login_max_failures", "login_window_s", "max_body_bytes", "gateway"}
+         "session_max_age_s", "login_max_failures", "login_window_s", "max_body_bytes", "gateway",
+         "cluster_sample_interval_s"}
 _GATEWAY_KEYS = {"token", "allowed_addresses"}
 
 
@@ -72,6 +73,8 @@ class ManagerConfig:
     login_max_failures: int = 5
     login_window_s: int = 300
     max_body_bytes: int = 1024 * 1024
+    #: How often each registered cluster is sampled for the console's cluster pages (seconds).
+    cluster_sample_interval_s: float = 30.0
     gateway: GatewaySettings = field(default_factory=GatewaySettings)
 
 
@@ -86,6 +89,8 @@ def _typed(raw: dict[str, Any], key: str, kind: type, default: Any) -> Any:
     value = raw[key]
     if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
         raise ConfigError(f"{key} must be an integer, not {value!r}")
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
     if kind is not int and not isinstance(value, kind):
         raise ConfigError(f"{key} must be a {kind.__name__}, not {value!r}")
     return value
@@ -167,11 +172,13 @@ def load_config(path: Path | None = None, *, data_dir: Path | None = None, datab
         login_max_failures=_typed(raw, "login_max_failures", int, 5),
         login_window_s=_typed(raw, "login_window_s", int, 300),
         max_body_bytes=_typed(raw, "max_body_bytes", int, 1024 * 1024),
+        cluster_sample_interval_s=_typed(raw, "cluster_sample_interval_s", float, 30.0),
         gateway=_gateway(raw.get("gateway")),
     )
     if len(config.secret_key) < 32:
         raise ConfigError("secret_key must be at least 32 characters")
-    for key in ("session_max_age_s", "login_max_failures", "login_window_s", "max_body_bytes"):
+    for key in ("session_max_age_s", "login_max_failures", "login_window_s", "max_body_bytes",
+                "cluster_sample_interval_s"):
         if getattr(config, key) <= 0:
             raise ConfigError(f"{key} must be positive")
     return config

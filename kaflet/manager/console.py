@@ -279,17 +279,20 @@ def register_cluster(request: Request, me: Me, name: Annotated[str, Form(max_len
     if cid and not cid.isdigit():
         raise svc.InvalidInput("a cluster id is a whole number")
     with state.db.session() as s:
-        svc.register_cluster(s, me, state.box, name=name, bootstrap_servers=bootstrap_servers,
-                             cluster_id=int(cid) if cid else None, zookeeper_connect=zookeeper_connect,
-                             security_protocol=security_protocol, sasl_mechanism=sasl_mechanism,
-                             sasl_username=sasl_username, sasl_password=sasl_password)
+        cluster = svc.register_cluster(s, me, state.box, name=name, bootstrap_servers=bootstrap_servers,
+                                       cluster_id=int(cid) if cid else None, zookeeper_connect=zookeeper_connect,
+                                       security_protocol=security_protocol, sasl_mechanism=sasl_mechanism,
+                                       sasl_username=sasl_username, sasl_password=sasl_password)
+        state.observers.observe(cluster.id, svc.cluster_access(cluster, state.box))
     return see_other("/clusters")
 
 
 @router.post("/clusters/{cluster_id}/delete")
 def delete_cluster(request: Request, me: Me, cluster_id: int) -> Response:
-    with state_of(request).db.session() as s:
+    state = state_of(request)
+    with state.db.session() as s:
         svc.delete_cluster(s, me, cluster_id)
+    state.observers.forget(cluster_id)
     return see_other("/clusters")
 
 

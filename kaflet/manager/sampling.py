@@ -119,6 +119,8 @@ class ClusterSnapshot:
     end_offsets: Mapping[tuple[str, int], int] = field(default_factory=dict)
     #: Committed offsets of each group, read in this round.
     committed: Mapping[str, Mapping[tuple[str, int], int]] = field(default_factory=dict)
+    #: How many members each group has, read in this round.
+    members: Mapping[str, int] = field(default_factory=dict)
 
     def group_lag(self, group_id: str) -> int | None:
         """The group's total lag over the partitions it committed (None: not read this round)."""
@@ -179,6 +181,7 @@ class ClusterObserver:
         self._sizes: dict[tuple[str, int], int] | None = None
         self._sampled = threading.Condition()
         self._stop = threading.Event()
+        self._wake = threading.Event()
         self._thread: threading.Thread | None = None
 
     def sample(self) -> ClusterSnapshot:
@@ -195,8 +198,10 @@ class ClusterObserver:
         self.rates.record(at, offsets, {t.name: t.partition_count for t in topics})
         groups = tuple(self.client.groups())
         committed = self.client.committed_offsets(g.group_id for g in groups) if groups else {}
+        members = self.client.group_members(g.group_id for g in groups)
         snap = ClusterSnapshot(at, time.monotonic() - started, overview, {t.name: t for t in topics}, groups,
-                               self.client.sizes_unavailable if self._sizes is None else None, offsets, committed)
+                               self.client.sizes_unavailable if self._sizes is None else None, offsets, committed,
+                               members)
         with self._sampled:
             self._snapshot = snap
             self.rounds += 1
@@ -221,8 +226,13 @@ class ClusterObserver:
             self._thread.start()
         return self
 
+    def refresh(self) -> None:
+        """Start the next round now instead of at the end of the interval (after a change)."""
+        self._wake.set()
+
     def stop(self, timeout: float = 30.0) -> None:
         self._stop.set()
+        self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
@@ -238,7 +248,8 @@ class ClusterObserver:
             except Exception as exc:  # a bug must not end the sampling for good
                 self.last_error = f"{type(exc).__name__}: {exc}"
                 log.exception("sampling %s failed", self.client.access.bootstrap_servers)
-            self._stop.wait(max(0.0, self.interval_s - (time.monotonic() - began)))
+            self._wake.wait(max(0.0, self.interval_s - (time.monotonic() - began)))
+            self._wake.clear()
 
 
 class ObserverPool:
@@ -280,11 +291,18 @@ class ObserverPool:
         if old is not None:
             _retire(old)
 
-    def close(self) -> None:
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop every observer, waiting at most ``timeout`` in all: a round blocked on an
+        unreachable cluster finishes on its own (daemon) thread instead of holding up shutdown."""
         with self._lock:
             observers, self._observers = list(self._observers.values()), {}
         for observer in observers:
-            _retire(observer)
+            observer._stop.set()
+            observer._wake.set()
+        deadline = time.monotonic() + timeout
+        for observer in observers:
+            observer.stop(max(0.0, deadline - time.monotonic()))
+            observer.client.close()
 
 
 def _retire(observer: ClusterObserver) -> None:

@@ -20,6 +20,7 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from kaflet.manager.clusters import ClusterAccess
 from kaflet.manager.db import now_ms
 from kaflet.manager.models import (
     ROLE_RANK,
@@ -287,6 +288,13 @@ def cluster_connection(cluster: Cluster, box: SecretBox) -> ClusterConnection:
         conf.update({"sasl.mechanism": cluster.sasl_mechanism, "sasl.username": cluster.sasl_username or "",
                      "sasl.password": box.decrypt(cluster.sasl_password_enc) if cluster.sasl_password_enc else ""})
     return ClusterConnection(cluster.bootstrap_servers, conf)
+
+
+def cluster_access(cluster: Cluster, box: SecretBox) -> ClusterAccess:
+    """How the console's observer reaches a cluster (the same admin connection as quotas)."""
+    return ClusterAccess(cluster.bootstrap_servers, cluster.zookeeper_connect or None, cluster.security_protocol,
+                         cluster.sasl_mechanism, cluster.sasl_username,
+                         box.decrypt(cluster.sasl_password_enc) if cluster.sasl_password_enc else None)
 
 
 def get_cluster(s: Session, cluster_id: int) -> Cluster:

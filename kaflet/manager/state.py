@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kaflet.manager.config import ManagerConfig
 from kaflet.manager.db import Database
 from kaflet.manager.quotas import QuotaWriter
+from kaflet.manager.sampling import ObserverPool
 from kaflet.manager.security import LoginLimiter, SecretBox
 
 
 @dataclass
 class ManagerState:
-    """The database, the secret box, the quota writer and the login limiter of one service."""
+    """The database, the secret box, the quota writer, the login limiter and the cluster
+    observers of one service."""
 
     config: ManagerConfig
     db: Database
     box: SecretBox
     quota_writer: QuotaWriter
     login_limiter: LoginLimiter
+    observers: ObserverPool = field(default_factory=ObserverPool)

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from kaflet.manager.config import ManagerConfig
 from kaflet.manager.db import Database
 from kaflet.manager.models import Account
 from kaflet.manager.quotas import AdminQuotaWriter, QuotaWriter
+from kaflet.manager.sampling import ObserverPool
 from kaflet.manager.security import LoginLimiter, SecretBox, csrf_matches, new_csrf_token, verify_password
 from kaflet.manager.services import ACCESS_NAMES, ServiceError, account_by_name
 from kaflet.manager.state import ManagerState
@@ -256,13 +258,28 @@ def render(request: Request, name: str, http_status: int = 200, **context: Any) 
 
 def create_app(config: ManagerConfig, db: Database | None = None, quota_writer: QuotaWriter | None = None) -> FastAPI:
     """The service for ``config`` (the schema must be migrated already: see db.migrate)."""
-    from kaflet.manager import api, console
+    from kaflet.manager import api, cluster_console, console
 
-    app = FastAPI(title="kaflet manager", docs_url=None, redoc_url=None, openapi_url=None)
-    app.state.manager = ManagerState(
+    state = ManagerState(
         config=config, db=db or Database(config.database_url), box=SecretBox(config.encryption_key),
         quota_writer=quota_writer or AdminQuotaWriter(),
-        login_limiter=LoginLimiter(config.login_max_failures, config.login_window_s))
+        login_limiter=LoginLimiter(config.login_max_failures, config.login_window_s),
+        observers=ObserverPool(interval_s=config.cluster_sample_interval_s))
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        # Every registered cluster is sampled in the background from the start, so its pages
+        # have a snapshot to show by the time anyone opens them.
+        await run_in_threadpool(cluster_console.observe_all, state)
+        try:
+            yield
+        finally:
+            # Not the default wait: a round blocked on an unreachable cluster (up to its request
+            # timeout) ends on its own daemon thread rather than holding up the shutdown.
+            await run_in_threadpool(state.observers.close, 0.2)
+
+    app = FastAPI(title="kaflet manager", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
+    app.state.manager = state
     app.add_middleware(SessionMiddleware, secret_key=config.secret_key, session_cookie="kaflet_manager",
                        max_age=config.session_max_age_s, same_site="strict", https_only=config.cookie_secure)
     app.add_middleware(SecurityHeaders)
@@ -271,6 +288,7 @@ def create_app(config: ManagerConfig, db: Database | None = None, quota_writer: 
     app.include_router(gateway.router)
     app.include_router(api.router)
     app.include_router(console.router)
+    app.include_router(cluster_console.router)
 
     @app.exception_handler(gateway.GatewayDenied)
     async def _gateway_denied(request: Request, exc: gateway.GatewayDenied) -> Response:

@@ -2,7 +2,8 @@
 the same journey as the end-to-end test, by clicks. An admin registers the cluster and creates
 accounts; a user creates an application and asks for produce; an operator approves, sets a
 quota and revokes, while a confluent-kafka producer logged in as the application writes, is
-held to the quota and is refused. Screenshots of the main pages go to the test's temp dir, or
+held to the quota and is refused; the cluster's page and the topic's page (rate chart, live
+connections) show what the broker holds. Screenshots of the main pages go to the test's temp dir, or
 with KAFLET_SCREENSHOTS=docs/images to the ones the docs show (so a test run leaves the tree clean).
 Without Debian's chromium and chromium-driver the test fails, saying what to install.
 """
@@ -67,7 +68,7 @@ def driver(tmp_path: Path) -> Iterator[object]:
 
 @pytest.fixture
 def manager(tmp_path: Path) -> Iterator[ManagerProcess]:
-    with running_manager(tmp_path / "manager") as m:
+    with running_manager(tmp_path / "manager", cluster_sample_interval_s=1) as m:
         yield m
 
 
@@ -208,7 +209,17 @@ def test_the_console_by_clicks(driver: object, manager: ManagerProcess, broker: 
     wait_for(lambda: (ui.go("/apps/payments_app"), "127.0.0.1" in ui.page.split("Live connections")[1])[1])
     ui.shot("app")
 
+    # The cluster's page lists the topic; its page has the rate chart and the live producer.
+    ui.go(f"/clusters/{CLUSTER_ID}")
+    assert f'id="topic-{TOPIC}"' in ui.page and "controller" in ui.page
+    ui.shot("cluster")
+    ui.click(f"topic-{TOPIC}")
+    assert "<svg" in ui.page and "<circle" in ui.page.split('id="rate-chart"')[1]
+    assert "payments_app" in ui.page.split('id="connections"')[1].split("</table>")[0]
+    ui.shot("topic")
+
     # Revoked by a click: the producer is refused.
+    ui.go("/apps/payments_app")
     ui.click(f"revoke-{TOPIC}-2")
     assert "No permissions." in ui.page
     wait_for(lambda: refused(produce_once(bootstrap, "payments_app", password, TOPIC)))

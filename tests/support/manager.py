@@ -99,9 +99,10 @@ class ManagerProcess:
     """`kaflet manager` as a child process on a free port; stopped (then killed) by PID."""
 
     def __init__(self, workdir: Path, database_url: str | None = None,
-                 allowed_addresses: tuple[str, ...] = ("127.0.0.1/32",)) -> None:
+                 allowed_addresses: tuple[str, ...] = ("127.0.0.1/32",), **extra: Any) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
-        self.config_path = write_config(workdir / "manager.toml", workdir / "data", database_url, allowed_addresses)
+        self.config_path = write_config(workdir / "manager.toml", workdir / "data", database_url, allowed_addresses,
+                                        **extra)
         self.log_path = workdir / "manager.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self.url = ""
@@ -144,8 +145,9 @@ class ManagerProcess:
 
 @contextmanager
 def running_manager(workdir: Path, database_url: str | None = None,
-                    allowed_addresses: tuple[str, ...] = ("127.0.0.1/32",)) -> Iterator[ManagerProcess]:
-    manager = ManagerProcess(workdir, database_url, allowed_addresses).start()
+                    allowed_addresses: tuple[str, ...] = ("127.0.0.1/32",), **extra: Any) -> Iterator[ManagerProcess]:
+    """A started `kaflet manager` (``extra``: more top-level settings of its manager.toml)."""
+    manager = ManagerProcess(workdir, database_url, allowed_addresses, **extra).start()
     try:
         yield manager
     finally:

@@ -1,0 +1,331 @@
+"""The console's cluster pages against a real kaflet broker process: the in-process service
+(FastAPI's TestClient) samples the broker over real sockets in the background every half
+second; topics and groups made with confluent-kafka show up on its pages, operator actions
+change the cluster and are audited, bad input changes nothing, non-operators get 403.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+from fastapi.testclient import TestClient
+from sqlalchemy import delete, select
+
+from kaflet.manager.db import Database
+from kaflet.manager.models import AuditRecord, TopicConnection
+from tests.support.broker_process import BrokerProcess
+from tests.support.manager import Session, gateway_call, manager_client, wait_for
+from tests.support.topics import create_topic
+
+CLUSTER = 3
+
+
+class Console:
+    """The in-process service with an admin session and the registered broker."""
+
+    def __init__(self, client: TestClient, password: str, config: Any, broker: BrokerProcess) -> None:
+        self.client = client
+        self.admin = Session(client, "admin", password)
+        self.db = Database(config.database_url)
+        self.broker = broker
+        r = self.admin.form("/clusters", {"name": "local", "cluster_id": str(CLUSTER),
+                                          "bootstrap_servers": broker.bootstrap})
+        assert r.status_code == 303, r.text
+
+    def page(self, path: str) -> str:
+        r = self.client.get(f"/clusters/{CLUSTER}{path}")
+        assert r.status_code == 200, r.text
+        return r.text
+
+    def page_shows(self, path: str, *needles: str, timeout: float = 30.0) -> str:
+        """The page once it shows every needle (the observer samples every half second)."""
+        found: list[str] = []
+
+        def check() -> bool:
+            found[:] = [self.page(path)]
+            return all(n in found[0] for n in needles)
+
+        wait_for(check, timeout)
+        return found[0]
+
+    def audit(self, action: str) -> list[AuditRecord]:
+        with self.db.session() as s:
+            return list(s.scalars(select(AuditRecord).where(AuditRecord.action == action)))
+
+    def new_client(self) -> TestClient:
+        return TestClient(self.client.app, base_url="http://127.0.0.1")
+
+
+@pytest.fixture
+def console(tmp_path: Path, kaflet_broker: BrokerProcess) -> Iterator[Console]:
+    with manager_client(tmp_path, cluster_sample_interval_s=0.5) as (client, password, config):
+        c = Console(client, password, config, kaflet_broker)
+        try:
+            yield c
+        finally:
+            c.db.dispose()
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def produce(bootstrap: str, topic: str, count: int, partition: int = 0) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(count):
+        producer.produce(topic, f"m{i}".encode(), partition=partition)
+    assert producer.flush(30) == 0
+
+
+def consume_and_commit(bootstrap: str, topic: str, group: str, count: int) -> None:
+    """Read ``count`` messages of partition 0 by assignment (the group gets no members) and
+    commit the position after them."""
+    from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        got = 0
+        last = None
+        while got < count:
+            msg = consumer.poll(10)
+            assert msg is not None, "no message"
+            assert msg.error() is None, msg.error()
+            got += 1
+            last = msg
+        consumer.commit(message=last, asynchronous=False)
+    finally:
+        consumer.close()
+
+
+def row_of(page: str, table_id: str, first_cell: str) -> list[str]:
+    """The cells of the row of table ``table_id`` whose first cell is ``first_cell`` (any row: "")."""
+    table = page.split(f'id="{table_id}"', 1)[1].split("</table>", 1)[0]
+    for row in re.findall(r"<tr.*?</tr>", table, re.S):
+        cells = [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td.*?</td>", row, re.S)]
+        if cells and (cells[0] == first_cell or not first_cell):
+            return cells
+    raise AssertionError(f"no row {first_cell!r} in {table_id}")
+
+
+def test_pages_show_what_the_cluster_holds(console: Console) -> None:
+    bootstrap = console.broker.bootstrap
+    topic, group = unique("orders"), unique("billing")
+    create_topic(bootstrap, topic, partitions=3)
+    page = console.page_shows("", topic)
+    broker_row = row_of(page, "brokers", "")
+    broker_id = broker_row[0]
+    assert broker_id.isdigit() and broker_row[1] == console.broker.bootstrap
+    assert broker_row[3:] == ["controller", "up"]
+    cells = row_of(page, "topics", topic)
+    assert cells[1:4] == ["3", "1", "0"]  # partitions, replication factor, under-replicated
+
+    n, m = 30, 12
+    produce(bootstrap, topic, n)
+    consume_and_commit(bootstrap, topic, group, m)
+    page = console.page_shows("", group)
+    wait_for(lambda: row_of(console.page(""), "groups", group)[3] == str(n - m))
+    assert row_of(console.page(""), "groups", group)[1:3] == ["Empty", "0"]
+
+    group_page = console.page(f"/groups/{group}")
+    assert re.search(rf'id="total-lag">{n - m}<', group_page)
+    assert row_of(group_page, "lag", topic)[1:5] == ["0", str(m), str(n), str(n - m)]
+
+    # Messages keep arriving: the rate chart gets points (one per pair of samples).
+    produce(bootstrap, topic, 50)
+    wait_for(lambda: row_of(console.page(f"/topics/{topic}"), "topic-groups", group)[1] == str(n - m + 50))
+    topic_page = console.page(f"/topics/{topic}")
+    chart = topic_page.split('id="rate-chart">', 1)[1].split("</div>", 1)[0]
+    assert chart.startswith("<svg") and "<polyline" in chart
+    rates = [float(v) for v in re.findall(r"<circle [^>]*><title>\S+ \S+ ([0-9.]+)", chart)]
+    assert len(rates) >= 1 and max(rates) > 0  # the 50 messages show as a rise
+    assert [row_of(topic_page, "partitions", str(p))[:4] for p in range(3)] == \
+        [[str(p), broker_id, broker_id, broker_id] for p in range(3)]
+    assert row_of(topic_page, "topic-groups", group)[1] == str(n - m + 50)
+    assert "retention.ms" in topic_page
+
+
+def test_operations_change_the_cluster_and_are_audited(console: Console) -> None:
+    admin, bootstrap = console.admin, console.broker.bootstrap
+    topic = unique("ops")
+    base = f"/clusters/{CLUSTER}/topics"
+    r = admin.form(base, {"name": topic, "partitions": "2", "configs": "retention.ms=3600000"})
+    assert r.status_code == 303, r.text
+    assert row_of(console.page_shows("", topic), "topics", topic)[1] == "2"
+    assert row_of(console.page(f"/topics/{topic}"), "configs", "retention.ms")[1] == "3600000"
+
+    assert admin.form(f"{base}/{topic}/partitions", {"partitions": "5"}).status_code == 303
+    wait_for(lambda: row_of(console.page(""), "topics", topic)[1] == "5")
+
+    assert admin.form(f"{base}/{topic}/configs", {"set_configs": "retention.ms=7200000\ncleanup.policy=compact"}
+                      ).status_code == 303
+    page = console.page(f"/topics/{topic}")
+    assert row_of(page, "configs", "retention.ms")[1] == "7200000"
+    assert row_of(page, "configs", "cleanup.policy")[1] == "compact"
+    assert admin.form(f"{base}/{topic}/configs", {"reset": "cleanup.policy"}).status_code == 303
+    assert row_of(console.page(f"/topics/{topic}"), "configs", "cleanup.policy")[1] == "delete"
+
+    # A wrong confirmation deletes nothing; the topic's name confirms.
+    r = admin.form(f"{base}/{topic}/delete", {"confirm": "something-else"})
+    assert r.status_code == 400 and "type the name of the topic" in r.text
+    assert topic in AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics
+    # A topic its clients still use (a broker's session report) is not deleted.
+    report = {"produce": {topic: ["app1#10.9.8.7#2.8#writer"]}}
+    assert gateway_call(console.client, "POST", f"/heartbeat/survive-user?clusterId={CLUSTER}&brokerId=1",
+                        json=report).json()["code"] == 0
+    assert row_of(console.page(f"/topics/{topic}"), "connections", "app1")[1:4] == ["10.9.8.7", "producer", "2.8"]
+    r = admin.form(f"{base}/{topic}/delete", {"confirm": topic})
+    assert r.status_code == 409 and "app1@10.9.8.7 (producer)" in r.text
+    with console.db.session() as s:
+        s.execute(delete(TopicConnection).where(TopicConnection.topic_name == topic))
+        s.commit()
+    assert admin.form(f"{base}/{topic}/delete", {"confirm": topic}).status_code == 303
+    wait_for(lambda: topic not in console.page(""))
+    assert topic not in AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics
+
+    for action, details in (("topic.create", ['"partitions": 2']), ("topic.expand", ['"partitions": 5']),
+                            ("topic.configs", ["7200000", '"reset": ["cleanup.policy"]']), ("topic.delete", [""])):
+        records = [a for a in console.audit(action) if topic in a.target]
+        assert len(records) == len(details) and all(a.actor == "admin" for a in records), action
+        assert all(d in a.detail for a, d in zip(records, details, strict=True)), action
+
+
+def test_bad_input_gets_a_clear_error_and_changes_nothing(console: Console) -> None:
+    admin, bootstrap = console.admin, console.broker.bootstrap
+    topic = unique("kept")
+    create_topic(bootstrap, topic, partitions=2)
+    base = f"/clusters/{CLUSTER}/topics"
+    before = len(console.audit("topic.create")) + len(console.audit("topic.expand")) + len(console.audit("topic.configs"))
+
+    r = admin.form(base, {"name": unique("neg"), "partitions": "-3"})
+    assert r.status_code == 400 and "partitions must be from 1" in r.text
+    r = admin.form(base, {"name": "bad name!", "partitions": "1"})
+    assert r.status_code == 400 and "topic name" in r.text
+    r = admin.form(base, {"name": topic, "partitions": "1"})
+    assert r.status_code == 409 and "TOPIC_ALREADY_EXISTS" in r.text
+    r = admin.form(f"{base}/{unique('nosuch')}/partitions", {"partitions": "4"})
+    assert r.status_code == 404 and "UNKNOWN_TOPIC_OR_PART" in r.text
+    r = admin.form(f"{base}/{topic}/partitions", {"partitions": "1"})
+    assert r.status_code == 400 and "INVALID_PARTITIONS" in r.text
+    r = admin.form(f"{base}/{topic}/configs", {"set_configs": "retention.ms=soon"})
+    assert r.status_code == 400 and "INVALID_CONFIG" in r.text
+    r = admin.form(f"{base}/{topic}/configs", {"set_configs": "no equals sign"})
+    assert r.status_code == 400 and "name=value" in r.text
+    assert console.client.get(f"/clusters/{CLUSTER}/topics/{unique('nosuch')}").status_code == 404
+    assert console.client.get("/clusters/999").status_code == 404
+    assert console.client.get(f"/clusters/{CLUSTER}/groups/{unique('nogroup')}").status_code == 404
+    r = admin.form(f"{base}/__consumer_offsets/delete", {"confirm": "__consumer_offsets"})
+    assert r.status_code == 400 and "internal" in r.text
+
+    admin_client = AdminClient({"bootstrap.servers": bootstrap})
+    resource = ConfigResource(ResourceType.TOPIC, topic)
+    configs = admin_client.describe_configs([resource])[resource].result(10)
+    assert configs["retention.ms"].is_default
+    assert len(admin_client.list_topics(topic, timeout=10).topics[topic].partitions) == 2
+    after = len(console.audit("topic.create")) + len(console.audit("topic.expand")) + len(console.audit("topic.configs"))
+    assert after == before
+
+
+def test_offset_reset_is_shown_first_then_confirmed_and_refused_while_the_group_has_members(console: Console) -> None:
+    admin, bootstrap = console.admin, console.broker.bootstrap
+    topic, group = unique("reset"), unique("readers")
+    create_topic(bootstrap, topic, partitions=1)
+    produce(bootstrap, topic, 20)
+    consume_and_commit(bootstrap, topic, group, 5)
+    reset = f"/clusters/{CLUSTER}/groups/{group}/reset"
+
+    r = admin.form(reset, {"topic": topic, "to": "earliest"})
+    assert r.status_code == 200 and 'id="reset-confirm"' in r.text and "dry run" in r.text
+    assert row_of(r.text, "changes", "0") == ["0", "5", "0"]
+    assert row_of(console.page(f"/groups/{group}"), "lag", topic)[2] == "5"  # nothing moved yet
+
+    r = admin.form(reset, {"topic": topic, "to": "offset", "value": "17", "confirm": "yes"})
+    assert r.status_code == 303, r.text
+    assert row_of(console.page(f"/groups/{group}"), "lag", topic)[2:5] == ["17", "20", "3"]
+    records = [a for a in console.audit("group.reset_offsets") if group in a.target]
+    assert len(records) == 1 and '"0": [5, 17]' in records[0].detail
+
+    # A time after every record: the log end, as Kafka's tool does (dry run only).
+    r = admin.form(reset, {"topic": topic, "to": "timestamp", "value": "2100-01-01T00:00"})
+    assert r.status_code == 200 and row_of(r.text, "changes", "0") == ["0", "17", "20"]
+    r = admin.form(reset, {"topic": topic, "to": "timestamp", "value": "not a time"})
+    assert r.status_code == 400 and "ms since the epoch" in r.text
+    r = admin.form(reset, {"topic": topic, "to": "sideways"})
+    assert r.status_code == 400
+
+    member = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                       "session.timeout.ms": 6000})
+    try:
+        member.subscribe([topic])
+        wait_for(lambda: member.poll(0.5) is not None or bool(member.assignment()))
+        r = admin.form(reset, {"topic": topic, "to": "earliest", "confirm": "yes"})
+        assert r.status_code == 409 and "GROUP_NOT_EMPTY" in r.text
+        assert row_of(console.page(f"/groups/{group}"), "members", "")[1] != ""
+    finally:
+        member.close()
+    assert row_of(console.page(f"/groups/{group}"), "lag", topic)[2] == "17"
+    assert len(console.audit("group.reset_offsets")) == 1
+
+
+def test_non_operators_see_the_pages_but_may_change_nothing(console: Console) -> None:
+    r = console.admin.form("/accounts", {"username": "viewer", "password": "viewer-password", "role": "user"})
+    assert r.status_code == 303
+    viewer = Session(console.new_client(), "viewer", "viewer-password")
+    topic = unique("guarded")
+    create_topic(console.broker.bootstrap, topic, partitions=1)
+    page = viewer.client.get(f"/clusters/{CLUSTER}")
+    assert page.status_code == 200 and 'id="create-topic"' not in page.text
+    base = f"/clusters/{CLUSTER}/topics"
+    for path, data in ((base, {"name": unique("x"), "partitions": "1"}),
+                       (f"{base}/{topic}/partitions", {"partitions": "3"}),
+                       (f"{base}/{topic}/configs", {"set_configs": "retention.ms=1000"}),
+                       (f"{base}/{topic}/delete", {"confirm": topic}),
+                       (f"/clusters/{CLUSTER}/groups/g/reset", {"topic": topic, "to": "earliest", "confirm": "yes"})):
+        r = viewer.form(path, data)
+        assert r.status_code == 403 and "operator" in r.text, path
+    # Without the CSRF token even an admin changes nothing.
+    r = console.client.post(f"{base}/{topic}/delete", data={"confirm": topic})
+    assert r.status_code == 403
+    md = AdminClient({"bootstrap.servers": console.broker.bootstrap}).list_topics(topic, timeout=10)
+    assert len(md.topics[topic].partitions) == 1 and md.topics[topic].error is None
+
+
+def test_observers_follow_the_registered_clusters_and_the_sampling_setting(console: Console, tmp_path: Path) -> None:
+    from kaflet.manager.config import ConfigError, load_config
+    from kaflet.manager.web import create_app
+    from tests.support.manager import write_config
+
+    app = console.client.app
+    observer = app.state.manager.observers.get(CLUSTER)  # type: ignore[attr-defined]
+    assert observer is not None and observer.interval_s == 0.5
+
+    # A service started later observes the clusters already registered, and stops at shutdown.
+    config = load_config(write_config(tmp_path / "again.toml", tmp_path / "data", cluster_sample_interval_s=2))
+    with TestClient(create_app(config, console.db), base_url="http://127.0.0.1") as again:
+        pool = again.app.state.manager.observers  # type: ignore[attr-defined]
+        started = pool.get(CLUSTER)
+        assert started is not None and started.interval_s == 2.0
+        assert started.wait_for_rounds(1, 30)
+        thread = started._thread
+        assert thread is not None and thread.is_alive()
+    assert pool.get(CLUSTER) is None
+    thread.join(20)
+    assert not thread.is_alive()
+
+    # Forgetting the cluster stops its observer.
+    assert console.admin.form(f"/clusters/{CLUSTER}/delete", {}).status_code == 303
+    assert app.state.manager.observers.get(CLUSTER) is None  # type: ignore[attr-defined]
+    assert console.client.get(f"/clusters/{CLUSTER}").status_code == 404
+
+    for bad in (0, -1, '"fast"'):
+        path = tmp_path / "bad.toml"
+        path.write_text(f'data_dir = "{tmp_path / "data"}"\ncluster_sample_interval_s = {bad}\n')
+        with pytest.raises(ConfigError, match="cluster_sample_interval_s"):
+            load_config(path)
