@@ -104,6 +104,26 @@ def test_wrong_generation_and_member(broker: BrokerProcess) -> None:
     c.close()
 
 
+def test_commit_while_completing_rebalance_checks_the_member_first(broker: BrokerProcess) -> None:
+    """Kafka validates member and generation before the group state: only a current member of
+    the current generation hears REBALANCE_IN_PROGRESS while the leader has not synced yet."""
+    if not _topic_exists(broker):
+        create_topic(broker.bootstrap, "hostile-t", 1)
+    c = RawClient(broker.bootstrap)
+    g = _gid()
+    r = join(c, g)
+    assert r.error_code == 0 and r.generation_id == 1
+    me = r.member_id  # the group is in CompletingRebalance until this leader syncs
+    assert commit(c, g, 1, "stranger") == E.UNKNOWN_MEMBER_ID
+    assert commit(c, g, 5, me) == E.ILLEGAL_GENERATION
+    assert commit(c, g, -1, "") == E.UNKNOWN_MEMBER_ID
+    assert commit(c, g, 1, me) == E.REBALANCE_IN_PROGRESS
+    assert sync(c, g, 1, me, {me: b"a"}).error_code == 0
+    assert commit(c, g, 1, me) == E.NONE
+    assert c.request(LEAVE, 1, codec.request_class(LEAVE)(group_id=g, member_id=me)).error_code == 0
+    c.close()
+
+
 def test_static_member_fencing(broker: BrokerProcess) -> None:
     c = RawClient(broker.bootstrap)
     g = _gid()

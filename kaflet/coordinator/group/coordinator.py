@@ -714,13 +714,16 @@ class GroupCoordinator:
         if group.is_static_member_fenced(member_id, group_instance_id):
             return all_(E.FENCED_INSTANCE_ID)
         if not (generation_id < 0 and group.is_(S.EMPTY)):
-            if group.is_(S.COMPLETING_REBALANCE):
-                return all_(E.REBALANCE_IN_PROGRESS)
+            # Kafka's validateOffsetCommit: who commits is checked before the group's state, so a
+            # removed or stale member hears UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION (and gives up its
+            # offsets, CommitFailedException in Java) even while the group completes a rebalance.
             member = group.members.get(member_id)
             if member is None:
                 return all_(E.UNKNOWN_MEMBER_ID)
             if generation_id != group.generation_id:
                 return all_(E.ILLEGAL_GENERATION)
+            if group.is_(S.COMPLETING_REBALANCE):
+                return all_(E.REBALANCE_IN_PROGRESS)
             self._schedule_heartbeat(group, member)
         return await self._store_offsets(group, offsets)
 
