@@ -31,7 +31,7 @@ class Offsets:
         self.store = OffsetsTopicStore(lambda t, i: self.part if (t, i) == (GROUP_METADATA_TOPIC, 0) else None, 5000)
 
     def coordinator(self) -> GroupCoordinator:
-        return GroupCoordinator(GroupConfig(num_partitions=1), self.store)
+        return GroupCoordinator(GroupConfig(num_partitions=1, initial_rebalance_delay_ms=0), self.store)
 
     def marker(self, commit: bool) -> None:
         """A COMMIT/ABORT control batch, as the WriteTxnMarkers handler appends it."""
@@ -87,11 +87,24 @@ async def test_abort_drops_and_plain_commit_wins(o: Offsets) -> None:
 
 
 async def test_member_checks(o: Offsets) -> None:
+    """Kafka's validateOffsetCommit for transactional commits."""
     c = await _loaded(o)
-    assert await c.commit_txn_offsets("g", PID, EPOCH, "nobody", None, -1, {TP: OffsetValue(1)}) == {
-        TP: E.UNKNOWN_MEMBER_ID}
-    assert await c.commit_txn_offsets("g", PID, EPOCH, "", None, 3, {TP: OffsetValue(1)}) == {
-        TP: E.ILLEGAL_GENERATION}
+    one = {TP: OffsetValue(1)}
+    # An empty group takes generation -1 commits, whatever member they name.
+    assert await c.commit_txn_offsets("g", PID, EPOCH, "nobody", None, -1, one) == {TP: E.NONE}
+    assert await c.commit_txn_offsets("g", PID, EPOCH, "", None, 3, one) == {TP: E.UNKNOWN_MEMBER_ID}
+    joined = await c.join_group("g", "", None, False, "client", "/127.0.0.1", 1000, 10000, "consumer",
+                                [("range", b"meta")])
+    assert joined.error == E.NONE and joined.generation_id == 1
+    member = joined.member_id
+    assert await c.commit_txn_offsets("g", PID, EPOCH, "nobody", None, -1, one) == {TP: E.UNKNOWN_MEMBER_ID}
+    # The member with a generation that is not the group's, -1 included (Kafka: ILLEGAL_GENERATION).
+    assert await c.commit_txn_offsets("g", PID, EPOCH, member, None, -1, one) == {TP: E.ILLEGAL_GENERATION}
+    assert await c.commit_txn_offsets("g", PID, EPOCH, member, None, 3, one) == {TP: E.ILLEGAL_GENERATION}
+    assert await c.commit_txn_offsets("g", PID, EPOCH, member, None, 1, one) == {TP: E.NONE}
+    # A producer naming neither member nor generation (older clients) may commit to any group.
+    assert await c.commit_txn_offsets("g", PID, EPOCH, "", None, -1, one) == {TP: E.NONE}
+    c.shutdown()
 
 
 async def test_reload_replays_markers(o: Offsets) -> None:

@@ -768,12 +768,17 @@ class GroupCoordinator:
         group = self._get_or_create(group_id)
         if group.is_(S.DEAD):
             return all_(E.COORDINATOR_NOT_AVAILABLE)
-        if group.is_static_member_fenced(member_id, group_instance_id):
-            return all_(E.FENCED_INSTANCE_ID)
-        if member_id and member_id not in group.members:
-            return all_(E.UNKNOWN_MEMBER_ID)
-        if generation_id >= 0 and generation_id != group.generation_id:
-            return all_(E.ILLEGAL_GENERATION)
+        # Kafka's validateOffsetCommit (transactional): a producer that names no member and no
+        # generation (older clients) may commit to any group; one that names either must be the
+        # current member of the current generation, even with generation -1 in a non-empty group.
+        names_member = generation_id >= 0 or bool(member_id) or group_instance_id is not None
+        if names_member and not (generation_id < 0 and group.is_(S.EMPTY)):
+            if group.is_static_member_fenced(member_id, group_instance_id):
+                return all_(E.FENCED_INSTANCE_ID)
+            if member_id not in group.members:
+                return all_(E.UNKNOWN_MEMBER_ID)
+            if generation_id != group.generation_id:
+                return all_(E.ILLEGAL_GENERATION)
         return await self._store_offsets(group, offsets, producer_id, producer_epoch)
 
     def complete_txn(self, partition: int, producer_id: int, commit: bool) -> None:
