@@ -50,7 +50,10 @@ def manager(config_path: Path | None, database_url: str | None, data_dir: Path |
     if password is not None:
         click.echo(f"Initial admin account: user 'admin', password '{password}' (shown once; change it after logging in)")
     family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP, not the default 0: asyncio turns TCP_NODELAY on only for sockets whose proto
+    # says TCP, and accepted connections inherit it. Without it Nagle held each response's body
+    # (written after its headers) until the client's delayed ACK: ~40 ms per keep-alive request.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((config.host, config.port))
