@@ -50,10 +50,8 @@ def manager(config_path: Path | None, database_url: str | None, data_dir: Path |
     if password is not None:
         click.echo(f"Initial admin account: user 'admin', password '{password}' (shown once; change it after logging in)")
     family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        sock.bind((config.host, config.port))
+        sock = listening_socket(config.host, config.port)
     except OSError as exc:
         raise click.ClickException(f"cannot listen on {config.host}:{config.port}: {exc.strerror}") from None
     bound = sock.getsockname()[1]
@@ -63,3 +61,19 @@ def manager(config_path: Path | None, database_url: str | None, data_dir: Path |
     server = uvicorn.Server(uvicorn.Config(create_app(config, db), log_level="info", access_log=True,
                                            proxy_headers=False, server_header=False))
     server.run(sockets=[sock])
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host``:``port`` (0: any free port) for uvicorn to listen on."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # IPPROTO_TCP, not the default 0: asyncio turns TCP_NODELAY on only for sockets whose proto
+    # says TCP, and accepted connections inherit it. Without it Nagle held each response's body
+    # (written after its headers) until the client's delayed ACK: ~40 ms per keep-alive request.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
