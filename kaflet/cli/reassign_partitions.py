@@ -58,14 +58,20 @@ def _read(path: Path) -> str:
         raise CliError(f"Cannot read {path}: {exc}.") from exc
 
 
-def parse_reassignment_json(text: str, source: str) -> dict[Partition, list[int]]:
-    """The target replicas of a reassignment JSON file, with Kafka's checks (CliError)."""
+def _load_versioned(text: str, source: str, key: str) -> dict[str, Any]:
+    """A version-1 JSON object of the tool's files whose `key` is a list (CliError otherwise)."""
     data = _load_json(text, source)
-    if not isinstance(data, dict) or not isinstance(data.get("partitions"), list):
-        raise CliError(f"{source} must be a JSON object with a \"partitions\" list.")
+    if not isinstance(data, dict) or not isinstance(data.get(key), list):
+        raise CliError(f"{source} must be a JSON object with a \"{key}\" list.")
     version = data.get("version", 1)
     if version != 1:
         raise CliError(f"Not supported version field value {version}")
+    return data
+
+
+def parse_reassignment_json(text: str, source: str) -> dict[Partition, list[int]]:
+    """The target replicas of a reassignment JSON file, with Kafka's checks (CliError)."""
+    data = _load_versioned(text, source, "partitions")
     out: dict[Partition, list[int]] = {}
     duplicates: set[Partition] = set()
     for entry in data["partitions"]:
@@ -106,12 +112,7 @@ def parse_reassignment_json(text: str, source: str) -> dict[Partition, list[int]
 
 def parse_topics_json(text: str, source: str) -> list[str]:
     """The topics of a --topics-to-move-json-file (``{"topics": [{"topic": "foo"}], "version": 1}``)."""
-    data = _load_json(text, source)
-    if not isinstance(data, dict) or not isinstance(data.get("topics"), list):
-        raise CliError(f"{source} must be a JSON object with a \"topics\" list.")
-    version = data.get("version", 1)
-    if version != 1:
-        raise CliError(f"Not supported version field value {version}")
+    data = _load_versioned(text, source, "topics")
     topics = []
     for entry in data["topics"]:
         topic = entry.get("topic") if isinstance(entry, dict) else None
