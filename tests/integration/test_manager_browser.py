@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -103,12 +104,26 @@ class Console:
     def click(self, element_id: str) -> None:
         """Click a button or link that loads a page, and wait until the new page is there
         (a click returns before the browser has navigated)."""
+        from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
         from selenium.webdriver.common.by import By
         from selenium.webdriver.support import expected_conditions
         from selenium.webdriver.support.ui import WebDriverWait
 
         old = self.d.find_element(By.TAG_NAME, "html")  # type: ignore[attr-defined]
-        self.by_id(element_id).click()  # type: ignore[attr-defined]
+        for attempt in range(5):
+            try:
+                self.by_id(element_id).click()  # type: ignore[attr-defined]
+                break
+            except (StaleElementReferenceException, WebDriverException) as e:
+                # chromedriver now and then loses the node it just found ("Node with given id
+                # does not belong to the document") before the click is dispatched; the page
+                # has not navigated, so finding the element again and clicking is safe.
+                stale_node = isinstance(e, StaleElementReferenceException) or "does not belong to the document" in str(e)
+                if not stale_node or attempt == 4:
+                    raise
+                if expected_conditions.staleness_of(old)(self.d):
+                    break  # the click got through after all: the page has gone
+                time.sleep(0.2)
         WebDriverWait(self.d, 30).until(expected_conditions.staleness_of(old))
 
     def go(self, path: str) -> None:
