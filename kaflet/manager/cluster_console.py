@@ -22,6 +22,7 @@ from kaflet.manager.charts import line_chart
 from kaflet.manager.clusters import (
     INTERNAL_TOPICS,
     ClusterError,
+    OffsetChange,
     TopicConnection,
     connections_by_topic,
     now_ms,
@@ -215,37 +216,32 @@ def _operator_observer(request: Request, me: Account, cluster_id: int) -> tuple[
     return observer_of(request, cluster_id)
 
 
-@router.post("/clusters/{cluster_id}/topics")
-def create_topic(request: Request, me: Me, cluster_id: int, name: Annotated[str, Form(max_length=249)],
-                 partitions: Annotated[str, Form(max_length=16)],
-                 replication_factor: Annotated[str, Form(max_length=16)] = "",
-                 configs: Annotated[str, Form(max_length=8192)] = "") -> Response:
+def do_create_topic(request: Request, me: Account, cluster_id: int, name: str, partitions: int,
+                    replication_factor: int, settings: dict[str, str]) -> str:
+    """Create a topic (operators); ``replication_factor`` -1 takes the cluster's default."""
     cluster, observer = _operator_observer(request, me, cluster_id)
     topic = svc.check_topic(name)
-    count = whole_number(partitions, "partitions", 1, MAX_PARTITIONS)
-    rf = whole_number(replication_factor, "replication factor", 1, 32767) if replication_factor.strip() else -1
-    settings = parse_configs(configs)
+    count = whole_number(str(partitions), "partitions", 1, MAX_PARTITIONS)
+    rf = replication_factor if replication_factor == -1 else whole_number(
+        str(replication_factor), "replication factor", 1, 32767)
     run(f"creating topic {topic}", observer.client.create_topic, topic, count, rf, settings)
     audit(request, me, "topic.create", f"cluster {cluster_id} topic {topic}", partitions=count,
           replication_factor=rf, configs=settings)
     observer.refresh()
-    return see_other(f"/clusters/{cluster_id}")
+    return topic
 
 
-@router.post("/clusters/{cluster_id}/topics/{topic}/partitions")
-def expand_topic(request: Request, me: Me, cluster_id: int, topic: str,
-                 partitions: Annotated[str, Form(max_length=16)]) -> Response:
+def do_expand_topic(request: Request, me: Account, cluster_id: int, topic: str, partitions: int) -> None:
+    """Raise a topic's partition count (operators)."""
     cluster, observer = _operator_observer(request, me, cluster_id)
-    count = whole_number(partitions, "the new partition count", 1, MAX_PARTITIONS)
+    count = whole_number(str(partitions), "the new partition count", 1, MAX_PARTITIONS)
     run(f"expanding topic {topic}", observer.client.expand_topic, svc.check_topic(topic), count)
     audit(request, me, "topic.expand", f"cluster {cluster_id} topic {topic}", partitions=count)
     observer.refresh()
-    return see_other(f"/clusters/{cluster_id}/topics/{topic}")
 
 
-@router.post("/clusters/{cluster_id}/topics/{topic}/delete")
-def delete_topic(request: Request, me: Me, cluster_id: int, topic: str,
-                 confirm: Annotated[str, Form(max_length=249)] = "") -> Response:
+def do_delete_topic(request: Request, me: Account, cluster_id: int, topic: str, confirm: str) -> None:
+    """Delete a topic (operators), confirmed by typing its name; refused while it has clients."""
     cluster, observer = _operator_observer(request, me, cluster_id)
     if topic in INTERNAL_TOPICS:
         raise svc.InvalidInput(f"{topic} is one of Kafka's internal topics: the brokers need it")
@@ -259,6 +255,60 @@ def delete_topic(request: Request, me: Me, cluster_id: int, topic: str,
     run(f"deleting topic {topic}", observer.client.delete_topic, svc.check_topic(topic))
     audit(request, me, "topic.delete", f"cluster {cluster_id} topic {topic}")
     observer.refresh()
+
+
+def do_alter_configs(request: Request, me: Account, cluster_id: int, topic: str, settings: dict[str, str],
+                     defaults: list[str]) -> None:
+    """Set some of a topic's configs and return others to their defaults (operators)."""
+    cluster, observer = _operator_observer(request, me, cluster_id)
+    if not settings and not defaults:
+        raise svc.InvalidInput("name at least one config to set or to reset")
+    run(f"changing the configs of {topic}", observer.client.alter_topic_configs, svc.check_topic(topic),
+        settings, defaults)
+    audit(request, me, "topic.configs", f"cluster {cluster_id} topic {topic}", set=settings, reset=defaults)
+
+
+def do_reset_offsets(request: Request, me: Account, cluster_id: int, group_id: str, topic: str, to: str,
+                     value: str, dry_run: bool) -> tuple[Cluster, str, list[OffsetChange]]:
+    """Move a group's committed offsets on a topic (operators); a dry run only computes them.
+    Kafka refuses to move a group's offsets while it has members; so does this."""
+    cluster, observer = _operator_observer(request, me, cluster_id)
+    if to not in RESET_TARGETS:
+        raise svc.InvalidInput(f"reset to one of {', '.join(RESET_TARGETS)}")
+    topic = svc.check_topic(topic)
+    target = reset_value(to, value)
+    changes: list[OffsetChange] = run(f"resetting the offsets of {group_id}", observer.client.reset_offsets,
+                                      group_id, topic, to, target, dry_run=dry_run)
+    if not dry_run:
+        audit(request, me, "group.reset_offsets", f"cluster {cluster_id} group {group_id}", topic=topic, to=to,
+              value=target, offsets={c.partition: [c.before, c.after] for c in changes})
+        observer.refresh()
+    return cluster, topic, changes
+
+
+@router.post("/clusters/{cluster_id}/topics")
+def create_topic(request: Request, me: Me, cluster_id: int, name: Annotated[str, Form(max_length=249)],
+                 partitions: Annotated[str, Form(max_length=16)],
+                 replication_factor: Annotated[str, Form(max_length=16)] = "",
+                 configs: Annotated[str, Form(max_length=8192)] = "") -> Response:
+    count = whole_number(partitions, "partitions", 1, MAX_PARTITIONS)
+    rf = whole_number(replication_factor, "replication factor", 1, 32767) if replication_factor.strip() else -1
+    do_create_topic(request, me, cluster_id, name, count, rf, parse_configs(configs))
+    return see_other(f"/clusters/{cluster_id}")
+
+
+@router.post("/clusters/{cluster_id}/topics/{topic}/partitions")
+def expand_topic(request: Request, me: Me, cluster_id: int, topic: str,
+                 partitions: Annotated[str, Form(max_length=16)]) -> Response:
+    do_expand_topic(request, me, cluster_id, topic, whole_number(partitions, "the new partition count", 1,
+                                                                 MAX_PARTITIONS))
+    return see_other(f"/clusters/{cluster_id}/topics/{topic}")
+
+
+@router.post("/clusters/{cluster_id}/topics/{topic}/delete")
+def delete_topic(request: Request, me: Me, cluster_id: int, topic: str,
+                 confirm: Annotated[str, Form(max_length=249)] = "") -> Response:
+    do_delete_topic(request, me, cluster_id, topic, confirm)
     return see_other(f"/clusters/{cluster_id}")
 
 
@@ -266,14 +316,8 @@ def delete_topic(request: Request, me: Me, cluster_id: int, topic: str,
 def alter_configs(request: Request, me: Me, cluster_id: int, topic: str,
                   set_configs: Annotated[str, Form(max_length=8192)] = "",
                   reset: Annotated[str, Form(max_length=1024)] = "") -> Response:
-    cluster, observer = _operator_observer(request, me, cluster_id)
-    settings = parse_configs(set_configs)
     defaults = [n.strip() for n in reset.replace(",", "\n").splitlines() if n.strip()]
-    if not settings and not defaults:
-        raise svc.InvalidInput("name at least one config to set or to reset")
-    run(f"changing the configs of {topic}", observer.client.alter_topic_configs, svc.check_topic(topic),
-        settings, defaults)
-    audit(request, me, "topic.configs", f"cluster {cluster_id} topic {topic}", set=settings, reset=defaults)
+    do_alter_configs(request, me, cluster_id, topic, parse_configs(set_configs), defaults)
     return see_other(f"/clusters/{cluster_id}/topics/{topic}")
 
 
@@ -301,20 +345,10 @@ def reset_offsets(request: Request, me: Me, cluster_id: int, group_id: str,
                   topic: Annotated[str, Form(max_length=249)], to: Annotated[str, Form(max_length=16)],
                   value: Annotated[str, Form(max_length=64)] = "",
                   confirm: Annotated[str, Form(max_length=8)] = "") -> Response:
-    """Without ``confirm=yes`` a dry run: the changes are shown with a form that confirms them.
-    Kafka refuses to move a group's offsets while it has members; so does this."""
-    cluster, observer = _operator_observer(request, me, cluster_id)
-    if to not in RESET_TARGETS:
-        raise svc.InvalidInput(f"reset to one of {', '.join(RESET_TARGETS)}")
-    topic = svc.check_topic(topic)
-    target = reset_value(to, value)
+    """Without ``confirm=yes`` a dry run: the changes are shown with a form that confirms them."""
     dry_run = confirm != "yes"
-    changes = run(f"resetting the offsets of {group_id}", observer.client.reset_offsets, group_id, topic, to,
-                  target, dry_run=dry_run)
+    cluster, topic, changes = do_reset_offsets(request, me, cluster_id, group_id, topic, to, value, dry_run)
     if dry_run:
         return render(request, "reset.html", cluster=cluster, group_id=group_id, topic=topic, to=to, value=value,
                       changes=changes)
-    audit(request, me, "group.reset_offsets", f"cluster {cluster_id} group {group_id}", topic=topic, to=to,
-          value=target, offsets={c.partition: [c.before, c.after] for c in changes})
-    observer.refresh()
     return see_other(f"/clusters/{cluster_id}/groups/{group_id}")

@@ -258,7 +258,7 @@ def render(request: Request, name: str, http_status: int = 200, **context: Any) 
 
 def create_app(config: ManagerConfig, db: Database | None = None, quota_writer: QuotaWriter | None = None) -> FastAPI:
     """The service for ``config`` (the schema must be migrated already: see db.migrate)."""
-    from kaflet.manager import api, cluster_console, console
+    from kaflet.manager import api, cluster_api, cluster_console, console
 
     state = ManagerState(
         config=config, db=db or Database(config.database_url), box=SecretBox(config.encryption_key),
@@ -287,6 +287,7 @@ def create_app(config: ManagerConfig, db: Database | None = None, quota_writer: 
     app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
     app.include_router(gateway.router)
     app.include_router(api.router)
+    app.include_router(cluster_api.router)
     app.include_router(console.router)
     app.include_router(cluster_console.router)
 

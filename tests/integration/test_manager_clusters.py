@@ -329,3 +329,110 @@ def test_observers_follow_the_registered_clusters_and_the_sampling_setting(conso
         path.write_text(f'data_dir = "{tmp_path / "data"}"\ncluster_sample_interval_s = {bad}\n')
         with pytest.raises(ConfigError, match="cluster_sample_interval_s"):
             load_config(path)
+
+
+def test_the_json_api_reads_and_operates_on_the_cluster(console: Console) -> None:
+    """/api/v1/clusters: what the pages show as JSON, and the operations with the same checks,
+    refusals and audit records as the console's forms."""
+    admin, bootstrap = console.admin, console.broker.bootstrap
+    topic, group = unique("api"), unique("api-readers")
+    clusters = admin.api("GET", "/clusters").json()
+    assert [c["id"] for c in clusters] == [CLUSTER] and "sasl_password" not in clusters[0]
+
+    r = admin.api("POST", f"/clusters/{CLUSTER}/topics", {"name": topic, "partitions": 2,
+                                                          "configs": {"retention.ms": "3600000"}})
+    assert r.status_code == 201, r.text
+    produce(bootstrap, topic, 12)
+    consume_and_commit(bootstrap, topic, group, 4)
+
+    def sampled() -> bool:
+        detail = admin.api("GET", f"/clusters/{CLUSTER}").json()
+        rows = {t["name"]: t for t in detail["topics"]}
+        return topic in rows and any(g["group_id"] == group and g["lag"] == 8 for g in detail["groups"])
+
+    wait_for(sampled)
+    detail = admin.api("GET", f"/clusters/{CLUSTER}").json()
+    assert detail["brokers"] and all(b["up"] for b in detail["brokers"])
+    summary = next(t for t in detail["topics"] if t["name"] == topic)
+    assert (summary["partitions"], summary["replication_factor"], summary["under_replicated"]) == (2, 1, 0)
+
+    t = admin.api("GET", f"/clusters/{CLUSTER}/topics/{topic}").json()
+    assert [p["log_end_offset"] for p in t["partition_list"]] == [12, 0]
+    assert t["groups"] == {group: 8}
+    assert {c["name"]: c["value"] for c in t["configs"]}["retention.ms"] == "3600000"
+
+    g = admin.api("GET", f"/clusters/{CLUSTER}/groups/{group}").json()
+    assert g["total_lag"] == 8 and [(p["partition"], p["committed"], p["lag"]) for p in g["partitions"]
+                                    if p["topic"] == topic and p["partition"] == 0] == [(0, 4, 8)]
+
+    assert admin.api("POST", f"/clusters/{CLUSTER}/topics/{topic}/partitions", {"partitions": 3}).status_code == 200
+    r = admin.api("PATCH", f"/clusters/{CLUSTER}/topics/{topic}/configs",
+                  {"set": {"cleanup.policy": "compact"}, "reset": ["retention.ms"]})
+    assert r.status_code == 200, r.text
+    configs = {c["name"]: c for c in admin.api("GET", f"/clusters/{CLUSTER}/topics/{topic}").json()["configs"]}
+    assert configs["cleanup.policy"]["value"] == "compact" and configs["retention.ms"]["default"]
+
+    # The reset is a dry run unless told otherwise; then it moves the committed offset.
+    r = admin.api("POST", f"/clusters/{CLUSTER}/groups/{group}/reset", {"topic": topic, "to": "earliest"})
+    assert r.status_code == 200 and r.json()["dry_run"]
+    assert [(o["partition"], o["before"], o["after"]) for o in r.json()["offsets"]] == [(0, 4, 0), (1, None, 0), (2, None, 0)]
+    r = admin.api("POST", f"/clusters/{CLUSTER}/groups/{group}/reset",
+                  {"topic": topic, "to": "offset", "value": "10", "dry_run": False})
+    assert r.status_code == 200, r.text
+    g = admin.api("GET", f"/clusters/{CLUSTER}/groups/{group}").json()
+    assert [p["committed"] for p in g["partitions"] if p["topic"] == topic and p["partition"] == 0] == [10]
+
+    # Bad input: a clear 4xx and nothing changes.
+    audited = len(console.audit("topic.create")) + len(console.audit("topic.expand"))
+    for method, path, body, status in (
+            ("POST", f"/clusters/{CLUSTER}/topics", {"name": unique("x"), "partitions": 0}, 422),
+            ("POST", f"/clusters/{CLUSTER}/topics", {"name": "bad name!", "partitions": 1}, 400),
+            ("POST", f"/clusters/{CLUSTER}/topics", {"name": topic, "partitions": 1}, 409),
+            ("POST", f"/clusters/{CLUSTER}/topics", {"name": unique("x"), "partitions": 1, "extra": 1}, 422),
+            ("POST", f"/clusters/{CLUSTER}/topics/{topic}/partitions", {"partitions": 2}, 400),
+            ("POST", f"/clusters/{CLUSTER}/topics/{unique('nosuch')}/partitions", {"partitions": 2}, 404),
+            ("PATCH", f"/clusters/{CLUSTER}/topics/{topic}/configs", {"set": {"retention.ms": "soon"}}, 400),
+            ("PATCH", f"/clusters/{CLUSTER}/topics/{topic}/configs", {}, 400),
+            ("POST", f"/clusters/{CLUSTER}/groups/{group}/reset", {"topic": topic, "to": "sideways"}, 422),
+            ("DELETE", f"/clusters/{CLUSTER}/topics/{topic}?confirm=other", None, 400),
+            ("GET", "/clusters/999", None, 404),
+            ("GET", f"/clusters/{CLUSTER}/topics/{unique('nosuch')}", None, 404)):
+        r = admin.api(method, path, body)
+        assert r.status_code == status, (method, path, r.status_code, r.text)
+        assert "Traceback" not in r.text
+    assert len(console.audit("topic.create")) + len(console.audit("topic.expand")) == audited
+    configs = {c["name"]: c for c in admin.api("GET", f"/clusters/{CLUSTER}/topics/{topic}").json()["configs"]}
+    assert configs["retention.ms"]["default"]
+
+    # Users read but change nothing; without the CSRF header even an admin changes nothing.
+    assert console.admin.form("/accounts", {"username": "reader", "password": "reader-password",
+                                            "role": "user"}).status_code == 303
+    reader = Session(console.new_client(), "reader", "reader-password")
+    assert reader.api("GET", f"/clusters/{CLUSTER}/topics/{topic}").status_code == 200
+    assert reader.api("DELETE", f"/clusters/{CLUSTER}/topics/{topic}?confirm={topic}").status_code == 403
+    assert console.client.delete(f"/api/v1/clusters/{CLUSTER}/topics/{topic}?confirm={topic}").status_code == 403
+
+    assert admin.api("DELETE", f"/clusters/{CLUSTER}/topics/{topic}?confirm={topic}").status_code == 204
+    wait_for(lambda: topic not in AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics)
+    for action in ("topic.create", "topic.expand", "topic.configs", "topic.delete", "group.reset_offsets"):
+        assert [a.actor for a in console.audit(action) if topic in a.target or group in a.target] == ["admin"], action
+
+
+def test_clusters_are_registered_and_forgotten_through_the_json_api(console: Console) -> None:
+    admin = console.admin
+    body = {"name": "second", "bootstrap_servers": console.broker.bootstrap, "cluster_id": 77,
+            "security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN", "sasl_username": "ops",
+            "sasl_password": "ops-secret"}
+    r = admin.api("POST", "/clusters", body)
+    assert r.status_code == 201, r.text
+    assert r.json()["id"] == 77 and "ops-secret" not in r.text
+    assert admin.api("POST", "/clusters", body).status_code == 409
+    assert admin.api("POST", "/clusters", {**body, "name": "third", "cluster_id": 78,
+                                           "bootstrap_servers": "no port"}).status_code == 400
+    assert [c["id"] for c in admin.api("GET", "/clusters").json()] == [CLUSTER, 77]
+    assert "ops-secret" not in admin.api("GET", "/clusters").text
+    assert admin.api("DELETE", "/clusters/77").status_code == 204
+    assert admin.api("DELETE", "/clusters/77").status_code == 404
+    assert [c["id"] for c in admin.api("GET", "/clusters").json()] == [CLUSTER]
+    assert [a.target for a in console.audit("cluster.register")] == [f"cluster {CLUSTER}", "cluster 77"]
+    assert [a.target for a in console.audit("cluster.delete")] == ["cluster 77"]
