@@ -52,6 +52,10 @@ class Revoke(Strict):
     reason: str = ""
 
 
+class SuperUser(Strict):
+    super_user: bool
+
+
 class QuotaBody(Strict):
     cluster_id: int
     topic: str = Field(max_length=249)
@@ -66,6 +70,7 @@ def _state(request: Request) -> ManagerState:
 
 def app_json(app: App) -> dict[str, Any]:
     return {"app_id": app.app_id, "description": app.description, "owners": [o.username for o in app.owners],
+            "super_user": app.super_user,
             "created_by": app.created_by, "created_ms": app.created_ms}
 
 
@@ -113,6 +118,12 @@ def reset_password(request: Request, me: Me, app_id: str) -> Any:
     state = _state(request)
     with state.db.session() as s:
         return {"app_id": app_id, "password": svc.reset_app_password(s, me, state.box, app_id)}
+
+
+@router.put("/apps/{app_id}/super-user")
+def set_super_user(request: Request, me: Me, app_id: str, body: SuperUser) -> Any:
+    with _state(request).db.session() as s:
+        return app_json(svc.set_super_user(s, me, app_id, body.super_user))
 
 
 @router.delete("/apps/{app_id}", status_code=204)

@@ -160,6 +160,15 @@ def reset_password(request: Request, me: Me, app_id: str) -> Response:
     return no_store(render(request, "secret.html", app_id=app_id, password=password, what="given a new password"))
 
 
+@router.post("/apps/{app_id}/super-user")
+def set_super_user(request: Request, me: Me, app_id: str, super_user: Annotated[str, Form(max_length=8)]) -> Response:
+    if super_user not in ("yes", "no"):
+        raise svc.InvalidInput("super_user is yes or no")
+    with state_of(request).db.session() as s:
+        svc.set_super_user(s, me, app_id, super_user == "yes")
+    return see_other(f"/apps/{app_id}")
+
+
 @router.post("/apps/{app_id}/delete")
 def delete_app(request: Request, me: Me, app_id: str) -> Response:
     state = state_of(request)

@@ -440,6 +440,21 @@ def reset_app_password(s: Session, actor: Account, box: SecretBox, app_id: str) 
     return password
 
 
+def set_super_user(s: Session, actor: Account, app_id: str, super_user: bool) -> App:
+    """Make an application a super user of every cluster, or a normal one again (admins). The
+    brokers get an update row with the user type (Logi-Kafka's ``userType`` 1), and a super
+    user may do everything there, as Logi-Kafka's ``dkm_admin`` app."""
+    require_role(actor, Role.ADMIN)
+    app = get_managed_app(s, actor, app_id)
+    if app.super_user == super_user:
+        return app
+    app.super_user = super_user
+    audit(s, actor.username, "app.super-user", app_id, super_user=super_user)
+    _commit_with_log(s, [KafkaUser(app_id=app_id, password_enc=app.password_enc, user_type=1 if super_user else 0,
+                                   operation=OP_UPDATE)])
+    return app
+
+
 def live_connections(s: Session, app_id: str | None = None, cluster_id: int | None = None,
                      topic: str | None = None) -> list[TopicConnection]:
     """Connections the brokers reported within the last 20 minutes."""

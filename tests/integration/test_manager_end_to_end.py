@@ -170,3 +170,40 @@ def test_gateway_refuses_callers_without_the_token(manager: ManagerProcess, brok
     r = httpx.post(manager.gateway_url + "/api/v1/security/users", json=body)  # the token as Basic password
     assert r.status_code == 200 and r.json()["code"] == 0
     assert "gateway call from 127.0.0.1 refused" in manager.log_path.read_text()
+
+
+def test_a_super_user_application_passes_every_permission_check(manager: ManagerProcess,
+                                                                 broker: BrokerProcess) -> None:
+    """An admin makes an application a super user (Logi-Kafka's userType 1): with no permission
+    at all it writes; made normal again, it is refused."""
+    assert manager.admin_password
+    with httpx.Client(base_url=manager.url, timeout=30) as admin_http:
+        admin = Session(admin_http, "admin", manager.admin_password)
+        created = admin.api("POST", "/apps", {"app_id": "root_app", "description": "platform tooling"})
+        assert created.status_code == 201, created.text
+        password = created.json()["password"]
+        wait_for(lambda: refused(produce_once(broker, "root_app", password)))
+
+        r = admin.form("/apps/root_app/super-user", {"super_user": "yes"})
+        assert r.status_code == 303, r.text
+        assert 'id="super-user"' in admin_http.get("/apps/root_app").text
+        took = wait_for(lambda: produce_once(broker, "root_app", password) is None)
+        print(f"\nsuper user enforced {took:.2f} s after it was set")
+
+        r = admin.api("PUT", "/apps/root_app/super-user", {"super_user": False})
+        assert r.status_code == 200 and r.json()["super_user"] is False
+        wait_for(lambda: refused(produce_once(broker, "root_app", password)))
+
+        # Only admins; bad values change nothing.
+        assert admin.form("/apps/root_app/super-user", {"super_user": "maybe"}).status_code == 400
+        assert admin.api("PUT", "/apps/root_app/super-user", {"super_user": "sure"}).status_code == 422
+        r = admin.form("/accounts", {"username": "olga", "password": "olga-password-1", "role": "operator"})
+        assert r.status_code == 303, r.text
+        with httpx.Client(base_url=manager.url, timeout=30) as op_http:
+            operator = Session(op_http, "olga", "olga-password-1")
+            assert operator.api("PUT", "/apps/root_app/super-user", {"super_user": True}).status_code == 403
+            assert 'id="super-user-on"' not in op_http.get("/apps/root_app").text
+        assert admin.api("GET", "/apps/root_app").json()["super_user"] is False
+        actions = [(r["actor"], r["action"], r["detail"]) for r in admin.api("GET", "/audit").json()
+                   if r["target"] == "root_app" and r["action"] == "app.super-user"]
+        assert [(a, d) for a, _, d in actions] == [("admin", '{"super_user": false}'), ("admin", '{"super_user": true}')]
