@@ -189,6 +189,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("sasl.enabled.mechanisms", str, "GSSAPI"),
     ConfigDef("connection.failed.authentication.delay.ms", int, 100, minimum=0),
     ConfigDef("sasl.server.max.receive.size", int, 524288, minimum=1),
+    # KIP-368: 0 or less is off; also listener.name.<l>.<mechanism>.connections.max.reauth.ms.
+    ConfigDef("connections.max.reauth.ms", int, 0),
     ConfigDef("ssl.keystore.type", str, "JKS"),
     ConfigDef("ssl.keystore.location", str, None),
     ConfigDef("ssl.keystore.certificate.chain", str, None),

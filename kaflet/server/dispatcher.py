@@ -57,6 +57,12 @@ class Dispatcher:
             header = parse_request_header(frame)
         except (DecodeError, UnicodeDecodeError) as exc:
             raise FrameError(f"malformed request header: {exc}") from None
+        # KIP-368: a SaslHandshake may start a re-authentication; any other request on a
+        # connection whose session has expired closes it, as Kafka's SocketServer does.
+        if sasl is not None and sasl.expires_at is not None and sasl.complete and not (
+                header.api_key == ApiKey.SASL_HANDSHAKE and sasl.begin_reauthentication()) and sasl.expired():
+            raise FrameError(f"the SASL session of {conn.principal} expired without re-authentication "
+                             f"(connections.max.reauth.ms)")
         if sasl is not None and not sasl.complete:
             allowed = _HANDSHAKE_APIS if sasl.in_handshake else (ApiKey.SASL_AUTHENTICATE,)
             if header.api_key not in allowed:

@@ -109,11 +109,32 @@ def build(config: BrokerConfig, endpoints: list[Endpoint], scram_lookup: scram.C
             max_receive = _int(get(ep.listener, "sasl.server.max.receive.size"), config["sasl.server.max.receive.size"],
                                "sasl.server.max.receive.size")
             sec.sasl_max_receive = max_receive
-            sec.sasl_session_factory = functools.partial(SaslSession, authenticator, ep.listener, delay, max_receive)
+            reauth = max_reauth_ms(config, get, ep.listener, authenticator.enabled_mechanisms(ep.listener))
+            sec.sasl_session_factory = functools.partial(SaslSession, authenticator, ep.listener, delay, max_receive,
+                                                         functools.partial(_lookup, reauth))
             log.info("listener %s (%s): SASL mechanisms %s", ep.listener, ep.protocol,
                      ", ".join(authenticator.enabled_mechanisms(ep.listener)))
         out[ep.listener] = sec
     return out
+
+
+def max_reauth_ms(config: BrokerConfig, get: ListenerConfig, listener: str, mechanisms: list[str]) -> dict[str, int]:
+    """connections.max.reauth.ms per mechanism of a listener: the
+    ``listener.name.<l>.<mechanism>.connections.max.reauth.ms`` override, else the listener's or
+    the broker's value (KIP-368)."""
+    out: dict[str, int] = {}
+    for mechanism in mechanisms:
+        key = f"listener.name.{listener.lower()}.{mechanism.lower()}.connections.max.reauth.ms"
+        raw = config.originals.get(key)
+        if raw is None:
+            key = "connections.max.reauth.ms"
+            raw = get(listener, key)
+        out[mechanism] = _int(raw, config["connections.max.reauth.ms"], key)
+    return out
+
+
+def _lookup(values: dict[str, int], mechanism: str) -> int:
+    return values.get(mechanism, 0)
 
 
 def _int(raw: str | None, default: int, key: str) -> int:

@@ -50,6 +50,8 @@ def broker(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[Broke
         "authorizer.class.name": "com.didichuxing.datachannel.kafka.security.authorizer.DidiAuthorizer",
         "cluster.id": "0",
         "max.sessions.per.user": str(MAX_SESSIONS),
+        # KIP-368 sessions: long enough for every test here, and re-authentication is allowed.
+        "connections.max.reauth.ms": "120000",
         "gateway.default.users": ",".join(f"{u}:{p}:{str(u == 'ops').lower()}" for u, p in PASSWORDS.items()),
         "gateway.default.acls": f"{TOPIC}:test_user:Read:Allow,{TOPIC}:test_user:Write:Allow,{TOPIC}:reader:Read:Allow,"
                                 "*:wide:Write:Allow,secret:wide:Write:Deny",
@@ -220,6 +222,27 @@ def test_sessions_over_the_limit_are_refused_until_one_closes(broker: BrokerProc
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.1)
+    finally:
+        for raw in held:
+            raw.close()
+
+
+def test_reauthentication_at_the_session_limit_keeps_the_session(broker: BrokerProcess) -> None:
+    """A client re-authenticating (KIP-368) while its user holds every session it may: the
+    connection's own session is given back and taken again, so it is not refused."""
+    held = [sasl_login(broker, "0.limited", "l-pw") for _ in range(MAX_SESSIONS)]
+    try:
+        raw = held[0]
+        hs = raw.request(ApiKey.SASL_HANDSHAKE, 1, codec.request_class(ApiKey.SASL_HANDSHAKE)(mechanism="PLAIN"))
+        assert hs.error_code == 0
+        resp = raw.request(ApiKey.SASL_AUTHENTICATE, 2,
+                           codec.request_class(ApiKey.SASL_AUTHENTICATE)(auth_bytes=b"\x000.limited\x00l-pw"))
+        assert (resp.error_code, resp.session_lifetime_ms) == (0, 120000), resp.error_message
+        # Still at the limit: a new connection of the user is refused, the re-authenticated one works.
+        with pytest.raises(SaslRejectedError, match="max.sessions.per.user"):
+            sasl_login(broker, "0.limited", "l-pw")
+        md = raw.request(ApiKey.METADATA, 9, codec.request_class(ApiKey.METADATA)(topics=None))
+        assert md.brokers
     finally:
         for raw in held:
             raw.close()

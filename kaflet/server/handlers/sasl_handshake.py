@@ -22,8 +22,8 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
     R = codec.response_class(API_KEY)
     sasl = ctx.conn.sasl
     if sasl is None or not sasl.in_handshake:
-        # Kafka answers a handshake on a non-SASL listener, or after authentication, this way
-        # (re-authentication, KIP-368, is not offered).
+        # Kafka answers a handshake on a non-SASL listener, or after authentication when no
+        # re-authentication (KIP-368) may start (no session lifetime, or one started < 1 s ago).
         return R(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])
     enabled = sasl.enabled_mechanisms()
     if not sasl.handshake(req.mechanism, ctx.version):
