@@ -23,8 +23,6 @@ NOT_ENFORCED: dict[str, str] = {
     "compression.gzip.level": "recompression uses the codec's default level",
     "compression.lz4.level": "recompression uses the codec's default level",
     "compression.zstd.level": "recompression uses the codec's default level",
-    "follower.replication.throttled.replicas": "replication throttling is not implemented",
-    "leader.replication.throttled.replicas": "replication throttling is not implemented",
     "local.retention.bytes": "tiered storage is not implemented",
     "local.retention.ms": "tiered storage is not implemented",
     "message.downconversion.enable": "kaflet does not down-convert record batches",
