@@ -590,7 +590,7 @@ class Log:
             for i, info in enumerate(infos):
                 b = bytearray(mv[info.position : info.position + info.size])
                 if info.header.compression != target:
-                    b = bytearray(recompress_batch(b, target))
+                    b = bytearray(recompress_batch(b, target, level=cfg.target_level))
                     if len(b) > cfg.max_message_bytes:
                         raise RecordError(ErrorCode.MESSAGE_TOO_LARGE,
                                           f"recompressed batch of {len(b)} bytes exceeds max.message.bytes")

@@ -20,9 +20,6 @@ __all__ = ["InvalidConfigError", "NOT_ENFORCED", "TOPIC_CONFIGS", "TopicConfigDe
 
 # Topic configs kaflet stores and describes but does not act on, and why.
 NOT_ENFORCED: dict[str, str] = {
-    "compression.gzip.level": "recompression uses the codec's default level",
-    "compression.lz4.level": "recompression uses the codec's default level",
-    "compression.zstd.level": "recompression uses the codec's default level",
     "local.retention.bytes": "tiered storage is not implemented",
     "local.retention.ms": "tiered storage is not implemented",
     "message.downconversion.enable": "kaflet does not down-convert record batches",

@@ -356,3 +356,45 @@ def test_record_errors_for_timestamps_out_of_range(tmp_path) -> None:  # type: i
     assert e.record_errors[0][1] == (f"Timestamp {now + 120_000} of message with offset 1 is out of range. "
                                      f"The timestamp should be within [{now - 60_000}, {now + 60_000}]")
     assert lg.log_end_offset == 0
+
+
+def _compressible_batch() -> bytes:
+    # Text-like values: every codec and level compresses them, by different amounts.
+    rng = random.Random(7)
+    words = [b"alpha", b"beta", b"gamma", b"delta", b"epsilon", b"zeta", b"eta", b"theta"]
+    return build_batch([Record(i, i, None, b" ".join(rng.choice(words) + b"%d" % rng.randint(0, 999)
+                                                   for _ in range(200))) for i in range(50)], base_timestamp=1000)
+
+
+@pytest.mark.parametrize("codec,key,low,high", [
+    ("gzip", "compression.gzip.level", "1", "9"),
+    ("lz4", "compression.lz4.level", "9", "17"),  # 9, the default: the fast compressor
+    ("zstd", "compression.zstd.level", "-50", "19"),
+])
+def test_recompression_uses_the_topics_level(tmp_path, codec: str, key: str, low: str, high: str) -> None:  # type: ignore[no-untyped-def]
+    """KIP-390: a batch the broker recompresses (compression.type differs from the producer's)
+    is written at compression.<codec>.level: the same records take more room at a lower level."""
+    sizes = []
+    for level in (low, high):
+        lg = Log(str(tmp_path / f"{codec}{level}-0"), _cfg(**{"segment.bytes": 1 << 20, "compression.type": codec,
+                                                              key: level}))
+        lg.append_as_leader(_compressible_batch(), leader_epoch=0)
+        data = lg.read_batches(0)
+        h = parse_batch_header(data)
+        assert h.compression == {"gzip": 1, "lz4": 3, "zstd": 4}[codec]
+        assert len(decode_records(data)) == 50
+        sizes.append(len(data))
+        lg.close()
+    assert sizes[0] > sizes[1] * 1.05, sizes
+
+
+@pytest.mark.parametrize("key,value", [("compression.gzip.level", "0"), ("compression.gzip.level", "10"),
+                                       ("compression.lz4.level", "18"), ("compression.zstd.level", "23"),
+                                       ("compression.zstd.level", "-131073")])
+def test_out_of_range_compression_levels_refused(key: str, value: str) -> None:
+    with pytest.raises(ValueError):
+        LogConfig.from_props({key: value})
+    from kaflet.server.topic_config import InvalidConfigError, validate_topic_config
+
+    with pytest.raises(InvalidConfigError, match=f"Invalid value {value} for configuration {key}: Value must be"):
+        validate_topic_config(key, value)
