@@ -38,6 +38,8 @@ class LogConfig:
     max_message_bytes: int = 1048588
     message_timestamp_type: str = "CreateTime"
     message_timestamp_difference_max_ms: int = LONG_MAX
+    message_timestamp_before_max_ms: int = LONG_MAX
+    message_timestamp_after_max_ms: int = LONG_MAX
     compression_type: str = "producer"
     #: KIP-390: the level a batch recompressed to compression.type is written with.
     compression_gzip_level: int = -1
@@ -123,6 +125,20 @@ class LogConfig:
         """The compression level of ``target_codec`` (None: it has none, or keeps the producer's)."""
         return {"gzip": self.compression_gzip_level, "lz4": self.compression_lz4_level,
                 "zstd": self.compression_zstd_level}.get(self.compression_type)
+
+    @property
+    def timestamp_before_max_ms(self) -> int:
+        """How far a CreateTime timestamp may be behind the broker's clock (KIP-937): the
+        before.max.ms config, or message.timestamp.difference.max.ms while it is left at its
+        default (Kafka 3.6+'s LogConfig keeps the deprecated key working that way)."""
+        before = self.message_timestamp_before_max_ms
+        return before if before != LONG_MAX else self.message_timestamp_difference_max_ms
+
+    @property
+    def timestamp_after_max_ms(self) -> int:
+        """How far a CreateTime timestamp may be ahead of the broker's clock (as above)."""
+        after = self.message_timestamp_after_max_ms
+        return after if after != LONG_MAX else self.message_timestamp_difference_max_ms
 
     @property
     def log_append_time(self) -> bool:

@@ -24,8 +24,6 @@ NOT_ENFORCED: dict[str, str] = {
     "local.retention.ms": "tiered storage is not implemented",
     "message.downconversion.enable": "kaflet does not down-convert record batches",
     "message.format.version": "kaflet always writes record format v2, as Kafka 3.0 and later do",
-    "message.timestamp.after.max.ms": "only message.timestamp.difference.max.ms is checked",
-    "message.timestamp.before.max.ms": "only message.timestamp.difference.max.ms is checked",
     "preallocate": "segment files are not preallocated",
     "remote.log.copy.disable": "tiered storage is not implemented",
     "remote.log.delete.on.disable": "tiered storage is not implemented",

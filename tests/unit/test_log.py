@@ -398,3 +398,37 @@ def test_out_of_range_compression_levels_refused(key: str, value: str) -> None:
 
     with pytest.raises(InvalidConfigError, match=f"Invalid value {value} for configuration {key}: Value must be"):
         validate_topic_config(key, value)
+
+
+def test_timestamp_before_and_after_limits(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """KIP-937: separate bounds behind and ahead of the broker's clock."""
+    lg = Log(str(tmp_path / "t-0"), _cfg(**{"message.timestamp.before.max.ms": 60_000,
+                                            "message.timestamp.after.max.ms": 1_000}))
+    now = 10_000_000
+    lg.append_as_leader(_batch(ts=now - 59_000), leader_epoch=0, now_ms=now)  # 59 s old: within before
+    with pytest.raises(RecordValidationError) as ei:
+        lg.append_as_leader(_batch(n=1, ts=now - 61_000), leader_epoch=0, now_ms=now)
+    assert ei.value.error_code == 32  # INVALID_TIMESTAMP
+    assert ei.value.record_errors == [(0, f"Timestamp {now - 61_000} of message with offset 0 is out of range. "
+                                          f"The timestamp should be within [{now - 60_000}, {now + 1_000}]")]
+    with pytest.raises(RecordValidationError):
+        lg.append_as_leader(_batch(n=1, ts=now + 2_000), leader_epoch=0, now_ms=now)  # 2 s ahead: past after
+    lg.append_as_leader(_batch(n=1, ts=now + 1_000), leader_epoch=0, now_ms=now)
+    assert lg.log_end_offset == 4
+
+
+def test_timestamp_bounds_fall_back_to_difference_max(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Kafka 3.6+: a bound left at its default takes message.timestamp.difference.max.ms; one that
+    is set wins over it. The other side unbounded prints as Java's wrapped long."""
+    now = 10_000_000
+    lg = Log(str(tmp_path / "t-0"), _cfg(**{"message.timestamp.difference.max.ms": 5_000,
+                                            "message.timestamp.after.max.ms": 100_000}))
+    lg.append_as_leader(_batch(n=1, ts=now + 50_000), leader_epoch=0, now_ms=now)  # after: 100 s
+    with pytest.raises(RecordValidationError) as ei:
+        lg.append_as_leader(_batch(n=1, ts=now - 6_000), leader_epoch=0, now_ms=now)  # before: difference, 5 s
+    assert f"should be within [{now - 5_000}, {now + 100_000}]" in ei.value.record_errors[0][1]
+    lg = Log(str(tmp_path / "u-0"), _cfg(**{"message.timestamp.before.max.ms": 1_000}))
+    lg.append_as_leader(_batch(n=1, ts=now + 10**12), leader_epoch=0, now_ms=now)  # after: unbounded
+    with pytest.raises(RecordValidationError) as ei:
+        lg.append_as_leader(_batch(n=1, ts=now - 2_000), leader_epoch=0, now_ms=now)
+    assert f"should be within [{now - 1_000}, {now + 2**63 - 1 - 2**64}]" in ei.value.record_errors[0][1]
