@@ -28,7 +28,6 @@ NOT_ENFORCED: dict[str, str] = {
     "remote.log.copy.disable": "tiered storage is not implemented",
     "remote.log.delete.on.disable": "tiered storage is not implemented",
     "remote.storage.enable": "tiered storage is not implemented",
-    "segment.jitter.ms": "segments roll without jitter",
 }
 
 # Kafka's LogConfig.validateNoInvalidRemoteStorageConfigsInZK, and remote.storage.enable on a

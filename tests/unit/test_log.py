@@ -432,3 +432,27 @@ def test_timestamp_bounds_fall_back_to_difference_max(tmp_path) -> None:  # type
     with pytest.raises(RecordValidationError) as ei:
         lg.append_as_leader(_batch(n=1, ts=now - 2_000), leader_epoch=0, now_ms=now)
     assert f"should be within [{now - 1_000}, {now + 2**63 - 1 - 2**64}]" in ei.value.record_errors[0][1]
+
+
+def test_segment_jitter_moves_each_segments_roll_time(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """segment.jitter.ms: each new segment rolls at segment.ms minus its own random jitter (in
+    [0, min(segment.jitter.ms, segment.ms)), Kafka's randomSegmentJitter), by record time."""
+    segment_ms = 100_000
+    jitters = []
+    for n in range(8):
+        lg = Log(str(tmp_path / f"j{n}-0"), _cfg(**{"segment.bytes": 1 << 20, "segment.ms": segment_ms,
+                                                    "segment.jitter.ms": 10 * segment_ms}))
+        j = lg.active_segment.roll_jitter_ms
+        assert 0 <= j < segment_ms
+        jitters.append(j)
+        lg.append_as_leader(_batch(n=1, ts=0), leader_epoch=0, now_ms=1)
+        lg.append_as_leader(_batch(n=1, ts=segment_ms - j), leader_epoch=0, now_ms=1)  # waited = segment.ms - j
+        assert len(lg.segments) == 1
+        lg.append_as_leader(_batch(n=1, ts=segment_ms - j + 1), leader_epoch=0, now_ms=1)
+        assert len(lg.segments) == 2  # without jitter it would roll only after segment.ms
+        assert 0 <= lg.active_segment.roll_jitter_ms < segment_ms  # the new segment draws its own
+        lg.close()
+    assert len(set(jitters)) > 1 and max(jitters) > 0
+    # Without segment.jitter.ms there is none.
+    lg = Log(str(tmp_path / "none-0"), _cfg(**{"segment.ms": segment_ms}))
+    assert lg.active_segment.roll_jitter_ms == 0
