@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, ConfigResource
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
 from tests.cluster.test_cli_cluster import tool
 from tests.cluster.test_faults import new_topic
@@ -41,9 +41,15 @@ def _configs(admin: AdminClient, rtype: ConfigResource.Type, name: str) -> dict[
     return {k: e.value for k, e in entries.items() if not e.is_default}
 
 
-def test_throttled_reassignment_copies_slowly_then_completes(cluster_factory: Callable[..., Cluster],
-                                                              tmp_path: Path) -> None:
-    cluster = cluster_factory(3)
+def _alter(admin: AdminClient, rtype: ConfigResource.Type, name: str, **values: str | None) -> None:
+    res = ConfigResource(rtype, name, incremental_configs=[
+        ConfigEntry(k.replace("_", "."), v,
+                    incremental_operation=AlterConfigOpType.DELETE if v is None else AlterConfigOpType.SET)
+        for k, v in values.items()])
+    admin.incremental_alter_configs([res])[res].result(20)
+
+
+def _topic_with_data(cluster: Cluster) -> str:
     topic = new_topic(cluster, [[1]], min_isr=1)
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 20,
                          "compression.type": "none"})
@@ -53,6 +59,13 @@ def test_throttled_reassignment_copies_slowly_then_completes(cluster_factory: Ca
         producer.poll(0)
     assert producer.flush(120) == 0
     assert _log_bytes(cluster, 1, topic) >= TOTAL
+    return topic
+
+
+def test_throttled_reassignment_copies_slowly_then_completes(cluster_factory: Callable[..., Cluster],
+                                                              tmp_path: Path) -> None:
+    cluster = cluster_factory(3)
+    topic = _topic_with_data(cluster)
 
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": [1, 2]}]}))
@@ -103,3 +116,26 @@ def test_throttled_reassignment_copies_slowly_then_completes(cluster_factory: Ca
         broker_cfg = _configs(admin, ConfigResource.Type.BROKER, str(b))
         assert "leader.replication.throttled.rate" not in broker_cfg
         assert "follower.replication.throttled.rate" not in broker_cfg
+
+
+@pytest.mark.parametrize("side", ["leader", "follower"])
+def test_each_side_throttles_on_its_own(cluster_factory: Callable[..., Cluster], tmp_path: Path, side: str) -> None:
+    """Only the leader (broker 1) or only the new follower (broker 2) has a rate and a throttled
+    replica: either alone holds the copy back; deleting the rate lets it complete."""
+    cluster = cluster_factory(3)
+    topic = _topic_with_data(cluster)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    broker, replicas = ("1", "0:1") if side == "leader" else ("2", "0:2")
+    _alter(admin, ConfigResource.Type.TOPIC, topic, **{f"{side}_replication_throttled_replicas": replicas})
+    _alter(admin, ConfigResource.Type.BROKER, broker, **{f"{side}_replication_throttled_rate": str(THROTTLE)})
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": [1, 2]}]}))
+    started = tool(cluster, "reassign-partitions", "--reassignment-json-file", str(plan), "--execute")
+    assert started.returncode == 0, started
+    cluster.wait_until(lambda: _log_bytes(cluster, 2, topic) > 0, 30, "the new replica starts copying",
+                       topics=[topic])
+    time.sleep(4)
+    assert _log_bytes(cluster, 2, topic) < 6 * 1024 * 1024  # unthrottled: all 16 MB by now
+    _alter(admin, ConfigResource.Type.BROKER, broker, **{f"{side}_replication_throttled_rate": None})
+    cluster.wait_for_isr(topic, 0, [1, 2], timeout=90)
+    assert _log_bytes(cluster, 2, topic) >= TOTAL
