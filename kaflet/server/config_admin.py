@@ -301,9 +301,15 @@ class ConfigAdmin:
                 await quotas.apply_entity(entity_type, name)
 
     def _refresh_replication_quotas(self) -> None:
-        """The throttled replication rates (per broker or the cluster default) take effect."""
+        """The throttled replication rates (per broker or the cluster default) take effect. They
+        are dynamic-only configs, as in Kafka: one in server.properties is an unknown key there."""
+        d = self.dynamic
+
+        def rate(name: str) -> str | None:
+            return d.per_broker.get(name, d.default.get(name))
+
         try:
-            self.replication_quotas.update_rates(self.dynamic.value(LEADER_RATE), self.dynamic.value(FOLLOWER_RATE))
+            self.replication_quotas.update_rates(rate(LEADER_RATE), rate(FOLLOWER_RATE))
         except ValueError as exc:  # a hand-written node; AlterConfigs validates the values
             log.error("replication throttle rates not applied: %s", exc)
 
