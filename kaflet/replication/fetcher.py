@@ -25,7 +25,7 @@ NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH (the leader has not heard of the ep
 other errors back the partition off for ``replica.fetch.backoff.ms`` and retry, as Kafka does.
 A failed connection backs off every partition and reconnects.
 
-Follower-side replication throttling (KIP-73, kaflet/replication/quota.py): the bytes fetched
+Follower-side replication throttling (KIP-73, kaflet/quota/replication.py): the bytes fetched
 for throttled partitions are recorded in the follower quota, and while it is exceeded a
 throttled partition that has not caught up is left out of the fetch (Kafka's
 ``shouldFollowerThrottle``).
@@ -62,7 +62,7 @@ from kaflet.protocol.records import RecordError
 from kaflet.replication.config import ReplicationConfig
 from kaflet.replication.fetch_session_handler import FetchSessionHandler
 from kaflet.replication.partition import Partition
-from kaflet.replication.quota import ReplicationQuota
+from kaflet.replication.quota import ReplicaQuota
 
 log = logging.getLogger("kaflet.fetcher")
 
@@ -195,7 +195,7 @@ class ReplicaFetcher:
     """One leader broker's fetcher: its follower partitions, one connection, one task."""
 
     def __init__(self, name: str, leader: BrokerEndpoint, broker_id: int, config: ReplicationConfig,
-                 partitions: PartitionLookup, connector: Connector, quota: ReplicationQuota | None = None) -> None:
+                 partitions: PartitionLookup, connector: Connector, quota: ReplicaQuota | None = None) -> None:
         self.name = name
         #: The follower replication quota (None: never throttled).
         self.quota = quota
@@ -655,7 +655,7 @@ class ReplicaFetcherManager:
     """The fetchers of this broker's follower partitions, ``num.replica.fetchers`` per leader."""
 
     def __init__(self, broker_id: int, config: ReplicationConfig, partitions: PartitionLookup,
-                 connector: Connector, quota: ReplicationQuota | None = None) -> None:
+                 connector: Connector, quota: ReplicaQuota | None = None) -> None:
         self.broker_id = broker_id
         self.quota = quota
         self.config = config

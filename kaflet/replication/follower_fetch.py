@@ -9,7 +9,7 @@ advance the high watermark (completing acks=all produces) and add the follower t
 replica id that is not one of the partition's followers gets NOT_LEADER_OR_FOLLOWER (Kafka 2.8
 answers such a fetch with empty records and no error; 3.x with this error).
 
-Replication throttling (KIP-73, kaflet/replication/quota.py): while the leader's quota is
+Replication throttling (KIP-73, kaflet/quota/replication.py): while the leader's quota is
 exceeded, a throttled partition is answered to a follower outside the ISR without records; the
 bytes of throttled partitions sent to any follower count towards the quota.
 
@@ -23,7 +23,7 @@ import time
 
 from kaflet.protocol.errors import ErrorCode, KafkaError
 from kaflet.replication.partition import Partition
-from kaflet.replication.quota import ReplicationQuota
+from kaflet.replication.quota import ReplicaQuota
 
 
 def is_follower_fetch(replica_id: int) -> bool:
@@ -51,7 +51,7 @@ def record_follower_fetch(partition: Partition, replica_id: int, fetch_offset: i
     return ErrorCode.NONE
 
 
-def should_leader_throttle(quota: ReplicationQuota, partition: Partition, replica_id: int) -> bool:
+def should_leader_throttle(quota: ReplicaQuota, partition: Partition, replica_id: int) -> bool:
     """Kafka's shouldLeaderThrottle: the follower is not in sync, the partition is throttled on
     this leader and the leader's replication rate is over its bound (in-sync followers are never
     held back, so the ISR does not shrink because of a throttle)."""

@@ -44,7 +44,7 @@ from kaflet.replication.fetcher import (
     ReplicaFetcherManager,
 )
 from kaflet.replication.partition import IsrWriter, Partition
-from kaflet.replication.quota import ReplicationQuota
+from kaflet.replication.quota import ReplicaQuota
 
 log = logging.getLogger("kaflet.replica")
 
@@ -111,7 +111,7 @@ class ReplicaManager:
                  connector: Connector | None = None,
                  leader_endpoint: EndpointLookup | None = None,
                  partition_known: PartitionKnown | None = None,
-                 follower_quota: ReplicationQuota | None = None,
+                 follower_quota: ReplicaQuota | None = None,
                  now_ms: Callable[[], int] = _now_ms) -> None:
         self.broker_id = broker_id
         self.log_manager = log_manager

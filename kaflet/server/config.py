@@ -214,7 +214,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("quota.window.num", int, 11, minimum=1),
     ConfigDef("quota.window.size.seconds", int, 1, minimum=1),
     ConfigDef("max.throttle.time.ms", int, None, minimum=0),
-    # Replication throttling (kaflet/replication/quota.py): the throttled rates are measured over
+    # Replication throttling (kaflet/quota/replication.py): the throttled rates are measured over
     # replication.quota.window.num windows of replication.quota.window.size.seconds.
     ConfigDef("replication.quota.window.num", int, 11, minimum=1),
     ConfigDef("replication.quota.window.size.seconds", int, 1, minimum=1),

@@ -22,7 +22,7 @@ from kaflet.metadata.errors import AdminError
 from kaflet.metadata.topic_names import validate as validate_topic_name
 from kaflet.metadata.tree import NodeExistsError, NoNodeError, WatchEvent
 from kaflet.protocol.errors import ErrorCode
-from kaflet.replication.quota import FOLLOWER_RATE, LEADER_RATE, ReplicationQuotas
+from kaflet.quota.replication import FOLLOWER_RATE, LEADER_RATE, ReplicationQuotas
 from kaflet.server.config import ConfigError
 from kaflet.server.dynamic_config import (
     RESOURCE_BROKER,

@@ -1,5 +1,5 @@
 """Replication throttling (KIP-73): the quota window, the throttled-replicas lists, and where the
-leader and the follower consult them (kaflet/replication/quota.py)."""
+leader and the follower consult them (kaflet/quota/replication.py)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,7 @@ import pytest
 
 from kaflet.protocol.errors import ErrorCode
 from kaflet.quota.rate import WindowedRate
-from kaflet.replication.config import ReplicationConfig
-from kaflet.replication.fetcher import BrokerEndpoint, PartitionFetchState, ReplicaFetcher, ReplicaState
-from kaflet.replication.follower_fetch import should_leader_throttle
-from kaflet.replication.quota import (
+from kaflet.quota.replication import (
     FOLLOWER,
     LEADER,
     UNBOUNDED,
@@ -22,6 +19,9 @@ from kaflet.replication.quota import (
     ReplicationQuotas,
     throttled_partitions,
 )
+from kaflet.replication.config import ReplicationConfig
+from kaflet.replication.fetcher import BrokerEndpoint, PartitionFetchState, ReplicaFetcher, ReplicaState
+from kaflet.replication.follower_fetch import should_leader_throttle
 from kaflet.server.dynamic_config import ConfigRequestError, validate_broker_update
 from kaflet.server.topic_config import InvalidConfigError, validate_topic_config
 

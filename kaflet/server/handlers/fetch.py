@@ -37,7 +37,7 @@ from kaflet.protocol.fetch import (
 )
 from kaflet.replication.follower_fetch import fetch_upper_bound, record_follower_fetch, should_leader_throttle
 from kaflet.replication.partition import Partition
-from kaflet.replication.quota import ReplicationQuota
+from kaflet.replication.quota import ReplicaQuota
 from kaflet.security.acl import AclOperation, ResourceType
 from kaflet.server.fetch_session import (
     CachedPartition,
@@ -228,7 +228,7 @@ def _classify(ctx: RequestContext, partitions: list[CachedPartition], is_followe
 
 def _read(targets: list[_Target], max_bytes: int, total: int, storage_error: ErrorCode, cache: MetadataCache,
           replica_id: int, read_committed: bool = False, cold: ColdReads | None = None,
-          quota: ReplicationQuota | None = None) -> tuple[int, bool]:
+          quota: ReplicaQuota | None = None) -> tuple[int, bool]:
     """Read partitions into their answers (Kafka's readFromLog); ``total`` bytes are already read.
 
     Returns the bytes read in all and whether a partition failed. Up to ``max_bytes`` in all,
@@ -296,7 +296,7 @@ def _read(targets: list[_Target], max_bytes: int, total: int, storage_error: Err
     return total, failed
 
 
-def _record_throttled(quota: ReplicationQuota, targets: list[_Target]) -> None:
+def _record_throttled(quota: ReplicaQuota, targets: list[_Target]) -> None:
     """Count the bytes of throttled partitions sent to a follower (in sync or not), as Kafka's
     sizeOfThrottledPartitions does for every follower fetch."""
     nbytes = sum(records_size(data.records) for cp, part, data in targets
