@@ -3,7 +3,8 @@
 `kaflet reassign-partitions --execute --throttle` adds a replica to a partition holding 16 MB:
 the new follower copies at about the throttle rate (200 KB/s) instead of at disk speed, the
 throttle is raised with ``--execute --additional --throttle``, the copy completes, and
-``--verify`` removes every throttle config. The bounds are many times the expected values.
+``--verify`` removes every throttle config. /metrics shows the throttled byte rates. The bounds
+are many times the expected values.
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
+from kaflet.metadata.zk_testing import free_ports
 from tests.cluster.test_cli_cluster import tool
 from tests.cluster.test_faults import new_topic
 from tests.support.cluster import Cluster
+from tests.support.metrics import scrape
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -64,7 +67,9 @@ def _topic_with_data(cluster: Cluster) -> str:
 
 def test_throttled_reassignment_copies_slowly_then_completes(cluster_factory: Callable[..., Cluster],
                                                               tmp_path: Path) -> None:
-    cluster = cluster_factory(3)
+    ports = free_ports(2)
+    cluster = cluster_factory(3, broker_overrides={
+        bid: {"metrics.listener": f"http://127.0.0.1:{port}"} for bid, port in zip((1, 2), ports, strict=True)})
     topic = _topic_with_data(cluster)
 
     plan = tmp_path / "plan.json"
@@ -94,6 +99,11 @@ def test_throttled_reassignment_copies_slowly_then_completes(cluster_factory: Ca
     copied = _log_bytes(cluster, 2, topic)
     elapsed = time.monotonic() - t0
     assert copied < 6 * 1024 * 1024, (copied, elapsed)
+    # /metrics: the throttled byte rates, about the bound (unthrottled: some 80 times it).
+    leader_rate = scrape(ports[0])[("kafka_server_leaderreplication_byte_rate", frozenset())]
+    follower_rate = scrape(ports[1])[("kafka_server_followerreplication_byte_rate", frozenset())]
+    for rate in (leader_rate, follower_rate):
+        assert 0 < rate < 10 * THROTTLE, (leader_rate, follower_rate)
     still = tool(cluster, "reassign-partitions", "--reassignment-json-file", str(plan), "--verify")
     assert f"Reassignment of partition {topic}-0 is still in progress." in still.stdout, still
     assert "Clearing" not in still.stdout  # throttles stay while the move goes on
