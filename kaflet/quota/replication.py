@@ -93,6 +93,11 @@ class ReplicationQuota:
         return parts is None or partition in parts
 
     @property
+    def throttles_any(self) -> bool:
+        """Whether some topic has throttled partitions here."""
+        return bool(self._throttled)
+
+    @property
     def throttled_topics(self) -> dict[str, frozenset[int] | None]:
         return dict(self._throttled)
 

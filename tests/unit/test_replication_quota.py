@@ -51,8 +51,9 @@ def test_quotas_follow_topic_configs() -> None:
     q.update_topic("t", {"leader.replication.throttled.replicas": ""})
     assert not q.leader.is_throttled("t", 1) and not q.follower.is_throttled("t", 0)
     q.update_topic("t", {"follower.replication.throttled.replicas": "5:2"})
+    assert q.follower.throttles_any and not q.leader.throttles_any
     q.update_topic("t", None)  # the topic is gone
-    assert q.follower.throttled_topics == {}
+    assert q.follower.throttled_topics == {} and not q.follower.throttles_any
 
 
 def test_rates_from_dynamic_configs() -> None:

@@ -90,7 +90,9 @@ async def handle(ctx: RequestContext, body: memoryview) -> SessionFetchResponse:
     # Disk load protection: while a disk is overloaded a consumer's cold reads may be refused.
     protector = broker.disk_load_protector
     cold = protector.cold_reads() if protector is not None and not is_follower else None
-    quota = broker.config_admin.replication_quotas.leader if is_follower else None
+    # The leader replication quota, when it throttles anything (else the hot path skips it).
+    leader_quota = broker.config_admin.replication_quotas.leader
+    quota = leader_quota if is_follower and leader_quota.throttles_any else None
     total, failed = _read(local, max_bytes, 0, storage_error, cache, replica_id, read_committed, cold, quota)
     if is_follower:
         # A follower's position is recorded once, from the first read (Kafka's fetchMessages).
