@@ -4,9 +4,18 @@ The same actions (--generate, --execute, --verify, --cancel, --list), JSON files
 lines as Kafka 2.8's ReassignPartitionsCommand with --bootstrap-server. The requests are
 AlterPartitionReassignments and ListPartitionReassignments (KIP-455), sent to the controller
 over kaflet's own connection (confluent-kafka's AdminClient has no call for them), secured as
---command-config says. Not offered: replication throttles (--throttle,
---replica-alter-log-dirs-throttle) and moves between log directories (``log_dirs`` other than
-"any"): kaflet has neither.
+--command-config says.
+
+``--execute --throttle <bytes/s>`` throttles the moves as Kafka's tool does (KIP-73): it sets
+``leader.replication.throttled.rate`` and ``follower.replication.throttled.rate`` on every broker
+a move involves, and on each topic ``leader.replication.throttled.replicas`` (the partitions'
+current replicas, which the new ones copy from) and ``follower.replication.throttled.replicas``
+(the new replicas). ``--verify`` (and ``--cancel``) clears them all once no reassignment of the
+file is in progress, unless ``--preserve-throttles``; ``--execute --additional --throttle``
+changes the rate of a reassignment in progress.
+
+Not offered: --replica-alter-log-dirs-throttle and moves between log directories (``log_dirs``
+other than "any"): kaflet has no moves between log directories.
 """
 
 from __future__ import annotations
@@ -17,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
 from kaflet.cli.common import Admin, CliError, bootstrap_option, config_file_option, timeout_option
 from kaflet.metadata.assignment import BrokerMetadata, assign_replicas_to_brokers
@@ -32,6 +42,12 @@ _CANNOT_EXECUTE = ("Cannot execute because there is an existing partition assign
                    "--additional flag can also be used to change the throttle by resubmitting the current "
                    "reassignment.")
 _ANY_LOG_DIR = "any"
+_VERIFY_PERIODICALLY = ("Warning: You must run --verify periodically, until the reassignment completes, to "
+                        "ensure the throttle is removed.")
+#: Kafka's BROKER_LEVEL_THROTTLES (less the log-dir one, which kaflet does not have) and
+#: TOPIC_LEVEL_THROTTLES.
+_BROKER_THROTTLES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+_TOPIC_THROTTLES = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
 #: How long to keep looking for the controller when the one asked says it no longer is.
 _CONTROLLER_RETRIES = 5
 
@@ -189,6 +205,16 @@ class _Reassigner(Admin):
         return {(t.name, p.partition_index): (list(p.replicas), list(p.adding_replicas), list(p.removing_replicas))
                 for t in resp.topics for p in t.partitions}
 
+    def alter_configs(self, changes: dict[tuple[ConfigResource.Type, str], dict[str, str | None]]) -> None:
+        """IncrementalAlterConfigs: SET each value, DELETE each None. One resource per call: a
+        broker's own configs go to that broker, and librdkafka takes one such resource a call."""
+        for (rtype, name), ops in changes.items():
+            res = ConfigResource(rtype, name, incremental_configs=[
+                ConfigEntry(k, v, incremental_operation=AlterConfigOpType.DELETE if v is None else AlterConfigOpType.SET)
+                for k, v in ops.items()])
+            futures = self.client.incremental_alter_configs([res], request_timeout=self.timeout_s)
+            self.result(futures[res], what=f"Altering the configs of {rtype.name.lower()} {name} failed")
+
     def current_replicas(self, topics: set[str]) -> dict[Partition, list[int]]:
         out: dict[Partition, list[int]] = {}
         md = self.metadata()
@@ -217,8 +243,60 @@ def _list(r: _Reassigner) -> None:
         click.echo(line)
 
 
-def _execute(r: _Reassigner, proposed: dict[Partition, list[int]], additional: bool) -> None:
-    if not additional and r.ongoing():
+def move_map(ongoing: dict[Partition, tuple[list[int], list[int], list[int]]], proposed: dict[Partition, list[int]],
+             current: dict[Partition, list[int]]) -> dict[Partition, tuple[set[int], set[int]]]:
+    """(sources, destinations) of every partition moving: those in progress and those proposed
+    (Kafka's calculateProposedMoveMap). A proposed partition already moving keeps its sources."""
+    moves = {tp: (set(replicas) - set(adding), set(adding)) for tp, (replicas, adding, _r) in ongoing.items()}
+    for tp, replicas in proposed.items():
+        sources = moves[tp][0] if tp in moves else set(current[tp])
+        moves[tp] = (sources, set(replicas) - sources)
+    return moves
+
+
+def throttle_configs(moves: dict[Partition, tuple[set[int], set[int]]]) -> dict[str, tuple[str, str]]:
+    """Each topic's (leader, follower) throttled-replicas values: the sources of its moving
+    partitions, and the destinations (Kafka's calculateLeaderThrottles / calculateFollowerThrottles)."""
+    leader: dict[str, set[tuple[int, int]]] = {}
+    follower: dict[str, set[tuple[int, int]]] = {}
+    for (topic, p), (sources, destinations) in moves.items():
+        leader.setdefault(topic, set()).update((p, b) for b in sources)
+        follower.setdefault(topic, set()).update((p, b) for b in destinations - sources)
+
+    def fmt(pairs: set[tuple[int, int]]) -> str:
+        # Kafka sorts the "p:b" strings (a TreeSet of strings).
+        return ",".join(sorted(f"{p}:{b}" for p, b in pairs))
+
+    return {t: (fmt(leader[t]), fmt(follower.get(t, set()))) for t in leader}
+
+
+def _set_throttles(r: _Reassigner, moves: dict[Partition, tuple[set[int], set[int]]], rate: int) -> None:
+    """Kafka's modifyReassignmentThrottle: the topics' throttled replicas, then the brokers' rates."""
+    changes: dict[tuple[ConfigResource.Type, str], dict[str, str | None]] = {
+        (ConfigResource.Type.TOPIC, topic): {_TOPIC_THROTTLES[0]: lead, _TOPIC_THROTTLES[1]: follow}
+        for topic, (lead, follow) in sorted(throttle_configs(moves).items())}
+    r.alter_configs(changes)
+    brokers = sorted({b for sources, destinations in moves.values() for b in sources | destinations})
+    r.alter_configs({(ConfigResource.Type.BROKER, str(b)): dict.fromkeys(_BROKER_THROTTLES, str(rate))
+                     for b in brokers})
+    click.echo(f"The inter-broker throttle limit was set to {rate} B/s")
+
+
+def _clear_throttles(r: _Reassigner, targets: dict[Partition, list[int]]) -> None:
+    """Kafka's clearAllThrottles: the rates of every broker (the sources of earlier moves are
+    not known), and the throttled replicas of the file's topics."""
+    brokers = sorted(set(r.metadata().brokers) | {b for reps in targets.values() for b in reps})
+    click.echo(f"Clearing broker-level throttles on broker{'' if len(brokers) == 1 else 's'} "
+               f"{','.join(map(str, brokers))}")
+    r.alter_configs({(ConfigResource.Type.BROKER, str(b)): dict.fromkeys(_BROKER_THROTTLES) for b in brokers})
+    topics = sorted({t for t, _ in targets})
+    click.echo(f"Clearing topic-level throttles on topic{'' if len(topics) == 1 else 's'} {','.join(topics)}")
+    r.alter_configs({(ConfigResource.Type.TOPIC, t): dict.fromkeys(_TOPIC_THROTTLES) for t in topics})
+
+
+def _execute(r: _Reassigner, proposed: dict[Partition, list[int]], additional: bool, throttle: int = -1) -> None:
+    ongoing = r.ongoing()
+    if not additional and ongoing:
         raise CliError(_CANNOT_EXECUTE)
     known = set(r.metadata().brokers)
     for b in sorted({b for reps in proposed.values() for b in reps}):
@@ -231,6 +309,9 @@ def _execute(r: _Reassigner, proposed: dict[Partition, list[int]], additional: b
     click.echo("Current partition replica assignment\n")
     click.echo(reassignment_json({tp: current[tp] for tp in proposed}))
     click.echo("\nSave this to use as the --reassignment-json-file option during rollback")
+    if throttle >= 0:
+        click.echo(_VERIFY_PERIODICALLY)
+        _set_throttles(r, move_map(ongoing, proposed, current), throttle)
     results = r.alter(dict(proposed))
     errors = {tp: res for tp, res in results.items() if res[0] != ErrorCode.NONE}
     if errors:
@@ -240,8 +321,9 @@ def _execute(r: _Reassigner, proposed: dict[Partition, list[int]], additional: b
     click.echo(f"Successfully started partition reassignment{plural} for {_names(proposed)}")
 
 
-def _verify(r: _Reassigner, targets: dict[Partition, list[int]]) -> bool:
-    """Print each partition's status; returns whether every reassignment is complete."""
+def _verify(r: _Reassigner, targets: dict[Partition, list[int]], preserve_throttles: bool = False) -> bool:
+    """Print each partition's status, and clear the throttles once none of them is in progress
+    (unless ``preserve_throttles``); returns whether every reassignment is complete."""
     ongoing = r.ongoing(list(targets))
     current = r.current_replicas({t for t, _ in targets})
     click.echo("Status of partition reassignment:")
@@ -257,14 +339,18 @@ def _verify(r: _Reassigner, targets: dict[Partition, list[int]]) -> bool:
             shown = "(the partition does not exist)" if now is None else ",".join(map(str, now))
             click.echo(f"There is no active reassignment of partition {_name(tp)}, but replica set is {shown} "
                        f"rather than {','.join(map(str, targets[tp]))}.")
+    if not any(tp in ongoing for tp in targets) and not preserve_throttles:
+        _clear_throttles(r, targets)
     return done
 
 
-def _cancel(r: _Reassigner, targets: dict[Partition, list[int]]) -> None:
+def _cancel(r: _Reassigner, targets: dict[Partition, list[int]], preserve_throttles: bool = False) -> None:
     ongoing = r.ongoing(list(targets))
     active = sorted(tp for tp, (_reps, adding, removing) in ongoing.items() if adding or removing)
     if not active:
         click.echo("None of the specified partition reassignments are active.")
+        if not preserve_throttles:
+            _clear_throttles(r, targets)
         return
     results = r.alter(dict.fromkeys(active))
     errors = {tp: res for tp, res in results.items() if res[0] != ErrorCode.NONE}
@@ -274,6 +360,8 @@ def _cancel(r: _Reassigner, targets: dict[Partition, list[int]]) -> None:
         raise CliError(f"Error cancelling partition reassignment{plural} for: " + "; ".join(lines))
     plural = "" if len(active) == 1 else "s"
     click.echo(f"Successfully cancelled partition reassignment{plural} for: {_names(active)}")
+    if not preserve_throttles:
+        _clear_throttles(r, targets)
 
 
 def _generate(r: _Reassigner, topics: list[str], broker_list: str, rack_aware: bool) -> None:
@@ -328,13 +416,18 @@ def _generate(r: _Reassigner, topics: list[str], broker_list: str, rack_aware: b
               help='For --generate: {"version":1,"topics":[{"topic":"foo"}]}')
 @click.option("--broker-list", metavar="IDS", help='For --generate: the brokers to assign to, e.g. "1,2,3".')
 @click.option("--disable-rack-aware", is_flag=True, help="For --generate: ignore the brokers' racks.")
-@click.option("--additional", is_flag=True, help="For --execute: start even though reassignments are in progress.")
+@click.option("--additional", is_flag=True, help="For --execute: start even though reassignments are in progress "
+                                                 "(also: change the throttle of those in progress).")
+@click.option("--throttle", type=int, default=-1, metavar="BYTES/S",
+              help="For --execute: throttle the replication of the moving replicas to this rate (bytes/s, at least "
+                   "1 KB/s is advised); --verify removes the throttle once the reassignment is done.")
+@click.option("--preserve-throttles", is_flag=True, help="For --verify and --cancel: do not remove the throttles.")
 @config_file_option("--command-config")
 @timeout_option()
 def reassign_partitions(bootstrap: str, generate: bool, execute: bool, verify: bool, cancel: bool, list_: bool,
                         json_file: Path | None, topics_file: Path | None, broker_list: str | None,
-                        disable_rack_aware: bool, additional: bool, config_file: str | None,
-                        timeout_s: float) -> None:
+                        disable_rack_aware: bool, additional: bool, throttle: int, preserve_throttles: bool,
+                        config_file: str | None, timeout_s: float) -> None:
     """Move partition replicas between brokers, like kafka-reassign-partitions.sh."""
     actions = {"--generate": generate, "--execute": execute, "--verify": verify, "--cancel": cancel,
                "--list": list_}
@@ -350,6 +443,10 @@ def reassign_partitions(bootstrap: str, generate: bool, execute: bool, verify: b
                                f"with action \"{action}\"")
     if additional and action != "--execute":
         raise click.UsageError(f"Option \"--additional\" can't be used with action \"{action}\"")
+    if throttle != -1 and action != "--execute":
+        raise click.UsageError(f"Option \"--throttle\" can't be used with action \"{action}\"")
+    if preserve_throttles and action not in ("--verify", "--cancel"):
+        raise click.UsageError(f"Option \"--preserve-throttles\" can't be used with action \"{action}\"")
     r = _Reassigner(bootstrap, config_file, timeout_s)
     if action == "--list":
         _list(r)
@@ -360,8 +457,8 @@ def reassign_partitions(bootstrap: str, generate: bool, execute: bool, verify: b
         assert json_file is not None
         targets = parse_reassignment_json(_read(json_file), str(json_file))
         if action == "--execute":
-            _execute(r, targets, additional)
+            _execute(r, targets, additional, throttle)
         elif action == "--verify":
-            _verify(r, targets)
+            _verify(r, targets, preserve_throttles)
         else:
-            _cancel(r, targets)
+            _cancel(r, targets, preserve_throttles)

@@ -38,7 +38,13 @@ class LogConfig:
     max_message_bytes: int = 1048588
     message_timestamp_type: str = "CreateTime"
     message_timestamp_difference_max_ms: int = LONG_MAX
+    message_timestamp_before_max_ms: int = LONG_MAX
+    message_timestamp_after_max_ms: int = LONG_MAX
     compression_type: str = "producer"
+    #: KIP-390: the level a batch recompressed to compression.type is written with.
+    compression_gzip_level: int = -1
+    compression_lz4_level: int = 9
+    compression_zstd_level: int = 3
     flush_messages: int = LONG_MAX
     flush_ms: int = LONG_MAX
     retention_ms: int = 604800000
@@ -87,6 +93,12 @@ class LogConfig:
         """Reject values Kafka would reject."""
         if self.compression_type not in _CODECS:
             raise ValueError(f"invalid compression.type {self.compression_type!r}")
+        if self.compression_gzip_level != -1 and not 1 <= self.compression_gzip_level <= 9:
+            raise ValueError("compression.gzip.level must be between 1 and 9 or equal to -1")
+        if not 1 <= self.compression_lz4_level <= 17:
+            raise ValueError("compression.lz4.level must be between 1 and 17")
+        if not -131072 <= self.compression_zstd_level <= 22:
+            raise ValueError("compression.zstd.level must be between -131072 and 22")
         if self.message_timestamp_type not in ("CreateTime", "LogAppendTime"):
             raise ValueError(f"invalid message.timestamp.type {self.message_timestamp_type!r}")
         if self.segment_bytes < 14:
@@ -107,6 +119,26 @@ class LogConfig:
     def target_codec(self) -> int:
         """Codec id the broker must store batches with, or -1 to keep the producer's."""
         return _CODECS[self.compression_type]
+
+    @property
+    def target_level(self) -> int | None:
+        """The compression level of ``target_codec`` (None: it has none, or keeps the producer's)."""
+        return {"gzip": self.compression_gzip_level, "lz4": self.compression_lz4_level,
+                "zstd": self.compression_zstd_level}.get(self.compression_type)
+
+    @property
+    def timestamp_before_max_ms(self) -> int:
+        """How far a CreateTime timestamp may be behind the broker's clock (KIP-937): the
+        before.max.ms config, or message.timestamp.difference.max.ms while it is left at its
+        default (Kafka 3.6+'s LogConfig keeps the deprecated key working that way)."""
+        before = self.message_timestamp_before_max_ms
+        return before if before != LONG_MAX else self.message_timestamp_difference_max_ms
+
+    @property
+    def timestamp_after_max_ms(self) -> int:
+        """How far a CreateTime timestamp may be ahead of the broker's clock (as above)."""
+        after = self.message_timestamp_after_max_ms
+        return after if after != LONG_MAX else self.message_timestamp_difference_max_ms
 
     @property
     def log_append_time(self) -> bool:

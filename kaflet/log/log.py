@@ -181,6 +181,11 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+
+def _java_long(v: int) -> int:
+    """``v`` as a signed 64-bit integer (Java's long arithmetic wraps around)."""
+    return (v + 2**63) % 2**64 - 2**63
+
 class Log:
     """One partition's log: segments, offsets, appends, reads, recovery and flushing."""
 
@@ -563,7 +568,7 @@ class Log:
             if dup is not None:
                 return AppendResult(dup.first_offset, dup.last_offset, dup.timestamp if lat else -1,
                                     self.log_start_offset, dup.offset_delta + 1, True)
-        check_all = cfg.compact or cfg.message_timestamp_difference_max_ms < LONG_MAX
+        check_all = cfg.compact or cfg.timestamp_before_max_ms < LONG_MAX or cfg.timestamp_after_max_ms < LONG_MAX
         # batch index -> the MaxTimestamp its records give (CreateTime batches to rewrite)
         max_timestamps = self._validate_records(mv, infos, now, check_all, suspects) if check_all or suspects else {}
 
@@ -590,7 +595,7 @@ class Log:
             for i, info in enumerate(infos):
                 b = bytearray(mv[info.position : info.position + info.size])
                 if info.header.compression != target:
-                    b = bytearray(recompress_batch(b, target))
+                    b = bytearray(recompress_batch(b, target, level=cfg.target_level))
                     if len(b) > cfg.max_message_bytes:
                         raise RecordError(ErrorCode.MESSAGE_TOO_LARGE,
                                           f"recompressed batch of {len(b)} bytes exceeds max.message.bytes")
@@ -724,7 +729,8 @@ class Log:
 
         Every record of a batch is checked, so the error lists each offending one (KIP-467):
         a compacted topic's record without a key (INVALID_RECORD); on a CreateTime topic a
-        timestamp farther than message.timestamp.difference.max.ms from now, records without
+        timestamp more than message.timestamp.before.max.ms behind now or after.max.ms ahead of
+        it (each falling back to message.timestamp.difference.max.ms, KIP-937), records without
         a timestamp (-1) being exempt (INVALID_TIMESTAMP); a producer-set LogAppendTime on a
         LogAppendTime topic or without any timestamp (INVALID_TIMESTAMP).  Raises
         RecordValidationError for the first batch with errors.  On a CreateTime topic, returns
@@ -732,7 +738,7 @@ class Log:
         """
         cfg = self.config
         compact = cfg.compact
-        max_diff = cfg.message_timestamp_difference_max_ms
+        before, after = cfg.timestamp_before_max_ms, cfg.timestamp_after_max_ms
         lat_topic = cfg.log_append_time
         tp = f"{self.topic}-{self.partition}"
         out: dict[int, int] = {}
@@ -753,11 +759,12 @@ class Log:
                 if compact and key_len < 0:
                     errors.append((index, f"Compacted topic cannot accept message without key in topic partition {tp}"))
                 elif not lat_topic and ts != NO_TIMESTAMP:
-                    if max_diff < LONG_MAX and abs(ts - now) > max_diff:
+                    if now - ts > before or ts - now > after:
                         timestamp_error = True
+                        # The bounds as Kafka prints them: Java longs, so now + Long.MAX_VALUE wraps.
                         errors.append((index, f"Timestamp {ts} of message with offset {h.base_offset + offset_delta} "
-                                              f"is out of range. The timestamp should be within [{now - max_diff}, "
-                                              f"{now + max_diff}]"))
+                                              f"is out of range. The timestamp should be within "
+                                              f"[{_java_long(now - before)}, {_java_long(now + after)}]"))
                 elif lat_batch:
                     timestamp_error = True
                     errors.append((index, f"Invalid timestamp type in message DefaultRecord(offset="

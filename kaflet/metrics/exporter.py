@@ -79,6 +79,8 @@ class BrokerState:
     isr_expands: Callable[[], int]
     #: Disk load protection per device: (utilisation 0-1, cold reads admitted, refused); empty when off.
     disks: Callable[[], Mapping[str, tuple[float, int, int]]] = dict
+    #: Throttled replication byte rates by quota type (LeaderReplication, FollowerReplication).
+    replication_rates: Callable[[], Mapping[str, float]] = dict
 
 
 def _buckets(h: Histogram) -> list[tuple[str, float]]:
@@ -116,6 +118,11 @@ class KafkaCollector:
             conns.add_metric([listener], float(n))
         yield conns
         yield from self._disk_load()
+        for kind, rate in sorted(state.replication_rates().items()):
+            g = GaugeMetricFamily(f"kafka_server_{kind.lower()}_byte_rate",
+                                  f"Bytes/s of throttled replication ({kind} byte-rate, KIP-73)")
+            g.add_metric([], rate)
+            yield g
         if stats.app_topics is not None:
             yield from self._app_topic_metrics()
 

@@ -57,20 +57,39 @@ def _corrupt(msg: str) -> CompressionError:
     return CompressionError(ErrorCode.CORRUPT_MESSAGE, msg)
 
 
-def compress(codec: int, data: bytes | bytearray | memoryview) -> bytes:
-    """Compress ``data`` with the codec id ``codec`` in the format Kafka clients read."""
+#: Kafka's default levels (KIP-390): gzip -1 (zlib's own default, 6), lz4 9, zstd 3.
+GZIP_DEFAULT_LEVEL = -1
+LZ4_DEFAULT_LEVEL = 9
+
+
+def compress(codec: int, data: bytes | bytearray | memoryview, level: int | None = None) -> bytes:
+    """Compress ``data`` with the codec id ``codec`` in the format Kafka clients read.
+
+    ``level`` is the codec's compression level as Kafka's ``compression.<codec>.level`` gives
+    it (KIP-390; ignored by snappy); None: the codec library's default. As Kafka's lz4 stream
+    does, lz4 at the default level 9 uses the fast compressor and any other level the
+    high-compression one (from its lowest level, 3, which the levels 1 and 2 also get, to 12,
+    the frame format's cap for the levels above).
+    """
     if codec == NONE:
         return bytes(data)
     if codec == GZIP:
-        return bytes(cramjam.gzip.compress(data))
+        if level is None or level == GZIP_DEFAULT_LEVEL:
+            return bytes(cramjam.gzip.compress(data))
+        return bytes(cramjam.gzip.compress(data, level=level))
     if codec == SNAPPY:
         return _xerial_compress(data)
     if codec == LZ4:
-        c = cramjam.lz4.Compressor(block_linked=False, content_checksum=False)
+        if level is None or level == LZ4_DEFAULT_LEVEL:
+            c = cramjam.lz4.Compressor(block_linked=False, content_checksum=False)
+        else:
+            c = cramjam.lz4.Compressor(level=max(level, 3), block_linked=False, content_checksum=False)
         c.compress(data)
         return bytes(c.finish())
     if codec == ZSTD:
-        return bytes(cramjam.zstd.compress(data))
+        if level is None:
+            return bytes(cramjam.zstd.compress(data))
+        return bytes(cramjam.zstd.compress(data, level=level))
     raise CompressionError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, f"unknown compression codec {codec}")
 
 

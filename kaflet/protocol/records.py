@@ -548,6 +548,7 @@ def build_batch(
     max_timestamp: int | None = None,
     delete_horizon_ms: int | None = None,
     last_offset_delta: int | None = None,
+    compression_level: int | None = None,
 ) -> bytes:
     """Encode a complete v2 batch (header, CRC and records).
 
@@ -557,6 +558,7 @@ def build_batch(
     stored as BaseTimestamp, so record timestamp deltas must then be relative to it.
     ``last_offset_delta`` overrides the one taken from the last record: the cleaner keeps a
     batch's original last offset (and so its last sequence) when it drops trailing records.
+    ``compression_level`` is the codec's level (``compression.compress``).
     """
     from kaflet.protocol import compression as codecs  # the parameter shadows the module
 
@@ -576,7 +578,7 @@ def build_batch(
         last_offset_delta = override_delta
     body: bytes = encode_records(records)
     if compression != COMPRESSION_NONE:
-        body = codecs.compress(compression, body)
+        body = codecs.compress(compression, body, compression_level)
     attrs = compression & COMPRESSION_CODEC_MASK
     if timestamp_type == TIMESTAMP_LOG_APPEND_TIME:
         attrs |= TIMESTAMP_TYPE_MASK
@@ -617,9 +619,10 @@ def build_empty_batch(h: BatchHeader) -> bytes:
 
 
 def recompress_batch(
-    batch: Buffer, codec: int, max_decompressed: int = compression.DEFAULT_MAX_DECOMPRESSED
+    batch: Buffer, codec: int, max_decompressed: int = compression.DEFAULT_MAX_DECOMPRESSED,
+    level: int | None = None,
 ) -> bytes:
-    """Re-encode one batch with another codec, keeping every header field but the CRC."""
+    """Re-encode one batch with another codec (at ``level``), keeping every header field but the CRC."""
     h = parse_batch_header(batch)
     records = decode_records(batch, max_decompressed)
     keep_max = h.timestamp_type == TIMESTAMP_LOG_APPEND_TIME
@@ -636,4 +639,5 @@ def recompress_batch(
         partition_leader_epoch=h.partition_leader_epoch,
         is_control=h.is_control,
         max_timestamp=h.max_timestamp if keep_max or not records else None,
+        compression_level=level,
     )

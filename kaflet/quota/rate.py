@@ -7,6 +7,10 @@ since the oldest one began, counted as at least ``samples - 1`` full windows. Th
 a client that just started from looking infinitely fast; it also lets a new client send about
 ``(samples - 1) x window`` worth of quota at once before it is throttled, as in Kafka.
 
+With ``simple=True`` it is Kafka's ``SimpleRate`` instead (the replication quotas' measure): the
+time since the oldest sample, at least one window, with no ``samples - 1`` floor, so a replica
+that starts copying is held to its quota from the first second on.
+
 Times are milliseconds from any monotonic clock, passed in, so tests can use a fake clock.
 """
 
@@ -19,13 +23,14 @@ MAX_THROTTLE_MS = 2**31 - 1
 class WindowedRate:
     """Values per second over `samples` windows of `window_ms` each."""
 
-    __slots__ = ("samples", "window_ms", "_starts", "_values", "_current", "last_record_ms")
+    __slots__ = ("samples", "window_ms", "simple", "_starts", "_values", "_current", "last_record_ms")
 
-    def __init__(self, samples: int, window_ms: int, now_ms: float) -> None:
+    def __init__(self, samples: int, window_ms: int, now_ms: float, simple: bool = False) -> None:
         if samples < 1 or window_ms < 1:
             raise ValueError("a rate needs at least one sample window of at least 1 ms")
         self.samples = samples
         self.window_ms = window_ms
+        self.simple = simple
         self._starts: list[float] = [now_ms]
         self._values: list[float] = [0.0]
         self._current = 0
@@ -56,9 +61,12 @@ class WindowedRate:
                 self._values[i] = 0.0
 
     def window_size_ms(self, now_ms: float) -> float:
-        """The time the rate is averaged over: since the oldest sample, at least samples-1 windows."""
+        """The time the rate is averaged over: since the oldest sample, at least samples-1 windows
+        (``simple``: at least one window)."""
         self._purge(now_ms)
         elapsed = now_ms - min(self._starts)
+        if self.simple:
+            return max(elapsed, float(self.window_ms))
         full = int(elapsed // self.window_ms)
         floor = self.samples - 1
         if full < floor:

@@ -25,6 +25,11 @@ NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH (the leader has not heard of the ep
 other errors back the partition off for ``replica.fetch.backoff.ms`` and retry, as Kafka does.
 A failed connection backs off every partition and reconnects.
 
+Follower-side replication throttling (KIP-73, kaflet/quota/replication.py): the bytes fetched
+for throttled partitions are recorded in the follower quota, and while it is exceeded a
+throttled partition that has not caught up is left out of the fetch (Kafka's
+``shouldFollowerThrottle``).
+
 Departures from Kafka 2.8: every fetch is a full one (no incremental fetch session; the leader
 keeps none for session id 0 and epoch -1), and truncation always goes through OffsetForLeaderEpoch
 (Kafka 2.7+ may truncate from the Fetch response's diverging epoch instead).
@@ -57,6 +62,7 @@ from kaflet.protocol.records import RecordError
 from kaflet.replication.config import ReplicationConfig
 from kaflet.replication.fetch_session_handler import FetchSessionHandler
 from kaflet.replication.partition import Partition
+from kaflet.replication.quota import ReplicaQuota
 
 log = logging.getLogger("kaflet.fetcher")
 
@@ -117,6 +123,11 @@ class PartitionFetchState:
     state: ReplicaState
     delayed_until: float = 0.0  # time.monotonic() before which it is not fetched
     lag: int | None = None
+
+    @property
+    def in_sync(self) -> bool:
+        """Caught up with the leader's high watermark at the last fetch (Kafka's isReplicaInSync)."""
+        return self.lag is not None and self.lag <= 0
 
     def is_delayed(self, now: float) -> bool:
         return self.delayed_until > now
@@ -184,8 +195,10 @@ class ReplicaFetcher:
     """One leader broker's fetcher: its follower partitions, one connection, one task."""
 
     def __init__(self, name: str, leader: BrokerEndpoint, broker_id: int, config: ReplicationConfig,
-                 partitions: PartitionLookup, connector: Connector) -> None:
+                 partitions: PartitionLookup, connector: Connector, quota: ReplicaQuota | None = None) -> None:
         self.name = name
+        #: The follower replication quota (None: never throttled).
+        self.quota = quota
         self.leader = leader
         self.broker_id = broker_id
         self.config = config
@@ -452,8 +465,13 @@ class ReplicaFetcher:
         sent: dict[TopicPartition, PartitionFetchState] = {}
         ready: dict[TopicPartition, FetchPartition] = {}
         max_bytes = self.config.fetch_max_bytes
+        quota = self.quota
+        # Asked once per fetch, as Kafka does (the rate cannot change while the request is built).
+        over_quota = quota is not None and quota.is_quota_exceeded()
         for tp, st in self.states.items():
             if not st.ready_for_fetch(now):
+                continue
+            if over_quota and not st.in_sync and quota is not None and quota.is_throttled(*tp):
                 continue
             part = self._partitions(*tp)
             if part is None:
@@ -556,6 +574,10 @@ class ReplicaFetcher:
             log.error("%s: cannot append to %s-%d at offset %d: %s", self.name, *tp, st.fetch_offset, exc)
             self._mark_failed(tp)
             return False
+        quota = self.quota
+        if quota is not None and quota.is_throttled(*tp):
+            # In-sync or not: the whole throttled traffic counts (Kafka's processPartitionData).
+            quota.record(len(data.records))
         if appended is None:
             return False
         next_offset = appended.last_offset + 1
@@ -633,8 +655,9 @@ class ReplicaFetcherManager:
     """The fetchers of this broker's follower partitions, ``num.replica.fetchers`` per leader."""
 
     def __init__(self, broker_id: int, config: ReplicationConfig, partitions: PartitionLookup,
-                 connector: Connector) -> None:
+                 connector: Connector, quota: ReplicaQuota | None = None) -> None:
         self.broker_id = broker_id
+        self.quota = quota
         self.config = config
         self._partitions = partitions
         self._connector = connector
@@ -657,7 +680,7 @@ class ReplicaFetcherManager:
             if fetcher is None:
                 fetcher = self.fetchers[key] = ReplicaFetcher(
                     f"ReplicaFetcherThread-{key[1]}-{key[0]}", leader, self.broker_id, self.config,
-                    self._partitions, self._connector)
+                    self._partitions, self._connector, self.quota)
                 fetcher.start()
             fetcher.add_partitions(states)
             log.info("added fetcher to broker %d for partitions %s", key[0],

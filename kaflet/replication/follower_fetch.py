@@ -9,6 +9,10 @@ advance the high watermark (completing acks=all produces) and add the follower t
 replica id that is not one of the partition's followers gets NOT_LEADER_OR_FOLLOWER (Kafka 2.8
 answers such a fetch with empty records and no error; 3.x with this error).
 
+Replication throttling (KIP-73, kaflet/quota/replication.py): while the leader's quota is
+exceeded, a throttled partition is answered to a follower outside the ISR without records; the
+bytes of throttled partitions sent to any follower count towards the quota.
+
 Consumers read only from the leader here: kaflet does not implement ``replica.selector.class``
 (KIP-392), so a consumer fetching from a follower gets NOT_LEADER_OR_FOLLOWER.
 """
@@ -19,6 +23,7 @@ import time
 
 from kaflet.protocol.errors import ErrorCode, KafkaError
 from kaflet.replication.partition import Partition
+from kaflet.replication.quota import ReplicaQuota
 
 
 def is_follower_fetch(replica_id: int) -> bool:
@@ -44,3 +49,11 @@ def record_follower_fetch(partition: Partition, replica_id: int, fetch_offset: i
     except KafkaError as exc:
         return exc.code
     return ErrorCode.NONE
+
+
+def should_leader_throttle(quota: ReplicaQuota, partition: Partition, replica_id: int) -> bool:
+    """Kafka's shouldLeaderThrottle: the follower is not in sync, the partition is throttled on
+    this leader and the leader's replication rate is over its bound (in-sync followers are never
+    held back, so the ISR does not shrink because of a throttle)."""
+    return (replica_id not in partition.isr and quota.is_throttled(partition.topic, partition.index)
+            and quota.is_quota_exceeded())

@@ -44,6 +44,7 @@ from kaflet.replication.fetcher import (
     ReplicaFetcherManager,
 )
 from kaflet.replication.partition import IsrWriter, Partition
+from kaflet.replication.quota import ReplicaQuota
 
 log = logging.getLogger("kaflet.replica")
 
@@ -110,6 +111,7 @@ class ReplicaManager:
                  connector: Connector | None = None,
                  leader_endpoint: EndpointLookup | None = None,
                  partition_known: PartitionKnown | None = None,
+                 follower_quota: ReplicaQuota | None = None,
                  now_ms: Callable[[], int] = _now_ms) -> None:
         self.broker_id = broker_id
         self.log_manager = log_manager
@@ -120,7 +122,8 @@ class ReplicaManager:
         self.partitions: dict[tuple[str, int], Partition] = {}
         #: The newest controller epoch seen; older controllers' requests are refused.
         self.controller_epoch = INITIAL_CONTROLLER_EPOCH
-        self.fetcher_manager = ReplicaFetcherManager(broker_id, self.config, self.get, connector or _no_connector)
+        self.fetcher_manager = ReplicaFetcherManager(broker_id, self.config, self.get, connector or _no_connector,
+                                                    follower_quota)
         self._leader_endpoint = leader_endpoint or (lambda _broker: None)
         self._partition_known = partition_known or (lambda _topic, _partition: False)
         self.metadata_updater: MetadataUpdater | None = None

@@ -59,7 +59,13 @@ def _state(broker: Broker) -> BrokerState:
         isr_shrinks=lambda: broker.replica_manager.isr_shrinks,
         isr_expands=lambda: broker.replica_manager.isr_expands,
         disks=lambda: _disks(broker),
+        replication_rates=lambda: _replication_rates(broker),
     )
+
+
+def _replication_rates(broker: Broker) -> dict[str, float]:
+    quotas = broker.config_admin.replication_quotas
+    return {q.kind: q.byte_rate() for q in (quotas.leader, quotas.follower)}
 
 
 def _disks(broker: Broker) -> dict[str, tuple[float, int, int]]:

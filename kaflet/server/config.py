@@ -216,6 +216,10 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("quota.window.num", int, 11, minimum=1),
     ConfigDef("quota.window.size.seconds", int, 1, minimum=1),
     ConfigDef("max.throttle.time.ms", int, None, minimum=0),
+    # Replication throttling (kaflet/quota/replication.py): the throttled rates are measured over
+    # replication.quota.window.num windows of replication.quota.window.size.seconds.
+    ConfigDef("replication.quota.window.num", int, 11, minimum=1),
+    ConfigDef("replication.quota.window.size.seconds", int, 1, minimum=1),
     ConfigDef("throttle.max.time.ms", int, 10000, minimum=0),
     # The Logi-Kafka gateway (kaflet/gateway, docs/gateway.md): Logi-Kafka's names and defaults.
     # An empty gateway.url turns the gateway off. The gateway.*.interval.ms and

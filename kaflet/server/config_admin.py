@@ -22,6 +22,7 @@ from kaflet.metadata.errors import AdminError
 from kaflet.metadata.topic_names import validate as validate_topic_name
 from kaflet.metadata.tree import NodeExistsError, NoNodeError, WatchEvent
 from kaflet.protocol.errors import ErrorCode
+from kaflet.quota.replication import FOLLOWER_RATE, LEADER_RATE, ReplicationQuotas
 from kaflet.server.config import ConfigError
 from kaflet.server.dynamic_config import (
     RESOURCE_BROKER,
@@ -76,18 +77,24 @@ class ConfigAdmin:
         # The cleaner settings to restart the log cleaner with, and the task doing it.
         self._cleaner_target: CleanerConfig | None = None
         self._cleaner_task: asyncio.Task[None] | None = None
+        cfg = broker.config
+        #: The leader and follower replication quotas (KIP-73), fed by the dynamic rate configs
+        #: and the topics' throttled-replicas configs.
+        self.replication_quotas = ReplicationQuotas(broker.broker_id, cfg["replication.quota.window.num"],
+                                                    cfg["replication.quota.window.size.seconds"] * 1000)
 
     # ------------------------------------------------------------------ start-up and defaults
 
     async def load(self) -> None:
         """Read the dynamic broker configs (before the logs open, so they start with them)."""
-        self.dynamic.broker_id = self.broker.broker_id
+        self.dynamic.broker_id = self.replication_quotas.broker_id = self.broker.broker_id
         self.dynamic.update(default=await self._read(_BROKERS, zkdata.DEFAULT_ENTITY),
                             per_broker=await self._read(_BROKERS, str(self.broker.broker_id)))
         if self.dynamic.default or self.dynamic.per_broker:
             log.info("dynamic broker configs: cluster default %s, broker %d %s",
                      self.dynamic.default, self.broker.broker_id, self.dynamic.per_broker)
         self._report_dynamic()
+        self._refresh_replication_quotas()
 
     def _report_dynamic(self) -> None:
         """Log, once per key, the dynamic broker configs kaflet stores but does not apply."""
@@ -114,9 +121,11 @@ class ConfigAdmin:
     def forget_topic(self, topic: str) -> None:
         """The topic is gone: drop its overrides."""
         self.topic_overrides.pop(topic, None)
+        self.replication_quotas.update_topic(topic, None)
 
     def _set_topic_overrides(self, topic: str, overrides: dict[str, str]) -> None:
         self.topic_overrides[topic] = overrides
+        self.replication_quotas.update_topic(topic, overrides)
         report_not_enforced(overrides)
 
     def cleaner_config(self, dynamic: DynamicBrokerConfig | None = None) -> CleanerConfig:
@@ -282,6 +291,7 @@ class ConfigAdmin:
             else:
                 return  # another broker's own configs
             self._report_dynamic()
+            self._refresh_replication_quotas()
             self._refresh_defaults()
             self._refresh_controller()
             self._refresh_cleaner()
@@ -289,6 +299,19 @@ class ConfigAdmin:
             quotas = getattr(self.broker, "quota_configs", None)
             if quotas is not None:
                 await quotas.apply_entity(entity_type, name)
+
+    def _refresh_replication_quotas(self) -> None:
+        """The throttled replication rates (per broker or the cluster default) take effect. They
+        are dynamic-only configs, as in Kafka: one in server.properties is an unknown key there."""
+        d = self.dynamic
+
+        def rate(name: str) -> str | None:
+            return d.per_broker.get(name, d.default.get(name))
+
+        try:
+            self.replication_quotas.update_rates(rate(LEADER_RATE), rate(FOLLOWER_RATE))
+        except ValueError as exc:  # a hand-written node; AlterConfigs validates the values
+            log.error("replication throttle rates not applied: %s", exc)
 
     def _refresh_controller(self) -> None:
         """The broker default of unclean.leader.election.enable reaches the controller; turned

@@ -462,8 +462,10 @@ def validate_broker_update(props: Mapping[str, str | None], resource_name: str, 
     return out
 
 
-#: Broker configs whose current value is read each time it is used (Broker._producer_id_expiration_ms).
-_READ_LIVE = frozenset({"producer.id.expiration.ms"})
+#: Broker configs whose current value is read each time it is used (Broker._producer_id_expiration_ms)
+#: or applied by ConfigAdmin when it changes (the replication quotas' bounds).
+_READ_LIVE = frozenset({"producer.id.expiration.ms", "leader.replication.throttled.rate",
+                        "follower.replication.throttled.rate"})
 
 
 def applied_at_run_time(name: str) -> bool:

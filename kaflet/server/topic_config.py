@@ -20,22 +20,14 @@ __all__ = ["InvalidConfigError", "NOT_ENFORCED", "TOPIC_CONFIGS", "TopicConfigDe
 
 # Topic configs kaflet stores and describes but does not act on, and why.
 NOT_ENFORCED: dict[str, str] = {
-    "compression.gzip.level": "recompression uses the codec's default level",
-    "compression.lz4.level": "recompression uses the codec's default level",
-    "compression.zstd.level": "recompression uses the codec's default level",
-    "follower.replication.throttled.replicas": "replication throttling is not implemented",
-    "leader.replication.throttled.replicas": "replication throttling is not implemented",
     "local.retention.bytes": "tiered storage is not implemented",
     "local.retention.ms": "tiered storage is not implemented",
     "message.downconversion.enable": "kaflet does not down-convert record batches",
     "message.format.version": "kaflet always writes record format v2, as Kafka 3.0 and later do",
-    "message.timestamp.after.max.ms": "only message.timestamp.difference.max.ms is checked",
-    "message.timestamp.before.max.ms": "only message.timestamp.difference.max.ms is checked",
     "preallocate": "segment files are not preallocated",
     "remote.log.copy.disable": "tiered storage is not implemented",
     "remote.log.delete.on.disable": "tiered storage is not implemented",
     "remote.storage.enable": "tiered storage is not implemented",
-    "segment.jitter.ms": "segments roll without jitter",
 }
 
 # Kafka's LogConfig.validateNoInvalidRemoteStorageConfigsInZK, and remote.storage.enable on a

@@ -125,7 +125,9 @@ def test_move_while_producing_loses_nothing(cluster_factory: Callable[..., Clust
             assert [sorted(p.replica_nodes) for p in resp.topics[0].partitions] == [[2, 3]]
     verified = tool(cluster, "reassign-partitions", "--reassignment-json-file", str(plan), "--verify")
     assert verified.returncode == 0, verified
-    assert verified.stdout == f"Status of partition reassignment:\nReassignment of partition {topic}-0 is complete.\n"
+    assert verified.stdout == (f"Status of partition reassignment:\nReassignment of partition {topic}-0 is complete.\n"
+                               f"Clearing broker-level throttles on brokers 1,2,3\n"
+                               f"Clearing topic-level throttles on topic {topic}\n")
     listed = tool(cluster, "reassign-partitions", "--list")
     assert (listed.returncode, listed.stdout) == (0, "No partition reassignments found.\n")
 
@@ -158,14 +160,15 @@ def test_in_progress_listed_then_cancelled(cluster_factory: Callable[..., Cluste
                                  f"adding: {x}. removing: {c}.\n"), listed
         progress = cli("--reassignment-json-file", str(plan), "--verify")
         assert progress.stdout.endswith(f"Reassignment of partition {topic}-0 is still in progress.\n"), progress
-        cancelled = cli("--reassignment-json-file", str(plan), "--cancel")
+        # --preserve-throttles: clearing them would alter the paused broker's own configs.
+        cancelled = cli("--reassignment-json-file", str(plan), "--cancel", "--preserve-throttles")
         assert (cancelled.returncode, cancelled.stdout) == (
             0, f"Successfully cancelled partition reassignment for: {topic}-0\n"), cancelled
         t = topic_node(cluster, topic)
         assert (sorted(t.partitions[0]), t.adding_replicas, t.removing_replicas) == (sorted([c, a]), {}, {})
         assert ongoing(raw) == {}
         assert alter(raw, topic, None) == (0, [(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None)])
-        again = cli("--reassignment-json-file", str(plan), "--cancel")
+        again = cli("--reassignment-json-file", str(plan), "--cancel", "--preserve-throttles")
         assert again.stdout == "None of the specified partition reassignments are active.\n"
     # The paused broker runs again: it gets the LeaderAndIsr, then the StopReplica that deletes
     # its copy.

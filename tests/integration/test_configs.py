@@ -588,3 +588,26 @@ def test_server_properties_bad_value_of_kafka_key_is_one_line_error(tmp_path: Pa
     assert "Traceback" not in proc.stderr
     assert "Invalid value soon for configuration sasl.kerberos.min.time.before.relogin: Not a number of type LONG" \
         in proc.stderr
+
+
+def test_replication_throttle_configs_validated(broker: BrokerProcess, admin: AdminClient, broker_id: str) -> None:
+    """The KIP-73 configs take Kafka's values and refuse others with INVALID_CONFIG."""
+    topic = new_topic(broker.bootstrap)
+    try:
+        incremental(admin, BROKER, broker_id, leader_replication_throttled_rate=(AlterConfigOpType.SET, "1048576"))
+        entry = describe(admin, BROKER, broker_id)["leader.replication.throttled.rate"]
+        assert (entry.value, entry.source) == ("1048576", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+        for value, message in (("-1", "Value must be at least 0"), ("1MB", "Not a number of type LONG")):
+            with pytest.raises(KafkaException) as exc:
+                incremental(admin, BROKER, broker_id, follower_replication_throttled_rate=(AlterConfigOpType.SET, value))
+            assert exc.value.args[0].code() == KafkaError.INVALID_CONFIG
+            assert (f"Invalid value {value} for configuration follower.replication.throttled.rate: {message}"
+                    in exc.value.args[0].str())
+        incremental(admin, TOPIC, topic, leader_replication_throttled_replicas=(AlterConfigOpType.SET, "*"))
+        for value in ("0:1,all", "0;1"):
+            with pytest.raises(KafkaException) as exc:
+                incremental(admin, TOPIC, topic, leader_replication_throttled_replicas=(AlterConfigOpType.SET, value))
+            assert exc.value.args[0].code() == KafkaError.INVALID_CONFIG
+        assert describe(admin, TOPIC, topic)["leader.replication.throttled.replicas"].value == "*"
+    finally:
+        incremental(admin, BROKER, broker_id, leader_replication_throttled_rate=(AlterConfigOpType.DELETE, None))

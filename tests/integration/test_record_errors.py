@@ -113,3 +113,25 @@ def test_kafka_python_gets_the_broker_message_of_each_record(kaflet_broker: Brok
         assert ok.get(timeout=15).offset == 0
     finally:
         producer.close()
+
+
+def test_timestamp_before_and_after_max_ms_with_kafka_python(kaflet_broker: BrokerProcess) -> None:
+    """KIP-937: an hour-old record passes a topic that allows a day behind, a record an hour
+    ahead fails one that allows a minute ahead."""
+    from kafka import KafkaProducer
+    from kafka.errors import InvalidTimestampError
+
+    bootstrap = kaflet_broker.bootstrap
+    topic = _topic("ts-ba")
+    create_topic(bootstrap, topic, 1, {"message.timestamp.before.max.ms": "86400000",
+                                       "message.timestamp.after.max.ms": "60000"})
+    producer = KafkaProducer(bootstrap_servers=bootstrap, retries=0)
+    try:
+        now = int(time.time() * 1000)
+        assert producer.send(topic, value=b"old", partition=0, timestamp_ms=now - 3_600_000).get(timeout=15).offset == 0
+        with pytest.raises(InvalidTimestampError):
+            producer.send(topic, value=b"future", partition=0, timestamp_ms=now + 3_600_000).get(timeout=15)
+        with pytest.raises(InvalidTimestampError):
+            producer.send(topic, value=b"ancient", partition=0, timestamp_ms=now - 2 * 86_400_000).get(timeout=15)
+    finally:
+        producer.close()

@@ -163,16 +163,18 @@ def test_static_keys_are_sorted(key: str, kind: str) -> None:
 def test_server_properties_reporting(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, "kaflet.config")
     cfg = BrokerConfig({"sasl.kerberos.service.name": "kafka", "made.up.key": "1", "num.io.threads": "4",
-                        "log.roll.jitter.hours": "1", "log.message.timestamp.difference.max.ms": "60000"})
+                        "log.roll.jitter.hours": "1", "log.message.timestamp.difference.max.ms": "60000",
+                        "log.preallocate": "true"})
     assert cfg.unknown == ["made.up.key"]
-    assert sorted(cfg.not_acted_on) == ["log.roll.jitter.hours", "num.io.threads", "sasl.kerberos.service.name"]
+    assert sorted(cfg.not_acted_on) == ["log.preallocate", "num.io.threads", "sasl.kerberos.service.name"]
     cfg.report_unknown()
     lines = [r.getMessage() for r in caplog.records]
     assert "The configuration 'made.up.key' was supplied but isn't a known config." in lines
     assert any(m.startswith("config sasl.kerberos.service.name is a Kafka broker config that kaflet does not act on")
                for m in lines)
     assert any("num.io.threads" in m and "one event loop" in m for m in lines)
-    assert any("log.roll.jitter.hours" in m and "segment.jitter.ms" in m for m in lines)
+    assert any("log.preallocate" in m and "preallocate" in m.split("log.preallocate", 1)[1] for m in lines)
+    assert not any("log.roll.jitter.hours" in m for m in lines)  # segment.jitter.ms's default: acted on
     # Broker-level topic defaults reach the topics, in the topic config's unit.
     defaults = cfg.topic_defaults()
     assert defaults["segment.jitter.ms"] == "3600000"

@@ -356,3 +356,103 @@ def test_record_errors_for_timestamps_out_of_range(tmp_path) -> None:  # type: i
     assert e.record_errors[0][1] == (f"Timestamp {now + 120_000} of message with offset 1 is out of range. "
                                      f"The timestamp should be within [{now - 60_000}, {now + 60_000}]")
     assert lg.log_end_offset == 0
+
+
+def _compressible_batch() -> bytes:
+    # Text-like values: every codec and level compresses them, by different amounts.
+    rng = random.Random(7)
+    words = [b"alpha", b"beta", b"gamma", b"delta", b"epsilon", b"zeta", b"eta", b"theta"]
+    return build_batch([Record(i, i, None, b" ".join(rng.choice(words) + b"%d" % rng.randint(0, 999)
+                                                   for _ in range(200))) for i in range(50)], base_timestamp=1000)
+
+
+@pytest.mark.parametrize("codec,key,low,high", [
+    ("gzip", "compression.gzip.level", "1", "9"),
+    ("lz4", "compression.lz4.level", "9", "17"),  # 9, the default: the fast compressor
+    ("zstd", "compression.zstd.level", "-50", "19"),
+])
+def test_recompression_uses_the_topics_level(tmp_path, codec: str, key: str, low: str, high: str) -> None:  # type: ignore[no-untyped-def]
+    """KIP-390: a batch the broker recompresses (compression.type differs from the producer's)
+    is written at compression.<codec>.level: the same records take more room at a lower level."""
+    sizes = []
+    for level in (low, high):
+        lg = Log(str(tmp_path / f"{codec}{level}-0"), _cfg(**{"segment.bytes": 1 << 20, "compression.type": codec,
+                                                              key: level}))
+        lg.append_as_leader(_compressible_batch(), leader_epoch=0)
+        data = lg.read_batches(0)
+        h = parse_batch_header(data)
+        assert h.compression == {"gzip": 1, "lz4": 3, "zstd": 4}[codec]
+        assert len(decode_records(data)) == 50
+        sizes.append(len(data))
+        lg.close()
+    assert sizes[0] > sizes[1] * 1.05, sizes
+
+
+@pytest.mark.parametrize("key,value", [("compression.gzip.level", "0"), ("compression.gzip.level", "10"),
+                                       ("compression.lz4.level", "18"), ("compression.zstd.level", "23"),
+                                       ("compression.zstd.level", "-131073")])
+def test_out_of_range_compression_levels_refused(key: str, value: str) -> None:
+    with pytest.raises(ValueError):
+        LogConfig.from_props({key: value})
+    from kaflet.server.topic_config import InvalidConfigError, validate_topic_config
+
+    with pytest.raises(InvalidConfigError, match=f"Invalid value {value} for configuration {key}: Value must be"):
+        validate_topic_config(key, value)
+
+
+def test_timestamp_before_and_after_limits(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """KIP-937: separate bounds behind and ahead of the broker's clock."""
+    lg = Log(str(tmp_path / "t-0"), _cfg(**{"message.timestamp.before.max.ms": 60_000,
+                                            "message.timestamp.after.max.ms": 1_000}))
+    now = 10_000_000
+    lg.append_as_leader(_batch(ts=now - 59_000), leader_epoch=0, now_ms=now)  # 59 s old: within before
+    with pytest.raises(RecordValidationError) as ei:
+        lg.append_as_leader(_batch(n=1, ts=now - 61_000), leader_epoch=0, now_ms=now)
+    assert ei.value.error_code == 32  # INVALID_TIMESTAMP
+    assert ei.value.record_errors == [(0, f"Timestamp {now - 61_000} of message with offset 0 is out of range. "
+                                          f"The timestamp should be within [{now - 60_000}, {now + 1_000}]")]
+    with pytest.raises(RecordValidationError):
+        lg.append_as_leader(_batch(n=1, ts=now + 2_000), leader_epoch=0, now_ms=now)  # 2 s ahead: past after
+    lg.append_as_leader(_batch(n=1, ts=now + 1_000), leader_epoch=0, now_ms=now)
+    assert lg.log_end_offset == 4
+
+
+def test_timestamp_bounds_fall_back_to_difference_max(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Kafka 3.6+: a bound left at its default takes message.timestamp.difference.max.ms; one that
+    is set wins over it. The other side unbounded prints as Java's wrapped long."""
+    now = 10_000_000
+    lg = Log(str(tmp_path / "t-0"), _cfg(**{"message.timestamp.difference.max.ms": 5_000,
+                                            "message.timestamp.after.max.ms": 100_000}))
+    lg.append_as_leader(_batch(n=1, ts=now + 50_000), leader_epoch=0, now_ms=now)  # after: 100 s
+    with pytest.raises(RecordValidationError) as ei:
+        lg.append_as_leader(_batch(n=1, ts=now - 6_000), leader_epoch=0, now_ms=now)  # before: difference, 5 s
+    assert f"should be within [{now - 5_000}, {now + 100_000}]" in ei.value.record_errors[0][1]
+    lg = Log(str(tmp_path / "u-0"), _cfg(**{"message.timestamp.before.max.ms": 1_000}))
+    lg.append_as_leader(_batch(n=1, ts=now + 10**12), leader_epoch=0, now_ms=now)  # after: unbounded
+    with pytest.raises(RecordValidationError) as ei:
+        lg.append_as_leader(_batch(n=1, ts=now - 2_000), leader_epoch=0, now_ms=now)
+    assert f"should be within [{now - 1_000}, {now + 2**63 - 1 - 2**64}]" in ei.value.record_errors[0][1]
+
+
+def test_segment_jitter_moves_each_segments_roll_time(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """segment.jitter.ms: each new segment rolls at segment.ms minus its own random jitter (in
+    [0, min(segment.jitter.ms, segment.ms)), Kafka's randomSegmentJitter), by record time."""
+    segment_ms = 100_000
+    jitters = []
+    for n in range(8):
+        lg = Log(str(tmp_path / f"j{n}-0"), _cfg(**{"segment.bytes": 1 << 20, "segment.ms": segment_ms,
+                                                    "segment.jitter.ms": 10 * segment_ms}))
+        j = lg.active_segment.roll_jitter_ms
+        assert 0 <= j < segment_ms
+        jitters.append(j)
+        lg.append_as_leader(_batch(n=1, ts=0), leader_epoch=0, now_ms=1)
+        lg.append_as_leader(_batch(n=1, ts=segment_ms - j), leader_epoch=0, now_ms=1)  # waited = segment.ms - j
+        assert len(lg.segments) == 1
+        lg.append_as_leader(_batch(n=1, ts=segment_ms - j + 1), leader_epoch=0, now_ms=1)
+        assert len(lg.segments) == 2  # without jitter it would roll only after segment.ms
+        assert 0 <= lg.active_segment.roll_jitter_ms < segment_ms  # the new segment draws its own
+        lg.close()
+    assert len(set(jitters)) > 1 and max(jitters) > 0
+    # Without segment.jitter.ms there is none.
+    lg = Log(str(tmp_path / "none-0"), _cfg(**{"segment.ms": segment_ms}))
+    assert lg.active_segment.roll_jitter_ms == 0

@@ -10,7 +10,8 @@ goes into the response. Topics are named up to v12 and identified by their id fr
 A follower's fetch (replica id >= 0, ClusterAction) reads up to the log end offset and records
 the follower's position once (kaflet/replication/follower_fetch.py), which may move the high
 watermark and add the follower to the ISR; consumers read up to the high watermark, from the
-leader only.
+leader only. Leader-side replication throttling (KIP-73) leaves throttled partitions' records out
+of a lagging follower's answer while the leader quota is exceeded (``should_leader_throttle``).
 
 While a log dir's disk is overloaded, a consumer's read of data that is not in the page cache
 may be refused by the disk load protector (kaflet/log/disk_load.py): the partition answers
@@ -34,8 +35,9 @@ from kaflet.protocol.fetch import (
     decode_fetch_request,
     records_size,
 )
-from kaflet.replication.follower_fetch import fetch_upper_bound, record_follower_fetch
+from kaflet.replication.follower_fetch import fetch_upper_bound, record_follower_fetch, should_leader_throttle
 from kaflet.replication.partition import Partition
+from kaflet.replication.quota import ReplicaQuota
 from kaflet.security.acl import AclOperation, ResourceType
 from kaflet.server.fetch_session import (
     CachedPartition,
@@ -88,7 +90,10 @@ async def handle(ctx: RequestContext, body: memoryview) -> SessionFetchResponse:
     # Disk load protection: while a disk is overloaded a consumer's cold reads may be refused.
     protector = broker.disk_load_protector
     cold = protector.cold_reads() if protector is not None and not is_follower else None
-    total, failed = _read(local, max_bytes, 0, storage_error, cache, replica_id, read_committed, cold)
+    # The leader replication quota, when it throttles anything (else the hot path skips it).
+    leader_quota = broker.config_admin.replication_quotas.leader
+    quota = leader_quota if is_follower and leader_quota.throttles_any else None
+    total, failed = _read(local, max_bytes, 0, storage_error, cache, replica_id, read_committed, cold, quota)
     if is_follower:
         # A follower's position is recorded once, from the first read (Kafka's fetchMessages).
         total, refused = _record_follower_fetch(local, replica_id, total)
@@ -113,10 +118,12 @@ async def handle(ctx: RequestContext, body: memoryview) -> SessionFetchResponse:
                 cp, _, data = local[i]
                 local[i] = (cp, hosted.get((cp.topic, cp.partition)), data)  # type: ignore[arg-type]
                 again.append(local[i])
-        total, failed = _read(again, max_bytes, total, storage_error, cache, replica_id, read_committed, cold)
+        total, failed = _read(again, max_bytes, total, storage_error, cache, replica_id, read_committed, cold, quota)
 
     if cold is not None:
         ctx.throttle_ms = cold.throttle_ms
+    if quota is not None:
+        _record_throttled(quota, local)
     read: list[ResponsePartition] = [(cp, data) for cp, _, data in local]
     stats = broker.metrics
     if stats is not None:
@@ -222,7 +229,8 @@ def _classify(ctx: RequestContext, partitions: list[CachedPartition], is_followe
 
 
 def _read(targets: list[_Target], max_bytes: int, total: int, storage_error: ErrorCode, cache: MetadataCache,
-          replica_id: int, read_committed: bool = False, cold: ColdReads | None = None) -> tuple[int, bool]:
+          replica_id: int, read_committed: bool = False, cold: ColdReads | None = None,
+          quota: ReplicaQuota | None = None) -> tuple[int, bool]:
     """Read partitions into their answers (Kafka's readFromLog); ``total`` bytes are already read.
 
     Returns the bytes read in all and whether a partition failed. Up to ``max_bytes`` in all,
@@ -232,7 +240,8 @@ def _read(targets: list[_Target], max_bytes: int, total: int, storage_error: Err
     last stable offset, with the aborted transactions of what it reads (the .txnindex entries);
     a partition whose fetch offset is there has nothing to read and costs no log lookup.
     With ``cold``, a read of data not in the page cache that the disk load protector refuses
-    leaves the partition without records.
+    leaves the partition without records, and so does the leader replication ``quota`` for a
+    throttled partition of a lagging follower while it is exceeded.
     """
     failed = False
     for cp, part, data in targets:
@@ -264,6 +273,8 @@ def _read(targets: list[_Target], max_bytes: int, total: int, storage_error: Err
         budget = min(cp.max_bytes, max_bytes - total)
         if budget <= 0 and total:
             continue
+        if quota is not None and should_leader_throttle(quota, part, replica_id):
+            continue
         try:
             regions = log.read(offset, max(budget, 0), bound, total == 0).regions
         except KafkaError as exc:
@@ -285,6 +296,14 @@ def _read(targets: list[_Target], max_bytes: int, total: int, storage_error: Err
                 data.aborted_transactions = [(a.producer_id, a.first_offset)
                                              for a in log.aborted_txns_for_read(offset, bound)] or None
     return total, failed
+
+
+def _record_throttled(quota: ReplicaQuota, targets: list[_Target]) -> None:
+    """Count the bytes of throttled partitions sent to a follower (in sync or not), as Kafka's
+    sizeOfThrottledPartitions does for every follower fetch."""
+    nbytes = sum(records_size(data.records) for cp, part, data in targets
+                 if data.records and part is not None and quota.is_throttled(part.topic, part.index))
+    quota.record(nbytes)
 
 
 def _record_follower_fetch(targets: list[_Target], replica_id: int, total: int) -> tuple[int, bool]:

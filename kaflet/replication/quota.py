@@ -1,0 +1,21 @@
+"""What replication asks of a replication quota (Kafka's ReplicaQuota trait).
+
+The leader side (the Fetch handler, ``follower_fetch.should_leader_throttle``) and the follower
+side (the replica fetchers) use one of these each; kaflet/quota/replication.py implements them
+(KIP-73's leader and follower quotas), fed by the broker's configs.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class ReplicaQuota(Protocol):
+    """A replication quota: which partitions it throttles, whether it is over its bound now,
+    and the bytes of throttled partitions to count."""
+
+    def is_throttled(self, topic: str, partition: int) -> bool: ...
+
+    def is_quota_exceeded(self) -> bool: ...
+
+    def record(self, nbytes: int) -> None: ...
