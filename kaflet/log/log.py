@@ -386,11 +386,11 @@ class Log:
             next_base = self._bases[i + 1] if i + 1 < len(self._bases) else None
             idx = seg.txn_index
             try:
-                idx.sanity_check(seg.base_offset, next_base)
+                exists = idx.sanity_check(seg.base_offset, next_base)
             except CorruptIndexError as e:
                 log.warning("%s: %s; rebuilding the transaction index from the log", self.dir, e)
             else:
-                if idx.exists:
+                if exists:
                     continue
                 if not _has_abort_marker(seg):
                     idx.ensure_file()

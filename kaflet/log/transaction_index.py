@@ -70,11 +70,6 @@ class TransactionIndex:
         with open(self.path, "r+b") as f:
             f.truncate(len(entries) * ENTRY_SIZE)
 
-    @property
-    def exists(self) -> bool:
-        """Whether the file is on disk."""
-        return os.path.exists(self.path)
-
     def ensure_file(self) -> None:
         """Create the (empty) file if it is missing."""
         os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644))
@@ -85,15 +80,19 @@ class TransactionIndex:
             pass
         self._entries = []
 
-    def sanity_check(self, base_offset: int, next_base_offset: int | None) -> None:
+    def sanity_check(self, base_offset: int, next_base_offset: int | None) -> bool:
         """Raise CorruptIndexError unless the file is whole entries that can belong to the
         segment at ``base_offset`` (markers in [base, next base), last offsets increasing; Kafka
-        checks only last offset >= base).  A missing file passes: see ``exists``."""
+        checks only last offset >= base).  Returns whether the file exists (a missing file is
+        not corrupt: the loader decides what it means)."""
         try:
+            if os.stat(self.path).st_size == 0:  # the common case: one stat per segment
+                self._entries = []
+                return True
             with open(self.path, "rb") as f:
                 data = f.read()
         except FileNotFoundError:
-            return
+            return False
         if len(data) % ENTRY_SIZE:
             raise CorruptIndexError(f"{self.path}: size {len(data)} is not a multiple of {ENTRY_SIZE}")
         last = base_offset - 1
@@ -108,6 +107,7 @@ class TransactionIndex:
             last = last_off
             entries.append(AbortedTxn(pid, first, last_off, lso))
         self._entries = entries  # read once: fetches use these
+        return True
 
     def append(self, txn: AbortedTxn) -> bool:
         """Add an entry; one whose last offset is not above the last entry's is already there
