@@ -368,7 +368,14 @@ class Log:
         self._recovery_point = self._leo if clean else min(max(recovery_point, 0), self._leo)
         self.leader_epoch_cache.truncate_from_end(self._leo)
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
-        self._load_producer_state(self._check_txn_indexes())
+        rebuild_from = self._check_txn_indexes()
+        if not clean and first_unflushed < len(self._segments):
+            # The .txnindex entries of markers above the recovery point may have been lost with
+            # other unflushed writes (a power loss); replaying from there appends those missing
+            # and keeps those present (Kafka rebuilds every recovered segment's txn index).
+            base = self._segments[first_unflushed].base_offset
+            rebuild_from = base if rebuild_from is None else min(rebuild_from, base)
+        self._load_producer_state(rebuild_from)
 
     def _check_txn_indexes(self) -> int | None:
         """Find the segments whose ``.txnindex`` is corrupt, or missing while the segment holds
@@ -407,17 +414,32 @@ class Log:
             self.leader_epoch_cache.assign(h.partition_leader_epoch, h.base_offset, flush=False)
 
     def _load_producer_state(self, rebuild_txn_index_from: int | None = None) -> None:
-        """Producer state at the LEO: the newest snapshot plus the batches after it.  With
-        ``rebuild_txn_index_from`` the replay starts at the newest snapshot at or below that
-        offset instead, so the aborted transactions of the (emptied) ``.txnindex`` files from
-        there on are indexed again, with the first offsets and LSOs they had (Kafka rebuilds a
-        segment's txn index the same way: producer state up to the segment, then its batches)."""
+        """Producer state at the LEO: the newest snapshot plus the batches after it (which also
+        re-indexes aborted transactions a crash lost after it).
+
+        With ``rebuild_txn_index_from``, a scratch producer state is first replayed from the
+        newest snapshot at or below that offset, so the aborted transactions of the (emptied or
+        short) ``.txnindex`` files from there on are indexed again with the first offsets and
+        LSOs they had: Kafka's recoverSegment, which rebuilds producer state up to the segment in
+        a ProducerStateManager of its own.  The log's own state still comes from the newest
+        snapshot, so producers expired since the older one stay expired.
+        """
+        if rebuild_txn_index_from is not None:
+            scratch = ProducerStateManager(self.dir)
+            snap = scratch.load_latest_snapshot(min(rebuild_txn_index_from, self._leo), delete_newer=False)
+            self._replay(scratch, snap if snap is not None else self.log_start_offset)
         ps = self.producer_state
-        if rebuild_txn_index_from is None:
-            snap = ps.load_latest_snapshot(self._leo)
-        else:
-            snap = ps.load_latest_snapshot(min(rebuild_txn_index_from, self._leo), delete_newer=False)
-        start = snap if snap is not None else self.log_start_offset
+        snap = ps.load_latest_snapshot(self._leo)
+        replayed = self._replay(ps, snap if snap is not None else self.log_start_offset)
+        ps.delete_snapshots_before(self._segments[0].base_offset)
+        # An empty log needs no snapshot (Kafka writes none for a new log either).
+        if replayed or (snap is None and self._leo > self.log_start_offset):
+            ps.take_snapshot(self._leo)
+        self.leader_epoch_cache.flush_if_dirty()
+
+    def _replay(self, ps: ProducerStateManager, start: int) -> int:
+        """Apply the batches from ``start`` to the LEO to ``ps``, indexing each aborted
+        transaction in its marker's segment (entries already there are kept); how many."""
         ps.map_end_offset = start
         replayed = 0
         if start < self._leo:
@@ -428,17 +450,12 @@ class Log:
                         continue
                     if h.producer_id >= 0:
                         if h.is_control:
-                            # Rebuilds the .txnindex entries a crash lost (present ones are kept).
-                            self._complete_txn(seg, ps.update(h, _control_of(seg.read_batch(pos, h))))
+                            self._complete_txn(seg, ps.update(h, _control_of(seg.read_batch(pos, h))), ps)
                         else:
                             ps.update(h)
                     replayed += 1
         ps.map_end_offset = self._leo
-        ps.delete_snapshots_before(self._segments[0].base_offset)
-        # An empty log needs no snapshot (Kafka writes none for a new log either).
-        if replayed or (snap is None and self._leo > self.log_start_offset):
-            ps.take_snapshot(self._leo)
-        self.leader_epoch_cache.flush_if_dirty()
+        return replayed
 
     def _add_segment(self, seg: LogSegment) -> None:
         self._segments.append(seg)
@@ -520,10 +537,11 @@ class Log:
         upper = min(max_offset, self._bases[i + 1] if i + 1 < len(self._bases) else self._leo)
         return self.collect_aborted_txns(fetch_offset, upper)
 
-    def _complete_txn(self, seg: LogSegment, completed: CompletedTxn | None) -> None:
+    def _complete_txn(self, seg: LogSegment, completed: CompletedTxn | None,
+                      ps: ProducerStateManager | None = None) -> None:
         # An aborted transaction gets its .txnindex entry in the segment holding its marker.
         if completed is not None and completed.aborted:
-            ps = self.producer_state
+            ps = ps or self.producer_state
             seg.txn_index.append(AbortedTxn(completed.producer_id, completed.first_offset, completed.last_offset,
                                             ps.last_stable_offset(completed)))
 

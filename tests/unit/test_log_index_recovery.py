@@ -155,6 +155,24 @@ def test_damaged_txn_index_of_an_old_segment_is_rebuilt(tmp_path: Path, how: str
     lg2.close()
 
 
+def test_unclean_start_restores_entries_lost_above_the_recovery_point(tmp_path: Path) -> None:
+    """A power loss can keep a segment's batches and lose its .txnindex writes (the file stays,
+    empty or short). Above the recovery point nothing was fsync'd, so an unclean start replays
+    producer state from there and appends the entries that are missing."""
+    d, lg, leo = _built(tmp_path)
+    expected = lg.collect_aborted_txns(0, leo)
+    files = {s.base_offset: _read(s.txn_index.path) for s in _abort_segments(lg)}
+    first = min(files)
+    _crash(lg)
+    for base in files:
+        with open(os.path.join(d, f"{base:020d}.txnindex"), "wb"):
+            pass
+    lg2 = Log(d, _cfg(), recovery_point=first, high_watermark=leo)
+    assert lg2.collect_aborted_txns(0, leo) == expected
+    assert {s.base_offset: _read(s.txn_index.path) for s in _abort_segments(lg2)} == files
+    lg2.close()
+
+
 def test_segments_without_txn_index_files_get_empty_ones_once(tmp_path: Path) -> None:
     """A log written by Kafka (which creates a .txnindex only with its first entry): the
     segments without one are read once; those with no abort get an empty file."""
