@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 
 from kaflet.log.config import LogConfig
+from kaflet.log.errors import CorruptIndexError
 from kaflet.log.log import Log
 from kaflet.log.segment import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, LogSegment
-from kaflet.log.transaction_index import ENTRY_SIZE, AbortedTxn
+from kaflet.log.transaction_index import ENTRY_SIZE, AbortedTxn, TransactionIndex
 from kaflet.protocol.records import Record, build_batch, decode_records
 from tests.unit.test_log_transactions import _clean, _marker
 
@@ -206,26 +207,22 @@ def test_new_segments_get_an_empty_txn_index(tmp_path: Path) -> None:
     lg.close()
 
 
-def test_txn_index_sanity_check() -> None:
-    from kaflet.log.errors import CorruptIndexError
-    from kaflet.log.transaction_index import TransactionIndex
-
-    base = str(Path(os.environ.get("TMPDIR", "/tmp")) / f"sanity-{os.getpid()}.txnindex")
-    try:
-        idx = TransactionIndex(base)
-        idx.sanity_check(0, None)  # missing: not corrupt (the loader decides)
-        idx.append(AbortedTxn(1, 3, 10, 11))
-        idx.append(AbortedTxn(2, 0, 12, 4))
-        idx.sanity_check(5, 20)
-        for lo, hi in ((11, None), (0, 12)):  # an entry before the base, or at the next base
-            with pytest.raises(CorruptIndexError):
-                idx.sanity_check(lo, hi)
-        with open(base, "ab") as f:
-            f.write(b"\x00" * (ENTRY_SIZE - 1))
+def test_txn_index_sanity_check(tmp_path: Path) -> None:
+    path = str(tmp_path / "00000000000000000005.txnindex")
+    idx = TransactionIndex(path)
+    assert idx.sanity_check(0, None) is False  # missing: not corrupt (the loader decides)
+    idx.ensure_file()
+    assert idx.sanity_check(0, None) is True
+    idx.append(AbortedTxn(1, 3, 10, 11))
+    idx.append(AbortedTxn(2, 0, 12, 4))
+    assert TransactionIndex(path).sanity_check(5, 20)
+    for lo, hi in ((11, None), (0, 12)):  # an entry before the base, or at the next base
         with pytest.raises(CorruptIndexError):
-            idx.sanity_check(0, None)
-    finally:
-        os.unlink(base)
+            TransactionIndex(path).sanity_check(lo, hi)
+    with open(path, "ab") as f:
+        f.write(b"\x00" * (ENTRY_SIZE - 1))
+    with pytest.raises(CorruptIndexError):
+        TransactionIndex(path).sanity_check(0, None)
 
 
 # ---------------------------------------------------------------- offset and time indexes
