@@ -558,6 +558,7 @@ class _Pass:
             max_ts, shallow = -1, -1
             out = bytearray()
             state.txns.cleaned_index = TransactionIndex(paths[TXN_INDEX_SUFFIX])
+            state.txns.cleaned_index.ensure_file()  # swapped in with the segment, empty or not
             for cs, in_fd in group:
                 for _, h, data in read_batches(in_fd, cs.size, job.io_buffer_size, self._account):
                     self._check_stop()

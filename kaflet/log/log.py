@@ -40,7 +40,7 @@ from kaflet.log.checkpoints import (
     write_atomic,
 )
 from kaflet.log.config import LONG_MAX, LogConfig
-from kaflet.log.errors import LogError, OffsetOutOfRangeError, UnexpectedAppendOffsetError
+from kaflet.log.errors import CorruptIndexError, LogError, OffsetOutOfRangeError, UnexpectedAppendOffsetError
 from kaflet.log.leader_epoch import LeaderEpochCache
 from kaflet.log.metadata_writer import MetadataWriter
 from kaflet.log.producer_state import CONTROL_ABORT, CONTROL_COMMIT, CompletedTxn, ProducerStateManager
@@ -250,14 +250,24 @@ class Log:
 
     # ------------------------------------------------------------------ loading
 
-    def _new_segment(self, base_offset: int) -> LogSegment:
+    def _new_segment(self, base_offset: int, *, new: bool = True) -> LogSegment:
+        """A segment object for ``base_offset``; ``new``: the segment is being created, so its
+        (empty) ``.txnindex`` is created too (see ``transaction_index``), unlike a loaded one."""
         jitter = 0
         if self.config.segment_jitter_ms > 0:
             jitter = random.randrange(min(self.config.segment_jitter_ms, self.config.segment_ms))
-        return LogSegment(self.dir, base_offset, self.config, created_ms=self._time(), roll_jitter_ms=jitter)
+        seg = LogSegment(self.dir, base_offset, self.config, created_ms=self._time(), roll_jitter_ms=jitter)
+        if new:
+            seg.txn_index.ensure_file()
+        return seg
 
     def _remove_temp_files(self) -> set[int]:
-        # Returns the base offsets of the swap segments installed (their indexes need rebuilding).
+        """Kafka's rules for what a crash mid-rename leaves: ``.deleted`` and ``.cleaned`` files
+        go; a ``.log.swap`` below every ``.cleaned`` file finished its copy and is installed in
+        place of the segments it replaces (with its ``.txnindex.swap``); any other ``.swap``
+        (one at or above a ``.cleaned`` file, a swap index without its ``.log.swap``: the
+        ``.log`` becomes ``.swap`` last and final before it) belongs to an unfinished swap and
+        goes.  Returns the base offsets of the installed segments (their indexes are rebuilt)."""
         installed: set[int] = set()
         names = os.listdir(self.dir)
         cleaned = [n for n in names if n.endswith(CLEANED_SUFFIX)]
@@ -265,18 +275,18 @@ class Log:
         for n in names:
             if n.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, ".tmp")):
                 _unlink(os.path.join(self.dir, n))
+        log_swaps = {int(n[:20]) for n in names if n.endswith(LOG_SUFFIX + SWAP_SUFFIX) and n[:20].isdigit()
+                     and (min_cleaned is None or int(n[:20]) < min_cleaned)}
         for n in names:
-            if not n.endswith(SWAP_SUFFIX) or not n[:20].isdigit():
+            if not n.endswith(SWAP_SUFFIX):
                 continue
             path = os.path.join(self.dir, n)
-            base = int(n[:20])
-            if n.endswith(TXN_INDEX_SUFFIX + SWAP_SUFFIX) and not (min_cleaned is not None and base >= min_cleaned):
-                continue  # installed with its .log below: it cannot be rebuilt from the log alone
-            if (min_cleaned is not None and base >= min_cleaned) or not n.endswith(LOG_SUFFIX + SWAP_SUFFIX):
-                _unlink(path)  # unfinished split, or a swap index (rebuilt below)
-                continue
-            self._install_swap(path, base)
-            installed.add(base)
+            base = int(n[:20]) if n[:20].isdigit() else -1
+            if base in log_swaps and n.endswith(LOG_SUFFIX + SWAP_SUFFIX):
+                self._install_swap(path, base)
+                installed.add(base)
+            elif not (base in log_swaps and n.endswith(TXN_INDEX_SUFFIX + SWAP_SUFFIX)):
+                _unlink(path)  # unfinished swap, or a swap offset/time index (rebuilt)
         return installed
 
     def _install_swap(self, swap_path: str, base: int) -> None:
@@ -318,7 +328,7 @@ class Log:
                         and int(n[:20]) not in base_set):
                     _unlink(os.path.join(self.dir, n))  # orphan index
         for b in bases:
-            seg = self._new_segment(b)
+            seg = self._new_segment(b, new=False)
             if b in swapped:
                 seg.recover()  # an installed swap's indexes were dropped with the .swap suffix
             self._add_segment(seg)
@@ -363,16 +373,78 @@ class Log:
         self._recovery_point = self._leo if clean else min(max(recovery_point, 0), self._leo)
         self.leader_epoch_cache.truncate_from_end(self._leo)
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
-        self._load_producer_state()
+        rebuild_from = self._check_txn_indexes()
+        if not clean and first_unflushed < len(self._segments):
+            # The .txnindex entries of markers above the recovery point may have been lost with
+            # other unflushed writes (a power loss); replaying from there appends those missing
+            # and keeps those present (Kafka rebuilds every recovered segment's txn index).
+            base = self._segments[first_unflushed].base_offset
+            rebuild_from = base if rebuild_from is None else min(rebuild_from, base)
+        self._load_producer_state(rebuild_from)
+
+    def _check_txn_indexes(self) -> int | None:
+        """Find the segments whose ``.txnindex`` is corrupt, or missing while the segment holds
+        an ABORT marker, and empty them; returns the first such segment's base offset (None:
+        all sound), from which ``_load_producer_state`` replays the log to rebuild them.
+
+        Kafka's LogLoader recovers a segment whose index fails its sanity check (LogSegment.recover
+        rebuilds the txn index from producer state rebuilt up to the segment); it cannot tell a
+        lost ``.txnindex`` from none, which kaflet can (every segment it creates has one). A
+        segment without one (written by Kafka, or an older kaflet) has its batch headers read
+        once: with no ABORT marker it gets an empty file and is not read again.
+        """
+        rebuild_from: int | None = None
+        for i, seg in enumerate(self._segments):
+            next_base = self._bases[i + 1] if i + 1 < len(self._bases) else None
+            idx = seg.txn_index
+            try:
+                exists = idx.sanity_check(seg.base_offset, next_base)
+            except CorruptIndexError as e:
+                log.warning("%s: %s; rebuilding the transaction index from the log", self.dir, e)
+            else:
+                if exists:
+                    continue
+                if not _has_abort_marker(seg):
+                    idx.ensure_file()
+                    continue
+                log.warning("%s: transaction index of segment %d is missing and the segment has aborted "
+                            "transactions; rebuilding it from the log", self.dir, seg.base_offset)
+            idx.reset()
+            if rebuild_from is None:
+                rebuild_from = seg.base_offset
+        return rebuild_from
 
     def _assign_epoch_on_recovery(self, h: BatchHeader) -> None:
         if h.partition_leader_epoch >= 0:
             self.leader_epoch_cache.assign(h.partition_leader_epoch, h.base_offset, flush=False)
 
-    def _load_producer_state(self) -> None:
+    def _load_producer_state(self, rebuild_txn_index_from: int | None = None) -> None:
+        """Producer state at the LEO: the newest snapshot plus the batches after it (which also
+        re-indexes aborted transactions a crash lost after it).
+
+        With ``rebuild_txn_index_from``, a scratch producer state is first replayed from the
+        newest snapshot at or below that offset, so the aborted transactions of the (emptied or
+        short) ``.txnindex`` files from there on are indexed again with the first offsets and
+        LSOs they had: Kafka's recoverSegment, which rebuilds producer state up to the segment in
+        a ProducerStateManager of its own.  The log's own state still comes from the newest
+        snapshot, so producers expired since the older one stay expired.
+        """
+        if rebuild_txn_index_from is not None:
+            scratch = ProducerStateManager(self.dir)
+            snap = scratch.load_latest_snapshot(min(rebuild_txn_index_from, self._leo), delete_newer=False)
+            self._replay(scratch, snap if snap is not None else self.log_start_offset)
         ps = self.producer_state
         snap = ps.load_latest_snapshot(self._leo)
-        start = snap if snap is not None else self.log_start_offset
+        replayed = self._replay(ps, snap if snap is not None else self.log_start_offset)
+        ps.delete_snapshots_before(self._segments[0].base_offset)
+        # An empty log needs no snapshot (Kafka writes none for a new log either).
+        if replayed or (snap is None and self._leo > self.log_start_offset):
+            ps.take_snapshot(self._leo)
+        self.leader_epoch_cache.flush_if_dirty()
+
+    def _replay(self, ps: ProducerStateManager, start: int) -> int:
+        """Apply the batches from ``start`` to the LEO to ``ps``, indexing each aborted
+        transaction in its marker's segment (entries already there are kept); how many."""
         ps.map_end_offset = start
         replayed = 0
         if start < self._leo:
@@ -383,17 +455,12 @@ class Log:
                         continue
                     if h.producer_id >= 0:
                         if h.is_control:
-                            # Rebuilds the .txnindex entries a crash lost (present ones are kept).
-                            self._complete_txn(seg, ps.update(h, _control_of(seg.read_batch(pos, h))))
+                            self._complete_txn(seg, ps.update(h, _control_of(seg.read_batch(pos, h))), ps)
                         else:
                             ps.update(h)
                     replayed += 1
         ps.map_end_offset = self._leo
-        ps.delete_snapshots_before(self._segments[0].base_offset)
-        # An empty log needs no snapshot (Kafka writes none for a new log either).
-        if replayed or (snap is None and self._leo > self.log_start_offset):
-            ps.take_snapshot(self._leo)
-        self.leader_epoch_cache.flush_if_dirty()
+        return replayed
 
     def _add_segment(self, seg: LogSegment) -> None:
         self._segments.append(seg)
@@ -475,10 +542,11 @@ class Log:
         upper = min(max_offset, self._bases[i + 1] if i + 1 < len(self._bases) else self._leo)
         return self.collect_aborted_txns(fetch_offset, upper)
 
-    def _complete_txn(self, seg: LogSegment, completed: CompletedTxn | None) -> None:
+    def _complete_txn(self, seg: LogSegment, completed: CompletedTxn | None,
+                      ps: ProducerStateManager | None = None) -> None:
         # An aborted transaction gets its .txnindex entry in the segment holding its marker.
         if completed is not None and completed.aborted:
-            ps = self.producer_state
+            ps = ps or self.producer_state
             seg.txn_index.append(AbortedTxn(completed.producer_id, completed.first_offset, completed.last_offset,
                                             ps.last_stable_offset(completed)))
 
@@ -1190,7 +1258,8 @@ class Log:
         for sfx in suffixes:
             final = os.path.join(self.dir, segment_file_name(base, sfx))
             os.rename(final + SWAP_SUFFIX, final)
-        seg = self._new_segment(base)
+        seg = self._new_segment(base, new=False)
+        seg.txn_index.ensure_file()  # the cleaner's swap brings it; a no-op then
         seg.on_become_inactive()  # trims an index the cleaner left empty (it was re-created full size)
         self._segments[i : i + n] = [seg]
         self._bases[i : i + n] = [base]
@@ -1306,6 +1375,17 @@ def _control_of(batch: bytes | bytearray | memoryview) -> tuple[int, int] | None
     if ctype not in (CONTROL_ABORT, CONTROL_COMMIT):
         return None
     return ctype, struct.unpack_from(">i", rec.value, 2)[0]
+
+
+def _has_abort_marker(seg: LogSegment) -> bool:
+    """Whether the segment holds a transaction's ABORT marker (reads its batch headers and
+    its control batches)."""
+    for pos, h in seg.batches():
+        if h.is_control and h.producer_id >= 0:
+            control = _control_of(seg.read_batch(pos, h))
+            if control is not None and control[0] == CONTROL_ABORT:
+                return True
+    return False
 
 
 def _unlink(path: str) -> None:

@@ -349,16 +349,18 @@ class ProducerStateManager:
         write_atomic(path, self.encode_snapshot(), fsync=fsync)
         return path
 
-    def load_latest_snapshot(self, max_offset: int) -> int | None:
+    def load_latest_snapshot(self, max_offset: int, delete_newer: bool = True) -> int | None:
         """Load the newest valid snapshot at or below ``max_offset``; returns its offset.
 
-        Corrupt snapshots and snapshots above ``max_offset`` are deleted.
+        Corrupt snapshots are deleted, and those above ``max_offset`` too unless ``delete_newer``
+        is False (a replay from an earlier point that ends at the LEO keeps them valid).
         """
         self.truncate()
         for off in reversed(self.snapshot_offsets()):
             path = self.snapshot_path(off)
             if off > max_offset:
-                _unlink(path)
+                if delete_newer:
+                    _unlink(path)
                 continue
             try:
                 with open(path, "rb") as f:

@@ -1,4 +1,4 @@
-"""One log segment: ``<base>.log`` plus its ``.index`` and ``.timeindex``.
+"""One log segment: ``<base>.log`` plus its ``.index``, ``.timeindex`` and ``.txnindex``.
 
 The ``.log`` is opened once in append mode; appends are ``os.write`` to the page cache (no fsync,
 see ``flush``), reads are ``os.pread`` or zero-copy ``FileRegion``s.  Only batch headers are ever
@@ -156,7 +156,11 @@ class LogSegment:
         return f"LogSegment(base_offset={self.base_offset}, size={self.size})"
 
     def _load_max_ts(self) -> None:
-        ts, off = self.time_index.last_entry()
+        try:
+            ts, off = self.time_index.last_entry()
+        except CorruptIndexError:
+            self.recover()  # sets the max timestamp while it rebuilds the indexes
+            return
         self._max_ts, self._shallow_offset_of_max_ts = ts, off
 
     @property
@@ -434,6 +438,10 @@ class LogSegment:
         self._max_ts, self._shallow_offset_of_max_ts = max_ts, shallow
         self._rolling_based_timestamp = None
         self.offset_index.trim()
+        # As a closed segment has (and Kafka's recover adds): the entry of the largest timestamp,
+        # so a rebuilt time index is the one the segment had and its max timestamp survives.
+        if max_ts >= 0:
+            self.time_index.maybe_append(max_ts, shallow, skip_full_check=True)
         self.time_index.trim()
         return truncated
 

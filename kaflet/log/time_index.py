@@ -45,9 +45,11 @@ class TimeIndex(IndexFile):
                 raise CorruptIndexError(f"{self.path}: entries out of order at {i}")
 
     def _check_last(self, entry: bytes, log_size: int) -> None:
-        _, rel = _ENTRY.unpack(entry)
+        ts, rel = _ENTRY.unpack(entry)
         if rel < 0:
             raise CorruptIndexError(f"{self.path}: last entry is before the base offset")
+        if ts < 0:  # entries are only added for a timestamp above the previous one, from -1 up
+            raise CorruptIndexError(f"{self.path}: last entry has a negative timestamp")
 
     def last_entry(self) -> tuple[int, int]:
         """(timestamp, offset) of the last entry, or (-1, base offset) when empty."""

@@ -3,8 +3,11 @@
 One 34-byte entry per transaction whose ABORT marker landed in the segment: version int16 (0),
 producer id, first offset, last offset (the marker's) and the last stable offset when the
 marker was written.  Kafka creates the file lazily on the first entry and keeps the last
-offsets strictly increasing; so does this class.  Entries are also held in memory (aborts are
-rare and small), so a read_committed fetch costs no file access.
+offsets strictly increasing.  kaflet departs from the lazy creation: every segment it creates gets
+its ``.txnindex`` at once (empty until an abort), so a missing file after a crash or an operator's
+mistake means "lost" and start-up rebuilds it (``Log._check_txn_indexes``); Kafka reads an empty
+file as no entries.  Entries are also held in memory (aborts are rare and small), so a
+read_committed fetch costs no file access.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ from __future__ import annotations
 import os
 import struct
 from typing import NamedTuple
+
+from kaflet.log.errors import CorruptIndexError
 
 _ENTRY = struct.Struct(">hqqqq")
 ENTRY_SIZE = _ENTRY.size  # 34
@@ -60,14 +65,49 @@ class TransactionIndex:
         return out
 
     def _rewrite(self, entries: list[AbortedTxn]) -> None:
-        if not entries:
-            try:
-                os.unlink(self.path)
-            except FileNotFoundError:
-                pass
-            return
+        # Entries only ever go from the end, so cutting the file is enough; an emptied index
+        # keeps its (empty) file, which says "no aborted transactions" rather than "lost".
         with open(self.path, "r+b") as f:
             f.truncate(len(entries) * ENTRY_SIZE)
+
+    def ensure_file(self) -> None:
+        """Create the (empty) file if it is missing."""
+        os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644))
+
+    def reset(self) -> None:
+        """Drop every entry and leave an empty file (before rebuilding it from the log)."""
+        with open(self.path, "wb"):
+            pass
+        self._entries = []
+
+    def sanity_check(self, base_offset: int, next_base_offset: int | None) -> bool:
+        """Raise CorruptIndexError unless the file is whole entries that can belong to the
+        segment at ``base_offset`` (markers in [base, next base), last offsets increasing; Kafka
+        checks only last offset >= base).  Returns whether the file exists (a missing file is
+        not corrupt: the loader decides what it means)."""
+        try:
+            if os.stat(self.path).st_size == 0:  # the common case: one stat per segment
+                self._entries = []
+                return True
+            with open(self.path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            return False
+        if len(data) % ENTRY_SIZE:
+            raise CorruptIndexError(f"{self.path}: size {len(data)} is not a multiple of {ENTRY_SIZE}")
+        last = base_offset - 1
+        entries: list[AbortedTxn] = []
+        for version, pid, first, last_off, lso in _ENTRY.iter_unpack(data):
+            if version != VERSION or pid < 0 or not 0 <= first <= last_off or last_off <= last \
+                    or (next_base_offset is not None and last_off >= next_base_offset) \
+                    or not 0 <= lso <= last_off + 1:
+                raise CorruptIndexError(
+                    f"{self.path}: entry (version {version}, producer {pid}, first {first}, last {last_off}, "
+                    f"lso {lso}) cannot belong to the segment at {base_offset}")
+            last = last_off
+            entries.append(AbortedTxn(pid, first, last_off, lso))
+        self._entries = entries  # read once: fetches use these
+        return True
 
     def append(self, txn: AbortedTxn) -> bool:
         """Add an entry; one whose last offset is not above the last entry's is already there

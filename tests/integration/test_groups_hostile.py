@@ -162,6 +162,45 @@ def test_waiting_join_blocks_nobody_else(broker: BrokerProcess) -> None:
         c.close()
 
 
+def test_member_that_never_syncs_is_removed_after_the_rebalance_timeout(broker: BrokerProcess) -> None:
+    """KAFKA-12890 (Kafka 3.0+): a member that got its JoinGroup response but sends no SyncGroup
+    within the rebalance timeout is removed and the group rebalances without it, so one stuck
+    member cannot hold the group. Its session timeout (30 s) is far beyond the test's length."""
+    g = _gid()
+    a, b = RawClient(broker.bootstrap), RawClient(broker.bootstrap)
+    session, rebalance = 30_000, 1500
+    ra = join(a, g, session=session, rebalance=rebalance)
+    assert sync(a, g, 1, ra.member_id, {ra.member_id: b"all"}).error_code == 0
+    result: dict[str, Any] = {}
+    t = threading.Thread(target=lambda: result.setdefault("b", join(b, g, session=session, rebalance=rebalance)))
+    t.start()
+    deadline = time.monotonic() + 10
+    while heartbeat(a, g, 1, ra.member_id) != E.REBALANCE_IN_PROGRESS:
+        assert time.monotonic() < deadline, "b's JoinGroup did not start a rebalance"
+        time.sleep(0.05)
+    ra2 = join(a, g, member=ra.member_id, session=session, rebalance=rebalance)
+    t.join(10)
+    rb = result["b"]
+    assert ra2.error_code == rb.error_code == 0 and ra2.generation_id == rb.generation_id == 2
+    assert ra2.leader == ra.member_id and len(ra2.members) == 2
+    # The leader syncs (the group becomes Stable); b never sends its SyncGroup.
+    assert sync(a, g, 2, ra.member_id, {ra.member_id: b"p0", rb.member_id: b"p1"}).error_code == 0
+    synced = time.monotonic()
+    assert heartbeat(a, g, 2, ra.member_id) == E.NONE
+    while (code := heartbeat(a, g, 2, ra.member_id)) == E.NONE:
+        assert time.monotonic() - synced < 10, "the silent member was never removed"
+        time.sleep(0.1)
+    assert code == E.REBALANCE_IN_PROGRESS
+    assert time.monotonic() - synced >= rebalance / 1000 * 0.9  # not before the rebalance timeout
+    ra3 = join(a, g, member=ra.member_id, session=session, rebalance=rebalance)
+    assert ra3.error_code == 0 and ra3.generation_id == 3
+    assert [m.member_id for m in ra3.members] == [ra.member_id]  # a rejoined alone
+    assert sync(a, g, 3, ra.member_id, {ra.member_id: b"all"}).error_code == 0
+    assert heartbeat(b, g, 2, rb.member_id) == E.UNKNOWN_MEMBER_ID
+    for c in (a, b):
+        c.close()
+
+
 def test_huge_member_metadata_does_not_wedge_others(broker: BrokerProcess) -> None:
     g = _gid()
     c = RawClient(broker.bootstrap, timeout=30)

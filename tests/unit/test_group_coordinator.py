@@ -239,3 +239,60 @@ def test_illegal_transitions_raise() -> None:
     with pytest.raises(IllegalStateTransition):
         g.transition_to(GroupState.EMPTY, 3)
     g.transition_to(GroupState.DEAD, 4)
+
+
+async def _second_generation_of_two(c: GroupCoordinator):
+    """a joins and syncs alone, then b joins and a rejoins: generation 2 with a as the leader,
+    waiting for both SyncGroups (sessions far longer than the 300 ms rebalance timeout)."""
+    a = await _join(c, session=10_000, rebalance=300)
+    await c.sync_group("g", 1, a.member_id, None, None, None, {})
+    join_b = asyncio.ensure_future(_join(c, session=10_000, rebalance=300))
+    await asyncio.sleep(0.01)
+    a2 = await _join(c, member=a.member_id, session=10_000, rebalance=300)
+    return a, a2, await join_b
+
+
+async def test_member_that_never_syncs_is_removed_after_rebalance_timeout() -> None:
+    # KAFKA-12890: the leader syncs (the group is Stable), the follower never does; after the
+    # rebalance timeout the follower is removed and a rebalance begins for the leader alone.
+    c = await _coordinator()
+    a, a2, b = await _second_generation_of_two(c)
+    g = c.groups["g"]
+    assert a2.generation_id == b.generation_id == 2 and g.pending_sync == {a.member_id, b.member_id}
+    s = await c.sync_group("g", 2, a.member_id, None, None, None, {a.member_id: b"A", b.member_id: b"B"})
+    assert s.error == E.NONE and g.state is GroupState.STABLE and g.pending_sync == {b.member_id}
+    assert c.heartbeat("g", a.member_id, None, 2) == E.NONE
+    await asyncio.sleep(0.45)
+    assert b.member_id not in g.members and g.state is GroupState.PREPARING_REBALANCE
+    assert c.heartbeat("g", a.member_id, None, 2) == E.REBALANCE_IN_PROGRESS
+    a3 = await asyncio.wait_for(_join(c, member=a.member_id, session=10_000, rebalance=300), 2)
+    assert a3.error == E.NONE and a3.generation_id == 3 and [m[0] for m in a3.members] == [a.member_id]
+    assert c.heartbeat("g", b.member_id, None, 2) == E.UNKNOWN_MEMBER_ID
+    c.shutdown()
+
+
+async def test_follower_waiting_for_a_silent_leader_is_told_to_rejoin() -> None:
+    # The follower syncs and waits for the leader's assignment; the leader never syncs. At the
+    # rebalance timeout the leader goes and the follower's SyncGroup gets REBALANCE_IN_PROGRESS.
+    c = await _coordinator()
+    a, _, b = await _second_generation_of_two(c)
+    assert c.groups["g"].leader_id == a.member_id
+    s = await asyncio.wait_for(c.sync_group("g", 2, b.member_id, None, None, None, {}), 2)
+    assert s.error == E.REBALANCE_IN_PROGRESS
+    g = c.groups["g"]
+    assert list(g.members) == [b.member_id] and g.state is GroupState.PREPARING_REBALANCE
+    b2 = await asyncio.wait_for(_join(c, member=b.member_id, session=10_000, rebalance=300), 2)
+    assert b2.generation_id == 3 and b2.leader_id == b.member_id
+    c.shutdown()
+
+
+async def test_all_members_syncing_cancels_the_pending_sync_timer() -> None:
+    c = await _coordinator()
+    a = await _join(c, session=10_000, rebalance=100)
+    assert c.groups["g"].sync_timer is not None
+    await c.sync_group("g", 1, a.member_id, None, None, None, {})
+    g = c.groups["g"]
+    assert g.sync_timer is None and not g.pending_sync
+    await asyncio.sleep(0.2)
+    assert g.state is GroupState.STABLE and list(g.members) == [a.member_id]
+    c.shutdown()

@@ -236,6 +236,7 @@ class GroupCoordinator:
         if group.join_timer is not None:
             group.join_timer.cancel()
             group.join_timer = None
+        self._clear_pending_sync(group)
         for handle in group.pending_members.values():
             if handle is not None:
                 handle.cancel()
@@ -301,6 +302,7 @@ class GroupCoordinator:
     def _prepare_rebalance(self, group: Group, reason: str) -> None:
         if group.is_(S.COMPLETING_REBALANCE):
             self._reset_and_propagate_assignment_error(group, E.REBALANCE_IN_PROGRESS)
+        self._clear_pending_sync(group)
         initial = group.is_(S.EMPTY)
         if group.join_timer is not None:
             group.join_timer.cancel()
@@ -374,6 +376,45 @@ class GroupCoordinator:
             group.complete_join(member, result)
             self._schedule_heartbeat(group, member)
             member.is_new = False
+        group.pending_sync = set(group.members)
+        group.sync_timer = asyncio.get_running_loop().call_later(
+            group.rebalance_timeout_ms() / 1000, self._on_pending_sync_expired, group, group.generation_id)
+
+    # ---- pending SyncGroup (KAFKA-12890) -------------------------------------------------
+    # A member that got its JoinGroup response must send SyncGroup within the rebalance
+    # timeout. Without this a member that stops after joining keeps the group in
+    # CompletingRebalance (waiting for a leader's assignment that never comes) or keeps an
+    # assignment it never learns about, until its session times out, which a member waiting
+    # in the rebalance never does here (see _on_heartbeat_expired).
+
+    def _clear_pending_sync(self, group: Group) -> None:
+        group.pending_sync.clear()
+        if group.sync_timer is not None:
+            group.sync_timer.cancel()
+            group.sync_timer = None
+
+    def _remove_pending_sync(self, group: Group, member_id: str) -> None:
+        group.pending_sync.discard(member_id)
+        if not group.pending_sync:
+            self._clear_pending_sync(group)
+
+    def _on_pending_sync_expired(self, group: Group, generation: int) -> None:
+        group.sync_timer = None
+        if (not self._live(group) or generation != group.generation_id or not group.pending_sync
+                or group.state not in (S.COMPLETING_REBALANCE, S.STABLE)):
+            return
+        silent = sorted(group.pending_sync)
+        for member_id in silent:
+            member = group.members.get(member_id)
+            if member is None:
+                continue
+            group.complete_join(member, JoinResult(member_id, E.UNKNOWN_MEMBER_ID))
+            member.complete_sync(SyncResult(E.UNKNOWN_MEMBER_ID))
+            member.cancel_heartbeat()
+            group.remove(member_id)
+        log.info("group %s generation %d: removing members %s, which sent no SyncGroup within the rebalance "
+                 "timeout", group.group_id, generation, silent)
+        self._prepare_rebalance(group, f"removing {silent} on pending sync request expiration")
 
     def _reset_and_propagate_assignment_error(self, group: Group, error: ErrorCode) -> None:
         for member in group.members.values():
@@ -612,6 +653,7 @@ class GroupCoordinator:
             return SyncResult(E.UNKNOWN_MEMBER_ID)
         if group.is_(S.PREPARING_REBALANCE):
             return SyncResult(E.REBALANCE_IN_PROGRESS)
+        self._remove_pending_sync(group, member_id)
         if group.is_(S.STABLE):
             self._schedule_heartbeat(group, member)
             return SyncResult(E.NONE, member.assignment, group.protocol_type, group.protocol_name)

@@ -87,6 +87,10 @@ class Group:
         self.join_timer: asyncio.TimerHandle | None = None
         self.join_initial = False
         self.initial_remaining_ms = 0
+        # Members that got their JoinGroup response but have not sent SyncGroup yet, and the
+        # timer that removes them after the rebalance timeout (Kafka's DelayedSync, KAFKA-12890).
+        self.pending_sync: set[str] = set()
+        self.sync_timer: asyncio.TimerHandle | None = None
 
     # ---- state ---------------------------------------------------------------------------
 
@@ -138,6 +142,7 @@ class Group:
             del self.static_members[member.group_instance_id]
         if self.is_leader(member_id):
             self.leader_id = next(iter(self.members), None)
+        self.pending_sync.discard(member_id)
         return member
 
     def update_member(self, member: Member, protocols: list[tuple[str, bytes]],
@@ -198,6 +203,9 @@ class Group:
         if self.leader_id == old_id:
             self.leader_id = new_id
         self.static_members[instance_id] = new_id
+        if old_id in self.pending_sync:  # the new id owes the SyncGroup the old one did
+            self.pending_sync.discard(old_id)
+            self.pending_sync.add(new_id)
         return member
 
     # ---- protocols -----------------------------------------------------------------------
@@ -243,6 +251,7 @@ class Group:
 
     def init_next_generation(self, now_ms: int) -> None:
         self.generation_id += 1
+        self.pending_sync.clear()
         if self.members:
             self.protocol_name = self.select_protocol()
             self.subscribed_topics = self._compute_subscribed_topics()
