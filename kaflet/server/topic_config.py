@@ -27,7 +27,6 @@ NOT_ENFORCED: dict[str, str] = {
     "leader.replication.throttled.replicas": "replication throttling is not implemented",
     "local.retention.bytes": "tiered storage is not implemented",
     "local.retention.ms": "tiered storage is not implemented",
-    "message.downconversion.enable": "kaflet does not down-convert record batches",
     "message.format.version": "kaflet always writes record format v2, as Kafka 3.0 and later do",
     "message.timestamp.after.max.ms": "only message.timestamp.difference.max.ms is checked",
     "message.timestamp.before.max.ms": "only message.timestamp.difference.max.ms is checked",

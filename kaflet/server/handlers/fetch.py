@@ -15,6 +15,11 @@ leader only.
 While a log dir's disk is overloaded, a consumer's read of data that is not in the page cache
 may be refused by the disk load protector (kaflet/log/disk_load.py): the partition answers
 without records and the response, sent at once, carries the protector's throttle time.
+
+Fetch v0-3 (consumers that predate the v2 record format) read the same way, then what was read
+is down-converted to message sets (magic v0 for Fetch v0-1, v1 for v2-3), as Kafka's
+KafkaApis.maybeConvertFetchedData does; a topic with message.downconversion.enable=false answers
+them UNSUPPORTED_VERSION. v4+ never goes there: their records stay file regions.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from collections.abc import Callable
 
 from kaflet.gateway.partitions import PartitionTable
 from kaflet.log.disk_load import ColdReads
+from kaflet.log.segment import FileRegion
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode, KafkaError
 from kaflet.protocol.fetch import (
@@ -34,6 +40,7 @@ from kaflet.protocol.fetch import (
     decode_fetch_request,
     records_size,
 )
+from kaflet.protocol.legacy_records import MAGIC_V0, MAGIC_V1, down_convert
 from kaflet.replication.follower_fetch import fetch_upper_bound, record_follower_fetch
 from kaflet.replication.partition import Partition
 from kaflet.security.acl import AclOperation, ResourceType
@@ -48,8 +55,10 @@ from kaflet.server.metadata_cache import MetadataCache
 from kaflet.server.request_context import RequestContext
 
 API_KEY = ApiKey.FETCH
-MIN_VERSION = 4
+MIN_VERSION = 0
 MAX_VERSION = 16
+#: The first version that reads v2 record batches as stored (older ones are down-converted).
+V2_VERSION = 4
 
 READ_COMMITTED = 1
 _NOT_LEADER = ErrorCode.NOT_LEADER_OR_FOLLOWER
@@ -115,6 +124,8 @@ async def handle(ctx: RequestContext, body: memoryview) -> SessionFetchResponse:
                 again.append(local[i])
         total, failed = _read(again, max_bytes, total, storage_error, cache, replica_id, read_committed, cold)
 
+    if version < V2_VERSION:
+        _down_convert(local, version, max_bytes)
     if cold is not None:
         ctx.throttle_ms = cold.throttle_ms
     read: list[ResponsePartition] = [(cp, data) for cp, _, data in local]
@@ -285,6 +296,35 @@ def _read(targets: list[_Target], max_bytes: int, total: int, storage_error: Err
                 data.aborted_transactions = [(a.producer_id, a.first_offset)
                                              for a in log.aborted_txns_for_read(offset, bound)] or None
     return total, failed
+
+
+def _down_convert(targets: list[_Target], version: int, max_bytes: int) -> None:
+    """Replace each partition's records by a message set of the magic ``version`` reads (Fetch
+    v0-3, consumers only), within its max_bytes and what is left of the response's."""
+    magic = MAGIC_V0 if version <= 1 else MAGIC_V1
+    total = 0
+    for cp, part, data in targets:
+        if part is None or data.error_code:
+            continue
+        if not part.log.config.message_downconversion_enable:
+            # Kafka answers the partition with nothing but the error.
+            data.error_code = ErrorCode.UNSUPPORTED_VERSION
+            data.high_watermark = data.last_stable_offset = data.log_start_offset = -1
+            data.records = None
+            continue
+        if not data.records:
+            continue
+        read = b"".join(r.read_bytes() if isinstance(r, FileRegion) else bytes(r)  # type: ignore[arg-type]
+                        for r in data.records)
+        try:
+            converted = down_convert(read, magic, cp.fetch_offset, max(min(cp.max_bytes, max_bytes - total), 0))
+        except KafkaError as exc:
+            data.error_code = exc.code
+            data.high_watermark = data.last_stable_offset = data.log_start_offset = -1
+            data.records = None
+            continue
+        data.records = [converted.data] if converted.data else None
+        total += len(converted.data)
 
 
 def _record_follower_fetch(targets: list[_Target], replica_id: int, total: int) -> tuple[int, bool]:

@@ -1,0 +1,308 @@
+"""Produce v0-2 and Fetch v0-3 (message formats v0/v1) with real old-protocol clients.
+
+kcat pinned to Kafka 0.9.0 / 0.10.0 (`api.version.request=false`), kafka-python pinned to
+api_version (0, 9) and (0, 10, 1), mixed with confluent-kafka writing v2 batches; and raw
+requests with bad message sets, which must get Kafka's error codes while the broker stays up.
+"""
+
+from __future__ import annotations
+
+import shutil
+import struct
+import subprocess
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from kafka import KafkaConsumer, KafkaProducer
+
+from kaflet.protocol.errors import ErrorCode
+from kaflet.protocol.legacy_records import (
+    LegacyRecord,
+    decode_message_set,
+    encode_message_set,
+    encode_wrapper,
+)
+from tests.support.broker_process import BrokerProcess
+from tests.support.raw_client import RawClient
+from tests.support.topics import create_topic
+
+FALLBACKS = {"0.9.0": 0, "0.10.0": 1}  # broker.version.fallback -> the magic kcat writes and reads
+
+
+@pytest.fixture(scope="module")
+def kcat() -> str:
+    path = shutil.which("kcat")
+    if path is None:
+        pytest.fail("kcat is not installed (apt-get install kcat)")
+    return path
+
+
+def _topic(bootstrap: str, prefix: str, config: dict[str, str] | None = None) -> str:
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, name, 1, config)
+    return name
+
+
+def _kcat(kcat: str, bootstrap: str, fallback: str, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([kcat, "-b", bootstrap, "-X", "api.version.request=false",
+                           "-X", f"broker.version.fallback={fallback}", *args],
+                          input=stdin, capture_output=True, text=True, timeout=60)
+
+
+def _kcat_consume(kcat: str, bootstrap: str, fallback: str, topic: str) -> list[str]:
+    out = _kcat(kcat, bootstrap, fallback, "-C", "-t", topic, "-o", "beginning", "-e",
+                "-f", "%o|%k|%s|%T\n")
+    assert out.returncode == 0, out.stderr
+    return out.stdout.splitlines()
+
+
+def _confluent_consume(bootstrap: str, topic: str, expect: int) -> list[tuple[int, bytes | None, bytes | None, int]]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, 0, 0)])
+    out = []
+    deadline = time.monotonic() + 30
+    try:
+        while len(out) < expect and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is None:
+                continue
+            assert m.error() is None, m.error()
+            out.append((m.offset(), m.key(), m.value(), m.timestamp()[1]))
+    finally:
+        c.close()
+    return out
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4"])
+@pytest.mark.parametrize("fallback", sorted(FALLBACKS))
+def test_kcat_old_protocol_round_trip(kaflet_broker: BrokerProcess, kcat: str, fallback: str, codec: str) -> None:
+    """kcat as a 0.9/0.10 client produces message sets and consumes them back; a v2 consumer
+    (confluent-kafka) reads the same records, with the producer's timestamps from v1."""
+    bootstrap = kaflet_broker.bootstrap
+    topic = _topic(bootstrap, "oldkcat")
+    lines = "".join(f"key{i}:value{i}\n" for i in range(200))
+    before = int(time.time() * 1000)
+    prod = _kcat(kcat, bootstrap, fallback, "-P", "-t", topic, "-K:", "-z", codec, stdin=lines)
+    assert prod.returncode == 0, prod.stderr
+    got = _kcat_consume(kcat, bootstrap, fallback, topic)
+    assert [line.rsplit("|", 1)[0] for line in got] == [f"{i}|key{i}|value{i}" for i in range(200)]
+    stamps = [int(line.rsplit("|", 1)[1]) for line in got]
+    modern = _confluent_consume(bootstrap, topic, 200)
+    assert [(o, k, v) for o, k, v, _ in modern] == [(i, b"key%d" % i, b"value%d" % i) for i in range(200)]
+    if FALLBACKS[fallback] == 0:
+        # v0 carries no timestamp: stored as -1 (NO_TIMESTAMP), which kcat shows as 0.
+        assert set(stamps) == {0}
+        assert {t for *_, t in modern} == {-1}
+    else:
+        assert all(before - 1000 <= t <= time.time() * 1000 for t in stamps)
+        assert [t for *_, t in modern] == stamps
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4"])
+@pytest.mark.parametrize("fallback", sorted(FALLBACKS))
+def test_v2_batches_down_converted_for_kcat(kaflet_broker: BrokerProcess, kcat: str, fallback: str, codec: str) -> None:
+    """Batches a modern producer wrote (compressed, with headers and a transaction's control
+    batch next to them) reach a 0.9/0.10 consumer as message sets with the same offsets."""
+    bootstrap = kaflet_broker.bootstrap
+    topic = _topic(bootstrap, "downconv")
+    p = Producer({"bootstrap.servers": bootstrap, "compression.type": codec, "linger.ms": 50})
+    for i in range(300):
+        p.produce(topic, key=b"k%d" % i, value=b"v%d" % i, timestamp=1_700_000_000_000 + i,
+                  headers=[("h", b"x")])
+    assert p.flush(30) == 0
+    got = _kcat_consume(kcat, bootstrap, fallback, topic)
+    expect_ts = (lambda i: 0) if FALLBACKS[fallback] == 0 else (lambda i: 1_700_000_000_000 + i)
+    assert got == [f"{i}|k{i}|v{i}|{expect_ts(i)}" for i in range(300)]
+
+
+def test_transactions_control_batches_left_out(kaflet_broker: BrokerProcess, kcat: str) -> None:
+    """Old consumers see no transaction markers: their offsets are skipped, as Kafka does."""
+    bootstrap = kaflet_broker.bootstrap
+    topic = _topic(bootstrap, "oldtxn")
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"t-{topic}"})
+    p.init_transactions(30)
+    for _ in range(2):
+        p.begin_transaction()
+        p.produce(topic, value=b"in-txn")
+        p.commit_transaction(30)
+    got = _kcat_consume(kcat, bootstrap, "0.10.0", topic)
+    assert [line.split("|")[:3] for line in got] == [["0", "", "in-txn"], ["2", "", "in-txn"]]
+
+
+def test_zstd_cannot_be_down_converted(kaflet_broker: BrokerProcess) -> None:
+    bootstrap = kaflet_broker.bootstrap
+    topic = _topic(bootstrap, "oldzstd")
+    p = Producer({"bootstrap.servers": bootstrap, "compression.type": "zstd"})
+    p.produce(topic, value=b"z" * 100)
+    assert p.flush(30) == 0
+    c = RawClient(bootstrap)
+    try:
+        parts = _raw_fetch(c, 2, topic, 0)
+        assert parts[0][1] == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+        assert parts[0][3] == b""
+    finally:
+        c.close()
+
+
+def test_downconversion_disabled_answers_unsupported_version(kaflet_broker: BrokerProcess) -> None:
+    bootstrap = kaflet_broker.bootstrap
+    topic = _topic(bootstrap, "nodown", {"message.downconversion.enable": "false"})
+    p = Producer({"bootstrap.servers": bootstrap})
+    p.produce(topic, value=b"v2 only")
+    assert p.flush(30) == 0
+    c = RawClient(bootstrap)
+    try:
+        for version in (0, 3):
+            assert _raw_fetch(c, version, topic, 0)[0][:3] == (0, ErrorCode.UNSUPPORTED_VERSION, -1)
+    finally:
+        c.close()
+    # v4+ reads the batches as stored, down-conversion or not.
+    assert [v for _, _, v, _ in _confluent_consume(bootstrap, topic, 1)] == [b"v2 only"]
+
+
+def test_log_append_time_topic(kaflet_broker: BrokerProcess, kcat: str) -> None:
+    """On a LogAppendTime topic a v1 producer's timestamps are replaced by the broker's."""
+    bootstrap = kaflet_broker.bootstrap
+    topic = _topic(bootstrap, "oldlat", {"message.timestamp.type": "LogAppendTime"})
+    c = RawClient(bootstrap)
+    try:
+        before = int(time.time() * 1000)
+        ms = encode_message_set([LegacyRecord(0, 5, b"k", b"v"), LegacyRecord(1, 6, None, b"w")], 1, 1)
+        (index, error, base, append_time), = _raw_produce(c, 2, topic, ms)
+        assert (index, error, base) == (0, 0, 0) and append_time >= before
+        parts = _raw_fetch(c, 2, topic, 0)
+        got = decode_message_set(parts[0][3], 1 << 20)
+        assert [(r.offset, r.timestamp, r.key, r.value) for r in got.records] == [
+            (0, append_time, b"k", b"v"), (1, append_time, None, b"w")]
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("api_version", [(0, 9), (0, 10, 1)])
+def test_kafka_python_old_api_versions(kaflet_broker: BrokerProcess, api_version: tuple[int, ...]) -> None:
+    """kafka-python pinned to 0.9 / 0.10.1: Produce v1/v2 and a group consumer (JoinGroup v0,
+    OffsetCommit v2, Fetch v1/v3); the committed offsets survive into a second consumer."""
+    bootstrap = kaflet_broker.bootstrap
+    topic = _topic(bootstrap, "oldkp")
+    group = f"g-{topic}"
+    producer = KafkaProducer(bootstrap_servers=bootstrap, api_version=api_version, compression_type="gzip")
+    for i in range(50):
+        producer.send(topic, key=b"k%d" % i, value=b"v%d" % i)
+    producer.flush(30)
+    producer.close()
+
+    def consume(n: int) -> list[tuple[int, bytes, bytes, int]]:
+        consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, api_version=api_version, group_id=group,
+                                 auto_offset_reset="earliest", enable_auto_commit=False,
+                                 consumer_timeout_ms=15000)
+        out = []
+        try:
+            for m in consumer:
+                out.append((m.offset, m.key, m.value, m.timestamp))
+                if len(out) == n:
+                    break
+            consumer.commit()
+        finally:
+            consumer.close()
+        return out
+
+    first = consume(20)
+    assert [(o, k, v) for o, k, v, _ in first] == [(i, b"k%d" % i, b"v%d" % i) for i in range(20)]
+    if api_version >= (0, 10):
+        assert all(t > 1_600_000_000_000 for *_, t in first)
+    second = consume(30)
+    assert [o for o, *_ in second] == list(range(20, 50))
+    # And the same records through a modern client.
+    assert [(o, k, v) for o, k, v, _ in _confluent_consume(bootstrap, topic, 50)] == [
+        (i, b"k%d" % i, b"v%d" % i) for i in range(50)]
+
+
+# ---- raw requests: bad input --------------------------------------------------------------
+
+
+def _raw_produce(c: RawClient, version: int, topic: str, records: bytes, acks: int = 1) -> list[tuple[int, ...]]:
+    """Produce v0-2 of one partition's message set; its (index, error, base offset[, append time])."""
+    t = topic.encode()
+    body = struct.pack(">hii", acks, 10000, 1) + struct.pack(">h", len(t)) + t + struct.pack(">ii", 1, 0)
+    body += struct.pack(">i", len(records)) + records
+    c.send_raw(c.frame(0, version, body))
+    data = c.read_frame()[4:]  # correlation id
+    pos = 4 + 2 + len(t) + 4  # topics array, name, partitions array (one each)
+    part = struct.unpack_from(">ihqq" if version >= 2 else ">ihq", data, pos)
+    return [part]
+
+
+def _raw_fetch(c: RawClient, version: int, topic: str, offset: int) -> list[tuple[int, int, int, bytes]]:
+    """Fetch v0-3 of partition 0: [(index, error, high watermark, records)]."""
+    t = topic.encode()
+    body = struct.pack(">iii", -1, 100, 1) + (struct.pack(">i", 1 << 20) if version >= 3 else b"")
+    body += struct.pack(">ih", 1, len(t)) + t + struct.pack(">iiqi", 1, 0, offset, 1 << 20)
+    c.send_raw(c.frame(1, version, body))
+    data = c.read_frame()[4:]
+    pos = 4 if version >= 1 else 0
+    pos += 4 + 2 + len(t) + 4
+    index, error, hw, size = struct.unpack_from(">ihqi", data, pos)
+    pos += 18
+    return [(index, error, hw, data[pos:pos + size])]
+
+
+def _good(magic: int) -> bytes:
+    return encode_message_set([LegacyRecord(0, 1000, b"k", b"v"), LegacyRecord(1, 1001, b"k2", b"v2")], magic)
+
+
+def _bad_inputs() -> list[tuple[str, bytes, int]]:
+    good = bytearray(_good(1))
+    corrupt = bytearray(good)
+    corrupt[-1] ^= 0xFF  # last value byte: the CRC no longer matches
+    bad_magic = bytearray(good)
+    bad_magic[16] = 7
+    mixed = _good(0) + _good(1)
+    inner_corrupt = bytearray(encode_message_set([LegacyRecord(0, 1, b"a", b"b" * 50)], 1, 0))
+    inner_corrupt[-1] ^= 1
+    nested = encode_wrapper(bytes(inner_corrupt), 0, 1, 1, 1)  # gzip, its inner message corrupt
+    two_wrappers = encode_message_set([LegacyRecord(0, 1, None, b"x")], 1, 1) * 2
+    return [
+        ("corrupt crc", bytes(corrupt), ErrorCode.CORRUPT_MESSAGE),
+        ("truncated", bytes(good[:-5]), ErrorCode.CORRUPT_MESSAGE),
+        ("invalid magic", bytes(bad_magic), ErrorCode.CORRUPT_MESSAGE),
+        ("mixed magics", mixed, ErrorCode.INVALID_RECORD),
+        ("corrupt inner message", bytes(nested), ErrorCode.CORRUPT_MESSAGE),
+        ("two compressed wrappers", two_wrappers, ErrorCode.INVALID_RECORD),
+        ("size below overhead", struct.pack(">qi", 0, 3) + b"\x00" * 20, ErrorCode.CORRUPT_MESSAGE),
+    ]
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_bad_message_sets_get_kafkas_errors(kaflet_broker: BrokerProcess, version: int) -> None:
+    bootstrap = kaflet_broker.bootstrap
+    topic = _topic(bootstrap, "oldbad")
+    c = RawClient(bootstrap)
+    try:
+        for what, records, error in _bad_inputs():
+            part = _raw_produce(c, version, topic, records)[0]
+            assert part[1] == error, what
+        # Nothing bad was appended; the broker still serves the connection and good data.
+        part = _raw_produce(c, version, topic, _good(0 if version < 2 else 1))[0]
+        assert part[1] == 0
+        fetched = _raw_fetch(c, version + 1, topic, 0)[0]
+        assert fetched[2] == part[2] + 2
+    finally:
+        c.close()
+
+
+def test_magic_2_batches_accepted_in_produce_v2(kaflet_broker: BrokerProcess) -> None:
+    """Kafka never checked the magic of a Produce v0-2 record set: v2 batches are appended."""
+    from kaflet.protocol.records import Record, build_batch
+    bootstrap = kaflet_broker.bootstrap
+    topic = _topic(bootstrap, "oldv2in")
+    c = RawClient(bootstrap)
+    try:
+        batch = build_batch([Record(0, 0, b"k", b"v"), Record(1, 0, None, b"w")], base_timestamp=1234)
+        assert _raw_produce(c, 2, topic, batch * 2)[0][:3] == (0, 0, 0)
+        got = decode_message_set(_raw_fetch(c, 3, topic, 0)[0][3], 1 << 20)
+        assert [(r.offset, r.timestamp, r.value) for r in got.records] == [
+            (0, 1234, b"v"), (1, 1234, b"w"), (2, 1234, b"v"), (3, 1234, b"w")]
+    finally:
+        c.close()
