@@ -7,16 +7,23 @@ requests with bad message sets, which must get Kafka's error codes while the bro
 
 from __future__ import annotations
 
+import functools
 import shutil
 import struct
 import subprocess
 import time
 import uuid
+from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import admin as ck_admin
 from kafka import KafkaConsumer, KafkaProducer
+from kafka import TopicPartition as KafkaTopicPartition
+from kafka.errors import TopicAuthorizationFailedError
 
+from kaflet.embedded_broker import embedded_broker
 from kaflet.protocol.errors import ErrorCode
 from kaflet.protocol.legacy_records import (
     LegacyRecord,
@@ -25,6 +32,8 @@ from kaflet.protocol.legacy_records import (
     encode_wrapper,
 )
 from tests.support.broker_process import BrokerProcess
+from tests.support.metrics import scrape
+from tests.support.quotas import alter
 from tests.support.raw_client import RawClient
 from tests.support.topics import create_topic
 
@@ -306,3 +315,114 @@ def test_magic_2_batches_accepted_in_produce_v2(kaflet_broker: BrokerProcess) ->
             (0, 1234, b"v"), (1, 1234, b"w"), (2, 1234, b"v"), (3, 1234, b"w")]
     finally:
         c.close()
+
+
+# ---- the same authorisation, quotas and metrics as v3+/v4+ -------------------------------
+
+JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+        'password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";')
+
+
+def test_acls_and_conversion_metrics_for_old_clients(tmp_path: Path) -> None:
+    """A 0.10.1 client (SaslHandshake v0, Produce v2, Fetch v3) is refused without ACLs and
+    served with them; its records count in the conversion meters."""
+    config = {"log.dirs": str(tmp_path / "data"), "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+              "sasl.enabled.mechanisms": "PLAIN", "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+              "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer", "super.users": "User:admin",
+              "metrics.listener": "http://127.0.0.1:0", "offsets.topic.num.partitions": "1",
+              "group.initial.rebalance.delay.ms": "0"}
+    with embedded_broker(config) as (b, _):
+        def sasl(user: str, password: str) -> dict[str, Any]:
+            return {"bootstrap.servers": b.bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                    "sasl.mechanism": "PLAIN", "sasl.username": user, "sasl.password": password}
+
+        admin = ck_admin.AdminClient(sasl("admin", "admin-secret"))
+        topic = f"oldacl-{uuid.uuid4().hex[:6]}"
+        admin.create_topics([ck_admin.NewTopic(topic, 1, 1)])[topic].result(30)
+
+        def allow(*ops: ck_admin.AclOperation) -> None:
+            acls = [ck_admin.AclBinding(ck_admin.ResourceType.TOPIC, topic, ck_admin.ResourcePatternType.LITERAL,
+                                        "User:alice", "*", op, ck_admin.AclPermissionType.ALLOW) for op in ops]
+            for fut in admin.create_acls(acls).values():
+                fut.result(30)
+
+        allow(ck_admin.AclOperation.DESCRIBE)  # Metadata answers, so the refusals below are Produce's and Fetch's
+        old = {"bootstrap_servers": b.bootstrap, "api_version": (0, 10, 1), "security_protocol": "SASL_PLAINTEXT",
+               "sasl_mechanism": "PLAIN", "sasl_plain_username": "alice", "sasl_plain_password": "alice-secret"}
+        producer = KafkaProducer(**old, retries=0, max_block_ms=10000)
+        try:
+            with pytest.raises(TopicAuthorizationFailedError):
+                producer.send(topic, b"refused").get(30)
+        finally:
+            producer.close()
+        consumer = KafkaConsumer(**old, consumer_timeout_ms=3000)
+        try:
+            consumer.assign([KafkaTopicPartition(topic, 0)])
+            with pytest.raises(TopicAuthorizationFailedError):
+                consumer.poll(5000)
+                consumer.poll(5000)
+        finally:
+            consumer.close()
+
+        allow(ck_admin.AclOperation.WRITE, ck_admin.AclOperation.READ)
+        producer = KafkaProducer(**old, compression_type="gzip")
+        for i in range(10):
+            producer.send(topic, b"v%d" % i)
+        producer.flush(30)
+        producer.close()
+        consumer = KafkaConsumer(**old, consumer_timeout_ms=10000, auto_offset_reset="earliest")
+        try:
+            consumer.assign([KafkaTopicPartition(topic, 0)])
+            got = [m.value for m in consumer]
+        finally:
+            consumer.close()
+        assert got == [b"v%d" % i for i in range(10)]
+        s = scrape(b)
+        assert s[("kafka_server_brokertopicmetrics_producemessageconversions_total",
+                  frozenset({("topic", topic)}))] == 10
+        assert s[("kafka_server_brokertopicmetrics_fetchmessageconversions_total",
+                  frozenset({("topic", topic)}))] >= 10
+        del admin  # before the broker goes, so it does not retry against a dead port
+
+
+def test_old_versions_are_throttled_by_quotas(kaflet_broker: BrokerProcess) -> None:
+    """Produce v1 and Fetch v1 carry throttle_time_ms: over the client's quota they are
+    throttled like v3+/v4+ (and v0, which has no such field, by the muted connection)."""
+    bootstrap = kaflet_broker.bootstrap
+    topic = _topic(bootstrap, "oldquota")
+    client_id = f"old-{topic}"
+    assert alter(bootstrap, [("client-id", client_id)],
+                 {"producer_byte_rate": 2000.0, "consumer_byte_rate": 2000.0}).error_code == 0
+    c = RawClient(bootstrap)
+    c.frame = functools.partial(RawClient.frame, c, client_id=client_id)  # type: ignore[method-assign]
+    try:
+        big = encode_message_set([LegacyRecord(i, -1, None, b"x" * 1000) for i in range(20)], 0)
+        deadline = time.monotonic() + 30
+        throttle = 0
+        while not throttle and time.monotonic() < deadline:
+            throttle = _raw_produce_throttle(c, 1, topic, big)
+        assert throttle > 0
+        time.sleep(throttle / 1000)
+        deadline = time.monotonic() + 30
+        throttle = 0
+        while not throttle and time.monotonic() < deadline:
+            t = topic.encode()
+            body = struct.pack(">iiii", -1, 0, 1, 1) + struct.pack(">h", len(t)) + t + \
+                struct.pack(">iiqi", 1, 0, 0, 1 << 20)
+            c.send_raw(c.frame(1, 1, body))
+            throttle = struct.unpack_from(">i", c.read_frame(), 4)[0]
+        assert throttle > 0
+    finally:
+        c.close()
+
+
+def _raw_produce_throttle(c: RawClient, version: int, topic: str, records: bytes) -> int:
+    t = topic.encode()
+    body = struct.pack(">hii", 1, 10000, 1) + struct.pack(">h", len(t)) + t + struct.pack(">ii", 1, 0)
+    body += struct.pack(">i", len(records)) + records
+    c.send_raw(c.frame(0, version, body))
+    data = c.read_frame()[4:]
+    pos = 4 + 2 + len(t) + 4
+    index, error, _ = struct.unpack_from(">ihq", data, pos)
+    assert error == 0
+    return int(struct.unpack_from(">i", data, pos + 14)[0])

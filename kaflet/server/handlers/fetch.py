@@ -31,6 +31,7 @@ from collections.abc import Callable
 from kaflet.gateway.partitions import PartitionTable
 from kaflet.log.disk_load import ColdReads
 from kaflet.log.segment import FileRegion
+from kaflet.metrics.stats import BrokerMetrics
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode, KafkaError
 from kaflet.protocol.fetch import (
@@ -125,7 +126,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> SessionFetchResponse:
         total, failed = _read(again, max_bytes, total, storage_error, cache, replica_id, read_committed, cold)
 
     if version < V2_VERSION:
-        _down_convert(local, version, max_bytes)
+        _down_convert(local, version, max_bytes, broker.metrics)
     if cold is not None:
         ctx.throttle_ms = cold.throttle_ms
     read: list[ResponsePartition] = [(cp, data) for cp, _, data in local]
@@ -298,7 +299,7 @@ def _read(targets: list[_Target], max_bytes: int, total: int, storage_error: Err
     return total, failed
 
 
-def _down_convert(targets: list[_Target], version: int, max_bytes: int) -> None:
+def _down_convert(targets: list[_Target], version: int, max_bytes: int, stats: BrokerMetrics | None) -> None:
     """Replace each partition's records by a message set of the magic ``version`` reads (Fetch
     v0-3, consumers only), within its max_bytes and what is left of the response's."""
     magic = MAGIC_V0 if version <= 1 else MAGIC_V1
@@ -325,6 +326,8 @@ def _down_convert(targets: list[_Target], version: int, max_bytes: int) -> None:
             continue
         data.records = [converted.data] if converted.data else None
         total += len(converted.data)
+        if stats is not None and converted.record_count:
+            stats.converted(cp.topic, converted.record_count, produce=False)  # type: ignore[arg-type]
 
 
 def _record_follower_fetch(targets: list[_Target], replica_id: int, total: int) -> tuple[int, bool]:

@@ -88,6 +88,8 @@ async def handle(ctx: RequestContext, body: memoryview) -> ProduceResponse | Def
                         # magic v0/v1; anything else is answered as Kafka does (CORRUPT_MESSAGE)
                         ms = decode_message_set(records, partition.log.config.max_message_bytes)
                         records = memoryview(to_record_batch(ms))
+                        if stats is not None:
+                            stats.converted(topic.name, len(ms.records), produce=True)
                 else:
                     first_size = 12 + int.from_bytes(records[8:12], "big", signed=True) if len(records) >= 12 else 0
                     if 12 <= first_size < len(records):
