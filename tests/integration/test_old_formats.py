@@ -340,13 +340,13 @@ def test_acls_and_conversion_metrics_for_old_clients(tmp_path: Path) -> None:
         topic = f"oldacl-{uuid.uuid4().hex[:6]}"
         admin.create_topics([ck_admin.NewTopic(topic, 1, 1)])[topic].result(30)
 
-        def allow(*ops: ck_admin.AclOperation) -> None:
+        def allow(admin: ck_admin.AdminClient, *ops: ck_admin.AclOperation) -> None:
             acls = [ck_admin.AclBinding(ck_admin.ResourceType.TOPIC, topic, ck_admin.ResourcePatternType.LITERAL,
                                         "User:alice", "*", op, ck_admin.AclPermissionType.ALLOW) for op in ops]
             for fut in admin.create_acls(acls).values():
                 fut.result(30)
 
-        allow(ck_admin.AclOperation.DESCRIBE)  # Metadata answers, so the refusals below are Produce's and Fetch's
+        allow(admin, ck_admin.AclOperation.DESCRIBE)  # Metadata answers, so the refusals below are Produce's and Fetch's
         old = {"bootstrap_servers": b.bootstrap, "api_version": (0, 10, 1), "security_protocol": "SASL_PLAINTEXT",
                "sasl_mechanism": "PLAIN", "sasl_plain_username": "alice", "sasl_plain_password": "alice-secret"}
         producer = KafkaProducer(**old, retries=0, max_block_ms=10000)
@@ -364,7 +364,7 @@ def test_acls_and_conversion_metrics_for_old_clients(tmp_path: Path) -> None:
         finally:
             consumer.close()
 
-        allow(ck_admin.AclOperation.WRITE, ck_admin.AclOperation.READ)
+        allow(admin, ck_admin.AclOperation.WRITE, ck_admin.AclOperation.READ)
         producer = KafkaProducer(**old, compression_type="gzip")
         for i in range(10):
             producer.send(topic, b"v%d" % i)
