@@ -31,6 +31,7 @@ from kaflet.protocol.legacy_records import (
     encode_message_set,
     encode_wrapper,
 )
+from kaflet.protocol.records import Record, build_batch, parse_batch_header
 from tests.support.broker_process import BrokerProcess
 from tests.support.metrics import scrape
 from tests.support.quotas import alter
@@ -299,11 +300,20 @@ def test_bad_message_sets_get_kafkas_errors(kaflet_broker: BrokerProcess, versio
         assert fetched[2] == part[2] + 2
     finally:
         c.close()
+    # acks=0 gets no answer: the broker closes the connection so the producer learns of it.
+    c = RawClient(bootstrap)
+    try:
+        t = topic.encode()
+        bad = _bad_inputs()[0][1]
+        body = struct.pack(">hii", 0, 10000, 1) + struct.pack(">h", len(t)) + t + struct.pack(">ii", 1, 0)
+        c.send_raw(c.frame(0, version, body + struct.pack(">i", len(bad)) + bad))
+        assert c.is_closed_by_peer()
+    finally:
+        c.close()
 
 
 def test_magic_2_batches_accepted_in_produce_v2(kaflet_broker: BrokerProcess) -> None:
     """Kafka never checked the magic of a Produce v0-2 record set: v2 batches are appended."""
-    from kaflet.protocol.records import Record, build_batch
     bootstrap = kaflet_broker.bootstrap
     topic = _topic(bootstrap, "oldv2in")
     c = RawClient(bootstrap)
@@ -426,3 +436,30 @@ def _raw_produce_throttle(c: RawClient, version: int, topic: str, records: bytes
     index, error, _ = struct.unpack_from(">ihq", data, pos)
     assert error == 0
     return int(struct.unpack_from(">i", data, pos + 14)[0])
+
+
+def test_topic_compression_type_applies_to_up_converted_sets(kaflet_broker: BrokerProcess) -> None:
+    """compression.type=gzip: an uncompressed v0 message set is stored as a gzip v2 batch (as
+    Kafka's LogValidator recompresses), and a Fetch v1 gets it back as one gzip wrapper."""
+    bootstrap = kaflet_broker.bootstrap
+    topic = _topic(bootstrap, "oldgzip", {"compression.type": "gzip"})
+    c = RawClient(bootstrap)
+    try:
+        ms = encode_message_set([LegacyRecord(i, -1, b"k%d" % i, b"v" * 200) for i in range(5)], 0)
+        assert _raw_produce(c, 0, topic, ms)[0][:3] == (0, 0, 0)
+        t = topic.encode()
+        body = struct.pack(">iiiib", -1, 100, 1, 1 << 20, 0) + struct.pack(">ih", 1, len(t)) + t + \
+            struct.pack(">iiqi", 1, 0, 0, 1 << 20)
+        c.send_raw(c.frame(1, 4, body))
+        data = c.read_frame()[4:]
+        pos = 4 + 4 + 2 + len(t) + 4 + 4 + 2 + 8 + 8 + 4  # ... partition, error, hw, lso, no aborted
+        size, = struct.unpack_from(">i", data, pos)
+        stored = parse_batch_header(data[pos + 4:pos + 4 + size])
+        assert (stored.compression, stored.records_count) == (1, 5)
+        wrapper = _raw_fetch(c, 1, topic, 0)[0][3]
+        assert wrapper[17] & 7 == 1  # the wrapper's attributes: gzip
+        got = decode_message_set(wrapper, 1 << 20)
+        assert (got.magic, got.codec) == (0, 1)
+        assert [(r.offset, r.key) for r in got.records] == [(i, b"k%d" % i) for i in range(5)]
+    finally:
+        c.close()
