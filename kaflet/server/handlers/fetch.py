@@ -19,7 +19,8 @@ without records and the response, sent at once, carries the protector's throttle
 Fetch v0-3 (consumers that predate the v2 record format) read the same way, then what was read
 is down-converted to message sets (magic v0 for Fetch v0-1, v1 for v2-3), as Kafka's
 KafkaApis.maybeConvertFetchedData does; a topic with message.downconversion.enable=false answers
-them UNSUPPORTED_VERSION. v4+ never goes there: their records stay file regions.
+them UNSUPPORTED_VERSION, a zstd topic (compression.type) UNSUPPORTED_COMPRESSION_TYPE. v4+
+never goes there: their records stay file regions.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from kaflet.protocol.fetch import (
     records_size,
 )
 from kaflet.protocol.legacy_records import MAGIC_V0, MAGIC_V1, down_convert
+from kaflet.protocol.records import COMPRESSION_ZSTD
 from kaflet.replication.follower_fetch import fetch_upper_bound, record_follower_fetch
 from kaflet.replication.partition import Partition
 from kaflet.security.acl import AclOperation, ResourceType
@@ -307,11 +309,14 @@ def _down_convert(targets: list[_Target], version: int, max_bytes: int, stats: B
     for cp, part, data in targets:
         if part is None or data.error_code:
             continue
-        if not part.log.config.message_downconversion_enable:
-            # Kafka answers the partition with nothing but the error.
-            data.error_code = ErrorCode.UNSUPPORTED_VERSION
-            data.high_watermark = data.last_stable_offset = data.log_start_offset = -1
-            data.records = None
+        config = part.log.config
+        # Kafka answers these partitions with nothing but the error: a zstd topic (which old
+        # consumers cannot read), a topic that refuses down-conversion.
+        if config.target_codec == COMPRESSION_ZSTD:
+            _refuse(data, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
+            continue
+        if not config.message_downconversion_enable:
+            _refuse(data, ErrorCode.UNSUPPORTED_VERSION)
             continue
         if not data.records:
             continue
@@ -320,14 +325,19 @@ def _down_convert(targets: list[_Target], version: int, max_bytes: int, stats: B
         try:
             converted = down_convert(read, magic, cp.fetch_offset, max(min(cp.max_bytes, max_bytes - total), 0))
         except KafkaError as exc:
-            data.error_code = exc.code
-            data.high_watermark = data.last_stable_offset = data.log_start_offset = -1
-            data.records = None
+            _refuse(data, exc.code)
             continue
         data.records = [converted.data] if converted.data else None
         total += len(converted.data)
         if stats is not None and converted.record_count:
             stats.converted(cp.topic, converted.record_count, produce=False)  # type: ignore[arg-type]
+
+
+def _refuse(data: PartitionFetchData, error: ErrorCode) -> None:
+    """A partition's answer reduced to an error (Kafka's FetchResponse.partitionResponse)."""
+    data.error_code = error
+    data.high_watermark = data.last_stable_offset = data.log_start_offset = -1
+    data.records = None
 
 
 def _record_follower_fetch(targets: list[_Target], replica_id: int, total: int) -> tuple[int, bool]:
