@@ -309,12 +309,15 @@ def down_convert(data: Buffer, magic: int, fetch_offset: int, max_bytes: int) ->
                                 h.max_timestamp if lat else h.base_timestamp + r.timestamp_delta, r.key, r.value)
                    for r in decode_records(memoryview(data)[pos:pos + h.size])]
         if codec == compression.NONE:
-            records = [r for r in records if r.offset >= fetch_offset]
+            ts_attr = TIMESTAMP_TYPE_MASK if magic == MAGIC_V1 and lat else 0
             for r in records:
-                piece = encode_message_set([r], magic, 0, ts_type, h.max_timestamp)
-                if out and len(out) + len(piece) > max_bytes:
+                if r.offset < fetch_offset:
+                    continue
+                before = len(out)
+                _message(out, r.offset, magic, ts_attr, r.timestamp, r.key, r.value)
+                if before and len(out) > max_bytes:
+                    del out[before:]
                     return DownConverted(bytes(out), count)
-                out += piece
                 count += 1
             continue
         piece = encode_message_set(records, magic, codec, ts_type, h.max_timestamp)
