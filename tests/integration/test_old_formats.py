@@ -499,3 +499,19 @@ def test_topic_compression_type_applies_to_up_converted_sets(kaflet_broker: Brok
         assert [(r.offset, r.key) for r in got.records] == [(i, b"k%d" % i) for i in range(5)]
     finally:
         c.close()
+
+
+def test_kcat_balanced_consumer_as_0_9_client(kaflet_broker: BrokerProcess, kcat: str) -> None:
+    """kcat -G as a 0.9 client: FindCoordinator/JoinGroup/SyncGroup/Heartbeat v0, OffsetCommit
+    v2, OffsetFetch v1 and Fetch v1; a second run of the group resumes at the committed offset."""
+    bootstrap = kaflet_broker.bootstrap
+    topic = _topic(bootstrap, "oldgroup")
+    _kcat(kcat, bootstrap, "-P", "-t", topic, stdin="".join(f"m{i}\n" for i in range(30)))
+    group = f"g-{topic}"
+    first = _kcat(kcat, bootstrap, "-X", "auto.offset.reset=earliest", "-X", "enable.auto.commit=true",
+                  "-X", "auto.commit.interval.ms=100", "-G", group, topic, "-c", "10", "-f", "%o|%s\n")
+    assert first.stdout.splitlines() == [f"{i}|m{i}" for i in range(10)]
+    assert re.search(r"Sent JoinGroupRequest \(v0", first.stderr)
+    second = _kcat(kcat, bootstrap, "-X", "auto.offset.reset=earliest", "-G", group, topic, "-c", "20",
+                   "-f", "%o|%s\n")
+    assert second.stdout.splitlines() == [f"{i}|m{i}" for i in range(10, 30)]
