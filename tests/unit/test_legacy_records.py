@@ -222,3 +222,44 @@ def test_v1_producer_log_append_time_is_carried_to_v2() -> None:
     ms = decode_message_set(encode_message_set([LegacyRecord(0, 5, None, b"v")], 1, 0, 1, 5), 1 << 20)
     assert ms.timestamp_type == 1
     assert parse_batch_header(to_record_batch(ms)).timestamp_type == 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(magic=st.sampled_from([0, 1]), codec=st.sampled_from(CODECS), data=st.data())
+def test_damaged_message_sets_raise_record_errors_only(magic: int, codec: int, data: st.DataObject) -> None:
+    """Flipped, cut or inserted bytes anywhere (CRCs recomputed or not): the decoder answers with
+    a Kafka error or a result, never another exception (the broker must stay up)."""
+    good = bytearray(encode_message_set([LegacyRecord(i, 10 + i, b"k%d" % i, b"v" * (i * 7)) for i in range(4)],
+                                        magic, codec))
+    for _ in range(data.draw(st.integers(1, 4))):
+        pos = data.draw(st.integers(0, len(good) - 1))
+        action = data.draw(st.sampled_from(["flip", "cut", "insert"]))
+        if action == "flip":
+            good[pos] ^= data.draw(st.integers(1, 255))
+        elif action == "cut":
+            del good[pos:pos + data.draw(st.integers(1, 8))]
+        else:
+            good[pos:pos] = data.draw(st.binary(min_size=1, max_size=8))
+        if not good:
+            good = bytearray(b"\x00")
+    if data.draw(st.booleans()) and len(good) >= 26:
+        struct.pack_into(">I", good, 12, zlib.crc32(good[16:12 + max(int.from_bytes(good[8:12], "big"), 0)]))
+    try:
+        ms = decode_message_set(bytes(good), 1 << 20)
+    except RecordError as exc:
+        assert exc.code in (ErrorCode.CORRUPT_MESSAGE, ErrorCode.INVALID_RECORD, ErrorCode.MESSAGE_TOO_LARGE,
+                            ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
+    else:
+        assert ms.magic in (0, 1) and ms.records
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=200))
+def test_random_bytes_raise_record_errors_only(junk: bytes) -> None:
+    try:
+        ms = decode_message_set(junk, 1 << 20)
+    except RecordError as exc:
+        assert exc.code in (ErrorCode.CORRUPT_MESSAGE, ErrorCode.INVALID_RECORD, ErrorCode.MESSAGE_TOO_LARGE,
+                            ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
+    else:
+        assert ms.magic in (0, 1) and ms.records
