@@ -279,7 +279,8 @@ class DownConverted(NamedTuple):
     record_count: int
 
 
-def down_convert(data: Buffer, magic: int, fetch_offset: int, max_bytes: int) -> DownConverted:
+def down_convert(data: Buffer, magic: int, fetch_offset: int, max_bytes: int,
+                 min_one_message: bool = True) -> DownConverted:
     """Down-convert the v2 batches of a log read to a magic ``magic`` message set (Kafka's
     RecordsUtil.downConvert, for a consumer's Fetch v0-3).
 
@@ -287,7 +288,8 @@ def down_convert(data: Buffer, magic: int, fetch_offset: int, max_bytes: int) ->
     dropped, offsets and timestamps kept (v0: none).  An uncompressed batch becomes one message
     per record from ``fetch_offset`` on; a compressed one becomes one wrapper compressed with the
     same codec.  Whole messages (wrappers) are added while the set stays within ``max_bytes``;
-    the first is always added so a large one is never stuck.  A trailing partial batch of the
+    the first is always added (with ``min_one_message``, the first partition of a response's)
+    so a large one is never stuck.  A trailing partial batch of the
     read is ignored.  Raises RecordError UNSUPPORTED_COMPRESSION_TYPE when the first batch to
     convert is zstd-compressed (an old format cannot carry zstd); a later zstd batch ends the
     conversion there, so the consumer gets the error when it fetches from that batch.
@@ -315,13 +317,13 @@ def down_convert(data: Buffer, magic: int, fetch_offset: int, max_bytes: int) ->
                     continue
                 before = len(out)
                 _message(out, r.offset, magic, ts_attr, r.timestamp, r.key, r.value)
-                if before and len(out) > max_bytes:
+                if (before or not min_one_message) and len(out) > max_bytes:
                     del out[before:]
                     return DownConverted(bytes(out), count)
                 count += 1
             continue
         piece = encode_message_set(records, magic, codec, ts_type, h.max_timestamp)
-        if out and len(out) + len(piece) > max_bytes:
+        if (out or not min_one_message) and len(out) + len(piece) > max_bytes:
             break
         out += piece
         count += len(records)

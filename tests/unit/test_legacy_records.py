@@ -112,8 +112,15 @@ def test_down_convert_skips_control_batches_and_keeps_within_max_bytes() -> None
     one = len(encode_message_set([LegacyRecord(1, 1, None, b"v" * 100)], 1))
     part = down_convert(control + data, 1, 0, 3 * one + 5)
     assert part.record_count == 3 and len(part.data) == 3 * one
-    # The first message always goes, however small max_bytes is.
+    # The first message always goes, however small max_bytes is: for the response's first
+    # partition with data; a later one gets nothing that does not fit.
     assert down_convert(data, 1, 0, 1).record_count == 1
+    assert down_convert(data, 1, 0, 1, min_one_message=False) == (b"", 0)
+    assert down_convert(data, 1, 0, one, min_one_message=False).record_count == 1
+    gz = _stored(build_batch([Record(i, 0, None, b"v" * 100) for i in range(10)], compression=compression.GZIP,
+                             base_timestamp=1), 1)
+    assert down_convert(gz, 1, 0, 10, min_one_message=False) == (b"", 0)
+    assert down_convert(gz, 1, 0, 10).record_count == 10
     # A trailing partial batch of a read is left out.
     assert down_convert(data + data[:30], 0, 0, 1 << 20).record_count == 10
 

@@ -323,7 +323,9 @@ def _down_convert(targets: list[_Target], version: int, max_bytes: int, stats: B
         read = b"".join(r.read_bytes() if isinstance(r, FileRegion) else bytes(r)  # type: ignore[arg-type]
                         for r in data.records)
         try:
-            converted = down_convert(read, magic, cp.fetch_offset, max(min(cp.max_bytes, max_bytes - total), 0))
+            # As the read: the first partition with data may exceed the limits by one message.
+            converted = down_convert(read, magic, cp.fetch_offset, max(min(cp.max_bytes, max_bytes - total), 0),
+                                     total == 0)
         except KafkaError as exc:
             _refuse(data, exc.code)
             continue
