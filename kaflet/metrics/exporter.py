@@ -54,6 +54,10 @@ _TOPIC_METERS = (
     ("totalfetchrequests", "fetch_requests", "Fetch partitions read, consumers' and followers' (TotalFetchRequestsPerSec)"),
     ("failedproducerequests", "failed_produce", "Produce partitions that failed (FailedProduceRequestsPerSec)"),
     ("failedfetchrequests", "failed_fetch", "Fetch partitions that failed (FailedFetchRequestsPerSec)"),
+    ("producemessageconversions", "produce_conversions",
+     "Records up-converted from Produce v0-2 message sets (ProduceMessageConversionsPerSec)"),
+    ("fetchmessageconversions", "fetch_conversions",
+     "Records down-converted for Fetch v0-3 consumers (FetchMessageConversionsPerSec)"),
 )
 _APP_METERS = (
     ("messagesin", "messages_in", "Records the application appended to the topic"),

@@ -87,12 +87,13 @@ class Histogram:
 class TopicCounters:
     """Kafka's BrokerTopicMetrics of one topic (or of all topics)."""
 
-    __slots__ = ("bytes_in", "bytes_out", "bytes_rejected", "failed_fetch", "failed_produce", "fetch_requests",
-                 "messages_in", "produce_requests")
+    __slots__ = ("bytes_in", "bytes_out", "bytes_rejected", "failed_fetch", "failed_produce", "fetch_conversions",
+                 "fetch_requests", "messages_in", "produce_conversions", "produce_requests")
 
     def __init__(self) -> None:
         self.bytes_in = self.bytes_out = self.bytes_rejected = self.messages_in = 0
         self.produce_requests = self.fetch_requests = self.failed_produce = self.failed_fetch = 0
+        self.produce_conversions = self.fetch_conversions = 0
 
 
 class AppTopicCounters:
@@ -247,6 +248,17 @@ class BrokerMetrics:
             a.failed_produce += 1
 
     # -- Fetch --------------------------------------------------------------------------------
+
+    def converted(self, topic: str, records: int, produce: bool) -> None:
+        """``records`` records of ``topic`` converted between message formats: up-converted from
+        a Produce v0-2 message set, or down-converted for a Fetch v0-3."""
+        c, a = self._topic(topic), self.all_topics
+        if produce:
+            c.produce_conversions += records
+            a.produce_conversions += records
+        else:
+            c.fetch_conversions += records
+            a.fetch_conversions += records
 
     def fetched(self, topic: str, error: int) -> None:
         """A partition of ``topic`` was read for a Fetch (a consumer's or a follower's)."""

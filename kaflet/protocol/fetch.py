@@ -1,4 +1,4 @@
-"""Fetch (key 1): request decoding and response encoding for the hot path (v4-v16), and response
+"""Fetch (key 1): request decoding and response encoding for the hot path (v0-v16), and response
 decoding for replica fetchers (v4-v12).
 
 A consumer of many partitions sends (and, without a fetch session, is answered) every partition
@@ -102,8 +102,11 @@ def _topic(r: Reader, by_id: bool, flexible: bool) -> tuple[str, bytes]:
 
 
 def decode_fetch_request(body: memoryview, version: int) -> FetchRequest:
-    """Decode a Fetch request body (v4-v16); raises DecodeError for anything malformed."""
-    if not 4 <= version <= MAX_VERSION:
+    """Decode a Fetch request body (v0-v16); raises DecodeError for anything malformed.
+
+    Before v3 there is no response-level max_bytes (unlimited), before v4 no isolation level
+    (read_uncommitted)."""
+    if not 0 <= version <= MAX_VERSION:
         raise DecodeError(f"Fetch v{version} is not supported")
     flexible = version >= 12
     by_id = version >= 13
@@ -111,8 +114,8 @@ def decode_fetch_request(body: memoryview, version: int) -> FetchRequest:
     replica_id = r.int32() if version <= 14 else -1
     max_wait_ms = r.int32()
     min_bytes = r.int32()
-    max_bytes = r.int32()
-    isolation_level = r.int8()
+    max_bytes = r.int32() if version >= 3 else 0x7FFFFFFF
+    isolation_level = r.int8() if version >= 4 else 0
     session_id = r.int32() if version >= 7 else 0
     session_epoch = r.int32() if version >= 7 else -1
     if version >= 12:
@@ -298,10 +301,12 @@ def encode_fetch_response(
     session_id: int = 0,
     node_endpoints: list[NodeEndpoint] | tuple[NodeEndpoint, ...] = (),
 ) -> list[bytes | Region]:
-    """Encode a Fetch response body (v4-v16) as chunks; regions are passed through untouched.
+    """Encode a Fetch response body (v0-v16) as chunks; regions are passed through untouched.
 
     Each topic is given by its name (up to v12) or its 16-byte id (v13+).
     """
+    if version < 4:
+        return _encode_v0_v3(topics, throttle_ms, version)
     flexible = version >= 12
     chunks: list[bytes | Region] = []
     w = Writer()
@@ -392,6 +397,31 @@ def encode_fetch_response(
 
 
 _ABORTED = struct.Struct(">qq")
+_HEAD_V0 = struct.Struct(">ihqi")  # index, error, high watermark, records size
+
+
+def _encode_v0_v3(topics: list[tuple[str | bytes, list[PartitionFetchData]]], throttle_ms: int,
+                  version: int) -> list[bytes | Region]:
+    """A Fetch v0-v3 response: (v1+) throttle time, then per partition index, error, high
+    watermark and its message set (down-converted, see kaflet/protocol/legacy_records.py)."""
+    w = Writer()
+    if version >= 1:
+        w.int32(throttle_ms)
+    w.array_len(len(topics), False)
+    chunks: list[bytes | Region] = []
+    for key, parts in topics:
+        assert isinstance(key, str)
+        w.string(key, False)
+        w.array_len(len(parts), False)
+        for p in parts:
+            size = records_size(p.records) if p.records else 0
+            w.raw(_HEAD_V0.pack(p.index, p.error_code, p.high_watermark, size))
+            if size:
+                chunks.append(bytes(w.buf))
+                w = Writer()
+                chunks.extend(r for r in p.records or () if (r.size if hasattr(r, "size") else len(r)))
+    chunks.append(bytes(w.buf))
+    return chunks
 
 
 def _pack_head_with_aborted(buf: bytearray, p: PartitionFetchData, version: int) -> None:

@@ -13,6 +13,7 @@ from kaflet.protocol.primitives import Reader, Writer
 from kaflet.protocol.response import OwnEncoding
 
 _PARTITION_RESULT = struct.Struct(">ihqq")
+_PARTITION_RESULT_V0 = struct.Struct(">ihq")  # v0-1: no log append time
 
 
 @dataclass(slots=True)
@@ -38,7 +39,7 @@ class ProduceRequest:
 
 
 def decode_produce_request(body: memoryview, version: int) -> ProduceRequest:
-    """Decode a Produce request body (v3 and later)."""
+    """Decode a Produce request body (v0 and later; v0-2 have no transactional id)."""
     r = Reader(body)
     flexible = version >= 9
     if flexible:
@@ -58,7 +59,7 @@ def decode_produce_request(body: memoryview, version: int) -> ProduceRequest:
             topics.append(ProduceTopic(name, parts))
         r.skip_tagged_fields()
     else:
-        txn = r.nullable_string()
+        txn = r.nullable_string() if version >= 3 else None
         acks = r.int16()
         timeout = r.int32()
         topics = []
@@ -88,7 +89,7 @@ class PartitionProduceResult:
 def encode_produce_response(
     results: list[tuple[str, list[PartitionProduceResult]]], throttle_ms: int, version: int
 ) -> bytes:
-    """Encode a Produce response body (v3 and later)."""
+    """Encode a Produce response body (v1 adds the throttle time, v2 the log append time)."""
     flexible = version >= 9
     w = Writer()
     w.array_len(len(results), flexible)
@@ -96,7 +97,10 @@ def encode_produce_response(
         w.string(name, flexible)
         w.array_len(len(parts), flexible)
         for p in parts:
-            w.raw(_PARTITION_RESULT.pack(p.index, p.error_code, p.base_offset, p.log_append_time_ms))
+            if version >= 2:
+                w.raw(_PARTITION_RESULT.pack(p.index, p.error_code, p.base_offset, p.log_append_time_ms))
+            else:
+                w.raw(_PARTITION_RESULT_V0.pack(p.index, p.error_code, p.base_offset))
             if version >= 5:
                 w.int64(p.log_start_offset)
             if version >= 8:
@@ -108,7 +112,8 @@ def encode_produce_response(
                 w.nullable_string(p.error_message, flexible)
             w.tagged_fields(flexible)
         w.tagged_fields(flexible)
-    w.int32(throttle_ms)
+    if version >= 1:
+        w.int32(throttle_ms)
     w.tagged_fields(flexible)
     return bytes(w.buf)
 

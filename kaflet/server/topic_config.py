@@ -22,7 +22,6 @@ __all__ = ["InvalidConfigError", "NOT_ENFORCED", "TOPIC_CONFIGS", "TopicConfigDe
 NOT_ENFORCED: dict[str, str] = {
     "local.retention.bytes": "tiered storage is not implemented",
     "local.retention.ms": "tiered storage is not implemented",
-    "message.downconversion.enable": "kaflet does not down-convert record batches",
     "message.format.version": "kaflet always writes record format v2, as Kafka 3.0 and later do",
     "preallocate": "segment files are not preallocated",
     "remote.log.copy.disable": "tiered storage is not implemented",

@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
+from kafka import KafkaConsumer, KafkaProducer
+from kafka import TopicPartition as KafkaTopicPartition
 
 from kaflet.embedded_broker import embedded_broker
 from kaflet.protocol import codec
@@ -110,3 +112,34 @@ def test_disabled_partitions_are_hidden_and_mapped(running: tuple[Broker, asynci
     on_loop(loop, lambda: view.by_topic.pop(topic))
     meta = AdminClient({"bootstrap.servers": b}).list_topics(topic, timeout=10).topics[topic]
     assert sorted(meta.partitions) == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("api_version", [(0, 9), (0, 10, 1)])
+def test_old_clients_are_mapped_too(running: tuple[Broker, asyncio.AbstractEventLoop, View],
+                                    api_version: tuple[int, ...]) -> None:
+    """A 0.9 / 0.10.1 client (Produce v1/v2 message sets, Fetch v1/v3) names the client's
+    partitions as well: its partition 1 is the real partition 3."""
+    broker, loop, view = running
+    b = broker.bootstrap
+    topic = f"disold-{uuid.uuid4().hex[:6]}"
+    create_topic(b, topic, partitions=4)
+    on_loop(loop, lambda: view.by_topic.__setitem__(topic, frozenset({1, 2})))
+    producer = KafkaProducer(bootstrap_servers=b, api_version=api_version)
+    for i in range(3):
+        producer.send(topic, b"old-%d" % i, partition=1)
+    producer.flush(30)
+    producer.close()
+    ends = on_loop(loop, lambda: {i: broker.replica_manager.get(topic, i).log.log_end_offset for i in range(4)})
+    assert ends == {0: 0, 1: 0, 2: 0, 3: 3}
+    consumer = KafkaConsumer(bootstrap_servers=b, api_version=api_version, consumer_timeout_ms=10000,
+                             auto_offset_reset="earliest")
+    try:
+        consumer.assign([KafkaTopicPartition(topic, 1)])
+        got = []
+        for m in consumer:
+            got.append((m.partition, m.offset, m.value))
+            if len(got) == 3:
+                break
+    finally:
+        consumer.close()
+    assert got == [(1, i, b"old-%d" % i) for i in range(3)]

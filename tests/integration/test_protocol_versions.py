@@ -25,6 +25,7 @@ import pytest
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode as E
+from kaflet.protocol.legacy_records import LegacyRecord, decode_message_set, encode_message_set
 from kaflet.protocol.records import Record, build_batch, decode_records, iter_batches
 from kaflet.security.scram import SCRAM_SHA_256, ScramClient
 from kaflet.server.handlers import supported_versions
@@ -112,8 +113,13 @@ def _produce(c: RawClient, topic: str, values: list[bytes], version: int = 7, pa
              timestamps: list[int] | None = None) -> Any:
     P = _req(K.PRODUCE)
     ts = timestamps or [int(time.time() * 1000)] * len(values)
-    batch = build_batch([Record(i, ts[i] - ts[0], b"k%d" % i, v, []) for i, v in enumerate(values)],
-                        base_timestamp=ts[0], max_timestamp=max(ts))
+    if version < 3:
+        # Produce v0-1 clients write message format v0, v2 clients v1 (kaflet up-converts both).
+        batch = encode_message_set([LegacyRecord(i, ts[i], b"k%d" % i, v) for i, v in enumerate(values)],
+                                   0 if version < 2 else 1)
+    else:
+        batch = build_batch([Record(i, ts[i] - ts[0], b"k%d" % i, v, []) for i, v in enumerate(values)],
+                            base_timestamp=ts[0], max_timestamp=max(ts))
     resp = c.request(K.PRODUCE, version, P(transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[
         P.TopicProduceData(name=topic, partition_data=[
             P.TopicProduceData.PartitionProduceData(index=partition, records=batch)])]))
@@ -242,12 +248,13 @@ def check(key: int, versions: range) -> Callable[[Check], Check]:
     return register
 
 
-@check(K.PRODUCE, range(3, 11))
+@check(K.PRODUCE, range(0, 11))
 def _produce_check(broker: BrokerProcess, c: RawClient, v: int) -> None:
     topic = _topic(broker, f"p{v}")
     part = _produce(c, topic, [b"a", b"b", b"c"], version=v)
     assert part.error_code == 0 and part.base_offset == 0
-    assert part.log_append_time_ms == -1  # CreateTime topic
+    if v >= 2:
+        assert part.log_append_time_ms == -1  # CreateTime topic
     if v >= 5:
         assert part.log_start_offset == 0
     if v >= 8:
@@ -258,19 +265,30 @@ def _produce_check(broker: BrokerProcess, c: RawClient, v: int) -> None:
     assert [value for _, _, value in _records(bytes(fpart.records))] == [b"a", b"b", b"c", b"d"]
 
 
-@check(K.FETCH, range(4, 17))
+@check(K.FETCH, range(0, 17))
 def _fetch_check(broker: BrokerProcess, c: RawClient, v: int) -> None:
     topic = _topic(broker, f"f{v}")
-    assert _produce(c, topic, [b"x", b"y", b"z"]).error_code == 0
+    ts = int(time.time() * 1000)
+    assert _produce(c, topic, [b"x", b"y", b"z"], timestamps=[ts, ts + 1, ts + 2]).error_code == 0
     resp = _fetch(c, topic, v, offset=1)
     if v >= 7:
         assert resp.error_code == 0
     part = resp.responses[0].partitions[0]
-    assert part.error_code == 0 and part.high_watermark == 3 and part.last_stable_offset == 3
+    assert part.error_code == 0 and part.high_watermark == 3
+    if v >= 4:
+        assert part.last_stable_offset == 3
     if v >= 5:
         assert part.log_start_offset == 0
-    # A fetch answers whole batches: the one holding offset 1 starts at 0.
-    assert _records(bytes(part.records)) == [(0, b"k0", b"x"), (1, b"k1", b"y"), (2, b"k2", b"z")]
+    if v < 4:
+        # Down-converted to a message set of magic 0 (v0-1) or 1 (v2-3); from an uncompressed
+        # batch only the records from the fetch offset on, as Kafka does.
+        got = decode_message_set(bytes(part.records), 1 << 20)
+        assert got.magic == (0 if v < 2 else 1)
+        assert [(r.offset, r.timestamp, r.key, r.value) for r in got.records] == [
+            (1, -1 if v < 2 else ts + 1, b"k1", b"y"), (2, -1 if v < 2 else ts + 2, b"k2", b"z")]
+    else:
+        # A fetch answers whole batches: the one holding offset 1 starts at 0.
+        assert _records(bytes(part.records)) == [(0, b"k0", b"x"), (1, b"k1", b"y"), (2, b"k2", b"z")]
     past = _fetch(c, topic, v, offset=10).responses[0].partitions[0]
     assert past.error_code == E.OFFSET_OUT_OF_RANGE
 

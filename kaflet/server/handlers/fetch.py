@@ -16,6 +16,12 @@ of a lagging follower's answer while the leader quota is exceeded (``should_lead
 While a log dir's disk is overloaded, a consumer's read of data that is not in the page cache
 may be refused by the disk load protector (kaflet/log/disk_load.py): the partition answers
 without records and the response, sent at once, carries the protector's throttle time.
+
+Fetch v0-3 (consumers that predate the v2 record format) read the same way, then what was read
+is down-converted to message sets (magic v0 for Fetch v0-1, v1 for v2-3), as Kafka's
+KafkaApis.maybeConvertFetchedData does; a topic with message.downconversion.enable=false answers
+them UNSUPPORTED_VERSION, a zstd topic (compression.type) UNSUPPORTED_COMPRESSION_TYPE. v4+
+never goes there: their records stay file regions.
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ from collections.abc import Callable
 
 from kaflet.gateway.partitions import PartitionTable
 from kaflet.log.disk_load import ColdReads
+from kaflet.log.segment import FileRegion
+from kaflet.metrics.stats import BrokerMetrics
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode, KafkaError
 from kaflet.protocol.fetch import (
@@ -35,6 +43,8 @@ from kaflet.protocol.fetch import (
     decode_fetch_request,
     records_size,
 )
+from kaflet.protocol.legacy_records import MAGIC_V0, MAGIC_V1, down_convert
+from kaflet.protocol.records import COMPRESSION_ZSTD
 from kaflet.replication.follower_fetch import fetch_upper_bound, record_follower_fetch, should_leader_throttle
 from kaflet.replication.partition import Partition
 from kaflet.replication.quota import ReplicaQuota
@@ -50,8 +60,10 @@ from kaflet.server.metadata_cache import MetadataCache
 from kaflet.server.request_context import RequestContext
 
 API_KEY = ApiKey.FETCH
-MIN_VERSION = 4
+MIN_VERSION = 0
 MAX_VERSION = 16
+#: The first version that reads v2 record batches as stored (older ones are down-converted).
+V2_VERSION = 4
 
 READ_COMMITTED = 1
 _NOT_LEADER = ErrorCode.NOT_LEADER_OR_FOLLOWER
@@ -120,6 +132,8 @@ async def handle(ctx: RequestContext, body: memoryview) -> SessionFetchResponse:
                 again.append(local[i])
         total, failed = _read(again, max_bytes, total, storage_error, cache, replica_id, read_committed, cold, quota)
 
+    if version < V2_VERSION:
+        _down_convert(local, version, max_bytes, broker.metrics)
     if cold is not None:
         ctx.throttle_ms = cold.throttle_ms
     if quota is not None:
@@ -304,6 +318,47 @@ def _record_throttled(quota: ReplicaQuota, targets: list[_Target]) -> None:
     nbytes = sum(records_size(data.records) for cp, part, data in targets
                  if data.records and part is not None and quota.is_throttled(part.topic, part.index))
     quota.record(nbytes)
+
+
+def _down_convert(targets: list[_Target], version: int, max_bytes: int, stats: BrokerMetrics | None) -> None:
+    """Replace each partition's records by a message set of the magic ``version`` reads (Fetch
+    v0-3, consumers only), within its max_bytes and what is left of the response's."""
+    magic = MAGIC_V0 if version <= 1 else MAGIC_V1
+    total = 0
+    for cp, part, data in targets:
+        if part is None or data.error_code:
+            continue
+        config = part.log.config
+        # Kafka answers these partitions with nothing but the error: a zstd topic (which old
+        # consumers cannot read), a topic that refuses down-conversion.
+        if config.target_codec == COMPRESSION_ZSTD:
+            _refuse(data, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
+            continue
+        if not config.message_downconversion_enable:
+            _refuse(data, ErrorCode.UNSUPPORTED_VERSION)
+            continue
+        if not data.records:
+            continue
+        read = b"".join(r.read_bytes() if isinstance(r, FileRegion) else bytes(r)  # type: ignore[arg-type]
+                        for r in data.records)
+        try:
+            # As the read: the first partition with data may exceed the limits by one message.
+            converted = down_convert(read, magic, cp.fetch_offset, max(min(cp.max_bytes, max_bytes - total), 0),
+                                     total == 0)
+        except KafkaError as exc:
+            _refuse(data, exc.code)
+            continue
+        data.records = [converted.data] if converted.data else None
+        total += len(converted.data)
+        if stats is not None and converted.record_count:
+            stats.converted(cp.topic, converted.record_count, produce=False)  # type: ignore[arg-type]
+
+
+def _refuse(data: PartitionFetchData, error: ErrorCode) -> None:
+    """A partition's answer reduced to an error (Kafka's FetchResponse.partitionResponse)."""
+    data.error_code = error
+    data.high_watermark = data.last_stable_offset = data.log_start_offset = -1
+    data.records = None
 
 
 def _record_follower_fetch(targets: list[_Target], replica_id: int, total: int) -> tuple[int, bool]:

@@ -1,4 +1,10 @@
-"""Produce (key 0): append record batches as bytes, answer with offsets."""
+"""Produce (key 0): append record batches as bytes, answer with offsets.
+
+Produce v0-2 carry message sets of magic v0/v1 (kaflet/protocol/legacy_records.py): each is
+up-converted to one v2 batch here and then appended like any other, so offsets, timestamps
+(message.timestamp.type), compression.type, quotas and acks work as for v3+. Kafka accepts v2
+batches in v0-2 requests too (it never checked), and so does kaflet.
+"""
 
 from __future__ import annotations
 
@@ -10,21 +16,30 @@ from typing import Any
 from kaflet.network.connection import DeferredResponse
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode, KafkaError
+from kaflet.protocol.legacy_records import decode_message_set, record_set_magic, to_record_batch
 from kaflet.protocol.produce import (
     PartitionProduceResult,
     ProduceRequest,
     ProduceResponse,
     decode_produce_request,
 )
-from kaflet.protocol.records import ATTRIBUTES_OFFSET, TRANSACTIONAL_FLAG_MASK, RecordValidationError
+from kaflet.protocol.records import (
+    ATTRIBUTES_OFFSET,
+    MAGIC_OFFSET,
+    MAGIC_V2,
+    TRANSACTIONAL_FLAG_MASK,
+    RecordValidationError,
+)
 from kaflet.replication.delayed_produce import wait_for_acks
 from kaflet.replication.partition import Partition
 from kaflet.security.acl import AclOperation, ResourceType
 from kaflet.server.request_context import RequestContext
 
 API_KEY = ApiKey.PRODUCE
-MIN_VERSION = 3
+MIN_VERSION = 0
 MAX_VERSION = 10
+#: The first version whose records must be one v2 batch (message sets before it).
+V2_ONLY_VERSION = 3
 
 log = logging.getLogger("kaflet.produce")
 
@@ -48,6 +63,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> ProduceResponse | Def
     writable = ctx.authorized(AclOperation.WRITE, ResourceType.TOPIC, (t.name for t in req.topics))
     traffic = ctx.traffic
     stats = broker.metrics
+    legacy = ctx.version < V2_ONLY_VERSION
     for topic in req.topics:
         parts: list[PartitionProduceResult] = []
         table = ctx.partition_table(topic.name)
@@ -66,11 +82,20 @@ async def handle(ctx: RequestContext, body: memoryview) -> ProduceResponse | Def
                     raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 if p.records is None or len(p.records) == 0:
                     raise KafkaError(ErrorCode.INVALID_RECORD, "produce request carries no record batch")
-                first_size = 12 + int.from_bytes(p.records[8:12], "big", signed=True) if len(p.records) >= 12 else 0
-                if 12 <= first_size < len(p.records):
-                    raise KafkaError(ErrorCode.INVALID_RECORD, "Produce requests with version 3 and later are "
-                                     "only allowed to contain exactly one record batch")
-                appended = partition.append(p.records, req.acks)
+                records = p.records
+                if legacy:
+                    if record_set_magic(records) != MAGIC_V2:
+                        # magic v0/v1; anything else is answered as Kafka does (CORRUPT_MESSAGE)
+                        ms = decode_message_set(records, partition.log.config.max_message_bytes)
+                        records = memoryview(to_record_batch(ms))
+                        if stats is not None:
+                            stats.converted(topic.name, len(ms.records), produce=True)
+                else:
+                    first_size = 12 + int.from_bytes(records[8:12], "big", signed=True) if len(records) >= 12 else 0
+                    if 12 <= first_size < len(records):
+                        raise KafkaError(ErrorCode.INVALID_RECORD, "Produce requests with version 3 and later are "
+                                         "only allowed to contain exactly one record batch")
+                appended = partition.append(records, req.acks)
                 if traffic is not None:
                     traffic[topic.name] = traffic.get(topic.name, 0) + len(p.records)
                 if stats is not None:
@@ -117,12 +142,13 @@ async def handle(ctx: RequestContext, body: memoryview) -> ProduceResponse | Def
 
 
 def _has_transactional_batch(req: ProduceRequest) -> bool:
-    """Does a partition's (single, v3+) batch carry the transactional attribute?"""
+    """Does a partition's (first) v2 batch carry the transactional attribute? (Message sets of
+    Produce v0-2 have no such attribute.)"""
     for topic in req.topics:
         for p in topic.partitions:
             recs = p.records
             if recs is not None and len(recs) > ATTRIBUTES_OFFSET + 1 and \
-                    recs[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_FLAG_MASK:
+                    recs[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_FLAG_MASK and recs[MAGIC_OFFSET] == MAGIC_V2:
                 return True
     return False
 
