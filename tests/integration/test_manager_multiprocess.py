@@ -1,0 +1,230 @@
+"""Two real `kaflet manager` processes on one database (a real PostgreSQL the tests start, and
+one SQLite file): started together they migrate and create the admin once; a session made on one
+works on the other; permission changes hammered through both while a poller pulls the gateway
+contract incrementally, as a broker's DataCache does, lose no row and reorder none.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from cryptography.fernet import Fernet
+from sqlalchemy import func, select
+
+from kaflet.manager.db import Database, now_ms
+from kaflet.manager.models import Account
+from tests.support.manager import ManagerProcess, Session, gateway_call
+from tests.support.postgres import PostgresServer, postgres_server
+
+CLUSTER = 7
+#: Both processes are configured with the same keys, as a platform team deploys them.
+KEYS = {"secret_key": "multi-process-test-secret-key-0123456789",
+        "encryption_key": Fernet.generate_key().decode()}
+#: How long the writers hammer the two processes.
+HAMMER_S = 8.0
+
+
+@pytest.fixture(scope="module")
+def postgres() -> Iterator[PostgresServer]:
+    with postgres_server() as server:
+        yield server
+
+
+class Pair:
+    """Two manager processes on one database, and the admin's password (printed by one)."""
+
+    def __init__(self, a: ManagerProcess, b: ManagerProcess, database_url: str) -> None:
+        self.a, self.b, self.database_url = a, b, database_url
+        passwords = [p.admin_password for p in (a, b) if p.admin_password]
+        assert len(passwords) == 1, "exactly one of the processes starting together creates the admin"
+        self.admin_password = passwords[0]
+
+    def session(self, manager: ManagerProcess) -> Session:
+        return Session(httpx.Client(base_url=manager.url, timeout=30), "admin", self.admin_password)
+
+
+@pytest.fixture(params=["postgresql", "sqlite"])
+def pair(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Pair]:
+    if request.param == "postgresql":
+        server: PostgresServer = request.getfixturevalue("postgres")
+        url = server.new_database()
+    else:
+        url = f"sqlite:///{tmp_path / 'shared.db'}"
+    # Separate data dirs, as on two hosts: only the configured keys are shared.
+    a = ManagerProcess(tmp_path / "a", url, cluster_sample_interval_s=3600, **KEYS)
+    b = ManagerProcess(tmp_path / "b", url, cluster_sample_interval_s=3600, **KEYS)
+    try:
+        a.launch()
+        b.launch()  # at the same time: both migrate the empty database and look for an admin
+        a.wait_ready()
+        b.wait_ready()
+        yield Pair(a, b, url)
+    finally:
+        a.stop()
+        b.stop()
+
+
+def test_started_together_they_migrate_and_create_one_admin(pair: Pair) -> None:
+    db = Database(pair.database_url)
+    try:
+        with db.session() as s:
+            assert s.scalar(select(func.count()).select_from(Account)) == 1
+    finally:
+        db.dispose()
+    for manager in (pair.a, pair.b):
+        assert "Traceback" not in manager.log_path.read_text()
+
+
+def test_a_session_made_on_one_process_works_on_the_other(pair: Pair) -> None:
+    on_a = pair.session(pair.a)
+    on_b = httpx.Client(base_url=pair.b.url, timeout=30)
+    on_b.cookies.set("kaflet_manager", on_a.client.cookies["kaflet_manager"])
+    # Read, and change with the CSRF token the login on A gave (JSON API and console form).
+    assert on_b.get("/api/v1/apps").status_code == 200
+    r = on_b.post("/api/v1/apps", json={"app_id": "from_b", "description": "x"}, headers={"X-CSRF-Token": on_a.csrf})
+    assert r.status_code == 201, r.text
+    r = on_b.post("/clusters", data={"name": "main", "cluster_id": str(CLUSTER), "bootstrap_servers": "127.0.0.1:1",
+                                     "csrf_token": on_a.csrf}, follow_redirects=False)
+    assert r.status_code == 303, r.text
+    # A's answer shows what B did; a wrong token is still refused on B.
+    assert [a["app_id"] for a in on_a.api("GET", "/apps").json()] == ["from_b"]
+    r = on_b.post("/api/v1/apps", json={"app_id": "nope"}, headers={"X-CSRF-Token": "wrong"})
+    assert r.status_code == 403
+    # A password change on A ends the session on B too.
+    r = on_a.form("/account/password", {"current_password": pair.admin_password,
+                                        "new_password": "a-new-password-123"})
+    assert r.status_code in (200, 303), r.text
+    assert on_b.get("/api/v1/apps").status_code == 401
+
+
+def test_the_processes_refuse_a_process_with_other_keys(pair: Pair, tmp_path: Path) -> None:
+    other = ManagerProcess(tmp_path / "c", pair.database_url, secret_key=KEYS["secret_key"],
+                           encryption_key=Fernet.generate_key().decode())
+    with pytest.raises(RuntimeError, match="served with another encryption_key"):
+        other.start()
+    other.stop()
+
+
+def _pull(client: httpx.Client, path: str, start: int, end: int) -> list[dict[str, Any]]:
+    body = {"clusterId": CLUSTER, "start": start, "end": end}
+    r = gateway_call(client, "POST", path, json=body)
+    assert r.status_code == 200 and r.json()["code"] == 0, r.text
+    return list(json.loads(r.json()["data"])["rows"])
+
+
+class Poller(threading.Thread):
+    """Pulls one change log as a broker does: [previous end, now), alternating processes,
+    keeping the rows before ``end`` (the next pull starts there)."""
+
+    def __init__(self, clients: list[httpx.Client], path: str) -> None:
+        super().__init__(daemon=True)
+        self.clients, self.path = clients, path
+        self.rows: list[dict[str, Any]] = []
+        self.end = 0
+        self.pulls = self.non_empty = 0
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+
+    def pull_once(self) -> None:
+        start, end = self.end, now_ms()
+        if end <= start:
+            return
+        got = [r for r in _pull(self.clients[self.pulls % 2], self.path, start, end) if r["timestamp"] < end]
+        self.rows.extend(got)
+        self.end = end
+        self.pulls += 1
+        self.non_empty += bool(got)
+
+    def run(self) -> None:
+        try:
+            while not self.stop.is_set():
+                self.pull_once()
+        except BaseException as exc:  # reported by the test
+            self.error = exc
+
+
+def _key(row: dict[str, Any]) -> tuple[Any, ...]:
+    return tuple(sorted(row.items()))
+
+
+def test_concurrent_changes_on_both_processes_reach_incremental_pulls_complete_and_in_order(pair: Pair) -> None:
+    admin_a = pair.session(pair.a)
+    assert admin_a.form("/clusters", {"name": "main", "cluster_id": str(CLUSTER),
+                                      "bootstrap_servers": "127.0.0.1:1"}).status_code == 303
+    apps = ["app0", "app1", "app2"]
+    pollers = [Poller([httpx.Client(base_url=m.url, timeout=30) for m in (pair.a, pair.b)], path)
+               for path in ("/security/acls", "/security/users")]
+    for poller in pollers:
+        poller.start()
+    for i, app in enumerate(apps):  # user rows while the pollers pull
+        r = pair.session((pair.a, pair.b)[i % 2]).api("POST", "/apps", {"app_id": app})
+        assert r.status_code == 201, r.text
+
+    statuses: list[int] = []
+    unexpected: list[str] = []
+    deadline = time.monotonic() + HAMMER_S
+
+    def work(manager: ManagerProcess, seed: int) -> None:
+        rnd = random.Random(seed)
+        me = pair.session(manager)
+        while time.monotonic() < deadline:
+            # Few apps and topics: the two processes often change the same permission at once.
+            app, topic = rnd.choice(apps), f"t{rnd.randrange(2)}"
+            if rnd.random() < 0.1:
+                calls = [me.api("POST", f"/apps/{app}/reset-password")]
+            elif rnd.random() < 0.6:
+                r = me.api("POST", f"/apps/{app}/requests", {"cluster_id": CLUSTER, "topic": topic,
+                                                            "access": rnd.randrange(1, 4)})
+                calls = [r]
+                if r.status_code == 201:
+                    calls.append(me.api("POST", f"/requests/{r.json()['id']}/approve", {}))
+            else:
+                calls = [me.api("POST", f"/apps/{app}/revoke", {"cluster_id": CLUSTER, "topic": topic,
+                                                               "access": rnd.randrange(1, 4)})]
+            for r in calls:
+                statuses.append(r.status_code)
+                # 400: revoking what is not held; 409: a request or permission changed at once.
+                if r.status_code not in (200, 201, 400, 409):
+                    unexpected.append(f"{r.request.method} {r.request.url.path}: {r.status_code} {r.text}")
+
+    workers = [threading.Thread(target=work, args=(m, i)) for i, m in enumerate((pair.a, pair.b, pair.a, pair.b))]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    for poller in pollers:
+        poller.stop.set()
+        poller.join(30)
+        assert poller.error is None, poller.error
+    assert not unexpected, unexpected[:5]
+    assert statuses.count(200) + statuses.count(201) >= 50, "the hammer made too few changes to mean anything"
+
+    time.sleep(0.01)
+    for poller in pollers:
+        poller.pull_once()  # everything is committed now: the last window reaches past every row
+        # A full pull from either process is exactly the union of the incremental pulls.
+        for client in poller.clients:
+            full = _pull(client, poller.path, 0, 0)
+            assert [_key(r) for r in poller.rows] == [_key(r) for r in full], poller.path
+        stamps = [r["timestamp"] for r in poller.rows]
+        assert stamps == sorted(set(stamps)), "timestamps strictly increase, none pulled twice"
+        assert poller.non_empty >= 5, "the pulls interleaved with the writes"
+
+    # Folding the pulled log gives the permissions both processes show (grant rows carry the
+    # merged access, revoke rows the bits removed).
+    folded: dict[tuple[str, str], int] = {}
+    for row in pollers[0].rows:
+        key = (row["username"], row["topicName"])
+        folded[key] = row["access"] if row["operation"] == 0 else folded.get(key, 0) & ~row["access"]
+    for manager in (pair.a, pair.b):
+        me = pair.session(manager)
+        held = {(app, p["topic"]): p["access"] for app in apps for p in me.api("GET", f"/apps/{app}").json()["permissions"]}
+        assert held == {k: v for k, v in folded.items() if v}
