@@ -7,7 +7,9 @@ contract incrementally, as a broker's DataCache does, lose no row and reorder no
 from __future__ import annotations
 
 import json
+import os
 import random
+import shutil
 import threading
 import time
 from collections.abc import Iterator
@@ -17,11 +19,15 @@ from typing import Any
 import httpx
 import pytest
 from cryptography.fernet import Fernet
+from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
-from kaflet.manager.db import Database, now_ms
+from kaflet.manager.config import load_config
+from kaflet.manager.db import Database, migrate, now_ms
 from kaflet.manager.models import Account
-from tests.support.manager import ManagerProcess, Session, gateway_call
+from kaflet.manager.services import ensure_initial_admin
+from kaflet.manager.web import create_app
+from tests.support.manager import ManagerProcess, Session, gateway_call, wait_for, write_config
 from tests.support.postgres import PostgresServer, postgres_server
 
 CLUSTER = 7
@@ -113,6 +119,67 @@ def test_the_processes_refuse_a_process_with_other_keys(pair: Pair, tmp_path: Pa
     other.stop()
 
 
+def test_processes_sharing_a_data_dir_generate_one_set_of_keys(tmp_path: Path) -> None:
+    """No keys configured, one data dir (its SQLite database and secrets.toml) for both: the
+    process that loses the race to create secrets.toml uses the winner's keys."""
+    a, b = ManagerProcess(tmp_path / "a"), ManagerProcess(tmp_path / "b")
+    write_config(b.config_path, tmp_path / "a" / "data")
+    try:
+        a.launch()
+        b.launch()
+        a.wait_ready()
+        b.wait_ready()
+        password = a.admin_password or b.admin_password
+        assert password and not (a.admin_password and b.admin_password)
+        on_a = Session(httpx.Client(base_url=a.url, timeout=30), "admin", password)
+        on_b = httpx.Client(base_url=b.url, timeout=30)
+        on_b.cookies.set("kaflet_manager", on_a.client.cookies["kaflet_manager"])
+        assert on_b.get("/api/v1/apps").status_code == 200
+        assert not list((tmp_path / "a" / "data").glob(".secrets.toml.*")), "no temporary file left behind"
+    finally:
+        a.stop()
+        b.stop()
+
+
+def test_the_process_losing_the_race_for_secrets_toml_uses_the_winners_keys(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another process writes secrets.toml between this one's look and its own link into place."""
+    winner = load_config(None, data_dir=tmp_path / "winner")
+    real_link = os.link
+
+    def link_after_the_winner(src: Any, dst: Any) -> None:
+        shutil.copy(tmp_path / "winner" / "secrets.toml", dst)
+        real_link(src, dst)
+
+    monkeypatch.setattr(os, "link", link_after_the_winner)
+    loser = load_config(None, data_dir=tmp_path / "loser")
+    assert (loser.secret_key, loser.encryption_key) == (winner.secret_key, winner.encryption_key)
+    assert [p.name for p in (tmp_path / "loser").iterdir()] == ["secrets.toml"]
+
+
+def test_each_process_follows_the_clusters_registered_and_forgotten_through_the_other(tmp_path: Path) -> None:
+    """Two services on one database (in this process, to look at their observers): a cluster
+    registered or forgotten through one is observed or dropped by the other within a sample
+    interval, without anyone opening its pages there."""
+    config = load_config(write_config(tmp_path / "manager.toml", tmp_path / "data", cluster_sample_interval_s=0.2))
+    db = Database(config.database_url)
+    migrate(db.engine)
+    with db.session() as s:
+        password = ensure_initial_admin(s) or ""
+    try:
+        with TestClient(create_app(config), base_url="http://127.0.0.1") as on_a, \
+                TestClient(create_app(config), base_url="http://127.0.0.1") as on_b:
+            b_observers = on_b.app.state.manager.observers  # type: ignore[attr-defined]
+            admin = Session(on_a, "admin", password)
+            assert admin.form("/clusters", {"name": "far", "cluster_id": "9",
+                                            "bootstrap_servers": "127.0.0.1:2"}).status_code == 303
+            wait_for(lambda: b_observers.keys() == {9}, 10)
+            assert admin.form("/clusters/9/delete", {}).status_code == 303
+            wait_for(lambda: b_observers.keys() == set(), 10)
+    finally:
+        db.dispose()
+
+
 def _pull(client: httpx.Client, path: str, start: int, end: int) -> list[dict[str, Any]]:
     body = {"clusterId": CLUSTER, "start": start, "end": end}
     r = gateway_call(client, "POST", path, json=body)
@@ -121,25 +188,31 @@ def _pull(client: httpx.Client, path: str, start: int, end: int) -> list[dict[st
 
 
 class Poller(threading.Thread):
-    """Pulls one change log as a broker does: [previous end, now), alternating processes,
-    keeping the rows before ``end`` (the next pull starts there)."""
+    """Pulls one change log as kaflet's DataCache does: [previous end, now), alternating
+    processes, keeping the rows before ``end`` (the next pull starts there). ``ahead_ms``: a
+    broker whose clock is that far ahead, taking the contract's window [start, end] at its word
+    (every row up to ``end``; the next pull starts after it)."""
 
-    def __init__(self, clients: list[httpx.Client], path: str) -> None:
+    def __init__(self, clients: list[httpx.Client], path: str, ahead_ms: int = 0) -> None:
         super().__init__(daemon=True)
-        self.clients, self.path = clients, path
+        self.clients, self.path, self.ahead_ms = clients, path, ahead_ms
         self.rows: list[dict[str, Any]] = []
-        self.end = 0
+        self.start_at = 0
         self.pulls = self.non_empty = 0
         self.stop = threading.Event()
         self.error: BaseException | None = None
 
     def pull_once(self) -> None:
-        start, end = self.end, now_ms()
+        start, end = self.start_at, now_ms() + self.ahead_ms
         if end <= start:
             return
-        got = [r for r in _pull(self.clients[self.pulls % 2], self.path, start, end) if r["timestamp"] < end]
+        got = _pull(self.clients[self.pulls % 2], self.path, start, end)
+        if self.ahead_ms:
+            self.start_at = end + 1
+        else:
+            got = [r for r in got if r["timestamp"] < end]
+            self.start_at = end
         self.rows.extend(got)
-        self.end = end
         self.pulls += 1
         self.non_empty += bool(got)
 
@@ -160,8 +233,8 @@ def test_concurrent_changes_on_both_processes_reach_incremental_pulls_complete_a
     assert admin_a.form("/clusters", {"name": "main", "cluster_id": str(CLUSTER),
                                       "bootstrap_servers": "127.0.0.1:1"}).status_code == 303
     apps = ["app0", "app1", "app2"]
-    pollers = [Poller([httpx.Client(base_url=m.url, timeout=30) for m in (pair.a, pair.b)], path)
-               for path in ("/security/acls", "/security/users")]
+    pollers = [Poller([httpx.Client(base_url=m.url, timeout=30) for m in (pair.a, pair.b)], path, ahead)
+               for path, ahead in (("/security/acls", 0), ("/security/users", 0), ("/security/acls", 50))]
     for poller in pollers:
         poller.start()
     for i, app in enumerate(apps):  # user rows while the pollers pull
