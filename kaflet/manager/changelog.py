@@ -49,17 +49,22 @@ def clock_ms(s: Session) -> int:
     return now_ms()
 
 
-def stamp(s: Session, rows: Sequence[KafkaUser | KafkaAcl]) -> None:
-    """Take the change-log lock (held until the session's commit) and give ``rows`` strictly
-    increasing timestamps after every row stamped before, in any process."""
+def lock(s: Session) -> None:
+    """Take the change-log lock for writing, held until the session's transaction ends (also
+    taken by writers of other versioned rows the brokers poll, the discovery settings)."""
     # The transaction's other changes go first: once it holds the lock it waits for nobody's row
     # locks, so two writers cannot deadlock on it.
     s.flush()
     if _postgres(s):
         s.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": LOCK_KEY})
     else:
-        # Any write takes SQLite's one write lock, and it is held to the commit.
-        s.execute(text("UPDATE change_log_clock SET last_stamp = last_stamp WHERE id = 1"))
+        begin_write(s)  # SQLite's one write lock (a session that has written holds it already)
+
+
+def stamp(s: Session, rows: Sequence[KafkaUser | KafkaAcl]) -> None:
+    """Take the change-log lock (held until the session's commit) and give ``rows`` strictly
+    increasing timestamps after every row stamped before, in any process."""
+    lock(s)
     # Read after the lock: a writer that waited for it must not stamp by a time from before.
     top = clock_ms(s) + len(rows) - 1
     last = s.scalar(text("UPDATE change_log_clock SET last_stamp = CASE WHEN last_stamp + :n > :top "

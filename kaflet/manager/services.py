@@ -709,6 +709,9 @@ def set_gateway_config(s: Session, actor: Account, kind: str, name: str, value: 
             raise InvalidInput("the value is a whole number")
     elif not name or not value.isdigit():
         raise InvalidInput("an SD_SP_RATE setting is named by an appId or address, its value a whole number")
+    # Versions in commit order across processes: a broker that saw version N of the type must
+    # not miss a change committed later under a version at or below N.
+    changelog.lock(s)
     version = (s.scalar(select(func.max(GatewayConfig.version)).where(GatewayConfig.type == kind)) or 0) + 1
     row = s.scalar(select(GatewayConfig).where(GatewayConfig.type == kind, GatewayConfig.name == name))
     if row is None:

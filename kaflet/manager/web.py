@@ -4,9 +4,9 @@ gateway contract, on one FastAPI application.
 Security: a signed session cookie (HttpOnly, SameSite=Strict, Secure when ``cookie_secure``)
 holds the account id and a CSRF token; every unsafe request must carry that token (form field
 ``csrf_token`` or header ``X-CSRF-Token``); JSON API calls must also be ``application/json``.
-Logins are rate-limited per user name and per client address. Bodies over ``max_body_bytes``
-are refused with 413 before they are read. The gateway contract uses its own token / address
-check instead (brokers hold no session).
+Logins are rate-limited per user name and per client address (counted in each process). Bodies
+over ``max_body_bytes`` are refused with 413 before they are read. The gateway contract uses its
+own token / address check instead (brokers hold no session).
 """
 
 from __future__ import annotations
