@@ -44,13 +44,15 @@ def manager(config_path: Path | None, database_url: str | None, data_dir: Path |
         with startup_lock(db.engine):
             before = migrate(db.engine)
             with db.session() as s:
-                ensure_key_check(s, config.secret_key, SecretBox(config.encryption_key))
+                warning = ensure_key_check(s, config.secret_key, SecretBox(config.encryption_key))
                 password = ensure_initial_admin(s)
     except KeysDiffer as exc:
         raise click.ClickException(str(exc)) from None
     except SQLAlchemyError as exc:
         raise click.ClickException(f"database {db.engine.url.render_as_string(hide_password=True)}: "
                                    f"{str(exc).splitlines()[0]}") from None
+    if warning is not None:
+        logging.getLogger("kaflet.manager").warning("%s", warning)
     head = head_revision()
     state = "created" if before is None else "up to date" if before == head else f"upgraded from {before} to {head}"
     click.echo(f"kaflet manager: database {db.engine.url.render_as_string(hide_password=True)} ({state})")

@@ -212,11 +212,12 @@ class KeysDiffer(ServiceError):
     """This process's secret_key or encryption_key is not the one the database is served with."""
 
 
-def ensure_key_check(s: Session, secret_key: str, box: SecretBox) -> None:
-    """Record the keys' check on the database's first start; on later starts refuse keys that
-    differ from it: every process serving one database needs the same ``secret_key`` (sessions
-    signed by one are read by the other) and ``encryption_key`` (passwords stored by one are
-    served by the other)."""
+def ensure_key_check(s: Session, secret_key: str, box: SecretBox) -> str | None:
+    """Record the keys' check on the database's first start, and compare later starts with it.
+    Another ``encryption_key`` is refused (:class:`KeysDiffer`): passwords stored by one process
+    must be served by every other. Another ``secret_key`` is recorded, as changing it is how all
+    sessions are ended, and reported (the sentence to warn with): a process still on the old key
+    rejects the new sessions."""
     mac = secret_key_hmac(secret_key)
     check = s.get(KeyCheck, 1)
     if check is None:
@@ -230,18 +231,19 @@ def ensure_key_check(s: Session, secret_key: str, box: SecretBox) -> None:
                                  "encryption_key; start with the key they were stored under") from None
         s.add(KeyCheck(id=1, secret_key_hmac=mac, encryption_key_token=box.encrypt(KEY_CHECK_TEXT)))
         s.commit()
-        return
-    differ = []
-    if not hmac.compare_digest(check.secret_key_hmac, mac):
-        differ.append("secret_key")
+        return None
     try:
         box.decrypt(check.encryption_key_token)
     except ValueError:
-        differ.append("encryption_key")
-    if differ:
-        raise KeysDiffer(f"this database is served with another {' and '.join(differ)}: every manager process "
-                         "on one database needs the same secret_key and encryption_key (copy them from the "
-                         "first process's manager.toml or <data_dir>/secrets.toml)")
+        raise KeysDiffer("this database is served with another encryption_key: every manager process on one "
+                         "database needs the same one (copy it from the first process's manager.toml or "
+                         "<data_dir>/secrets.toml)") from None
+    if hmac.compare_digest(check.secret_key_hmac, mac):
+        return None
+    check.secret_key_hmac = mac
+    s.commit()
+    return ("secret_key differs from the one this database was served with before: sessions signed with the "
+            "old one end, and every manager process on the database needs this same secret_key")
 
 
 def ensure_initial_admin(s: Session) -> str | None:

@@ -111,12 +111,24 @@ def test_a_session_made_on_one_process_works_on_the_other(pair: Pair) -> None:
     assert on_b.get("/api/v1/apps").status_code == 401
 
 
-def test_the_processes_refuse_a_process_with_other_keys(pair: Pair, tmp_path: Path) -> None:
+def test_a_process_with_another_encryption_key_is_refused_another_secret_key_warned(pair: Pair,
+                                                                                     tmp_path: Path) -> None:
     other = ManagerProcess(tmp_path / "c", pair.database_url, secret_key=KEYS["secret_key"],
                            encryption_key=Fernet.generate_key().decode())
     with pytest.raises(RuntimeError, match="served with another encryption_key"):
         other.start()
     other.stop()
+    # A new secret_key is how all sessions are ended: it starts, says so, and refuses A's sessions.
+    rotated = ManagerProcess(tmp_path / "d", pair.database_url, secret_key="another-secret-key-0123456789-abcdef",
+                             encryption_key=KEYS["encryption_key"])
+    rotated.start()
+    try:
+        assert "secret_key differs from the one this database was served with" in rotated.log_path.read_text()
+        on_rotated = httpx.Client(base_url=rotated.url, timeout=30)
+        on_rotated.cookies.set("kaflet_manager", pair.session(pair.a).client.cookies["kaflet_manager"])
+        assert on_rotated.get("/api/v1/apps").status_code == 401
+    finally:
+        rotated.stop()
 
 
 def test_processes_sharing_a_data_dir_generate_one_set_of_keys(tmp_path: Path) -> None:
