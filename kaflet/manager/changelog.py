@@ -77,22 +77,31 @@ def stamp(s: Session, rows: Sequence[KafkaUser | KafkaAcl]) -> None:
         s.add(row)
 
 
-def settle_pull(s: Session, end: int) -> int:
-    """Prepare ``s`` (a fresh session) to read the change logs up to ``end`` (0: now): wait until
-    the clock is past ``end``, then take the lock, so every row stamped at or before ``end`` is
-    committed and visible and none stamped there can come later. The ``end`` to read up to."""
-    now = clock_ms(s)
-    if end == 0:
-        end = now
-    while end >= now and end - now < MAX_WAIT_MS:
-        time.sleep((end - now + 1) / 1000)
-        now = clock_ms(s)
-    if end >= now:
-        log.warning("a pull up to %d is %d ms ahead of the clock; rows stamped later may fall before its end "
-                    "(synchronise the brokers' clocks with the manager's)", end, end - now)
+def _lock_shared(s: Session) -> int:
+    """Take the change-log lock for reading (held until the transaction ends); the clock's time
+    after it was granted."""
     if _postgres(s):
-        # Shared: pulls do not wait for each other, only for writers holding it exclusively.
-        s.execute(text("SELECT pg_advisory_xact_lock_shared(:key)"), {"key": LOCK_KEY})
-    else:
-        begin_write(s)  # SQLite's write lock: waits, with the busy timeout, for the writer in flight
-    return end
+        # Shared: pulls do not wait for each other, only for writers holding it exclusively. One
+        # round trip: the subquery takes the lock before the clock is read.
+        return int(s.scalar(text("SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint "
+                                 "FROM (SELECT pg_advisory_xact_lock_shared(:key)) AS granted"), {"key": LOCK_KEY}))
+    begin_write(s)  # SQLite's write lock: waits, with the busy timeout, for the writer in flight
+    return now_ms()
+
+
+def settle_pull(s: Session, end: int) -> int:
+    """Prepare ``s`` (a fresh session) to read the change logs up to ``end`` (0: now): take the
+    lock once the clock is past ``end``, so every row stamped at or before ``end`` is committed
+    and visible, and a writer coming later stamps above it. The ``end`` to read up to."""
+    while True:
+        now = _lock_shared(s)
+        if end == 0:
+            end = now
+        if now > end:
+            return end
+        if end - now >= MAX_WAIT_MS:
+            log.warning("a pull up to %d is %d ms ahead of the clock; rows stamped later may fall before its "
+                        "end (synchronise the brokers' clocks with the manager's)", end, end - now)
+            return end
+        s.rollback()  # not holding the lock while the clock catches up
+        time.sleep((end - now + 1) / 1000)
