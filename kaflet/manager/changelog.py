@@ -9,9 +9,10 @@ manager processes serve one database, so this is arranged in the database, not i
   :data:`LOCK_KEY`, exclusive; SQLite: the database's single write lock), then stamps its rows
   from ``change_log_clock``: ``max(clock now, last stamp + 1)``, strictly increasing, and commits,
   which releases the lock.
-- A pull first waits until the clock has passed ``end`` (a writer that comes later stamps above
-  it), then takes the lock (PostgreSQL: shared, so pulls do not wait for each other; SQLite: the
-  write lock, ``BEGIN IMMEDIATE``), which waits for the writers in flight, and reads.
+- A pull takes the lock (PostgreSQL: shared, so pulls do not wait for each other; SQLite: the
+  write lock, ``BEGIN IMMEDIATE``), which waits for the writers in flight, and reads the clock.
+  Until the clock is past ``end`` it lets the lock go and waits (so a writer that comes later
+  stamps above ``end``); then it reads the rows.
 
 "The clock" is one clock for every process: PostgreSQL's ``clock_timestamp()`` on its server,
 the local clock for SQLite (whose processes share one machine).

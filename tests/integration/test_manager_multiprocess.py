@@ -192,6 +192,28 @@ def test_each_process_follows_the_clusters_registered_and_forgotten_through_the_
         db.dispose()
 
 
+def test_discovery_settings_changed_through_both_processes_get_distinct_versions(pair: Pair) -> None:
+    """Brokers ask for settings of a type above the version they have: two changes committed under
+    one version (each process reading the same highest one) would hide one of them."""
+    answers: list[int] = []
+
+    def work(manager: ManagerProcess, worker: int) -> None:
+        me = pair.session(manager)
+        for n in range(10):
+            r = me.form("/gateway-configs", {"type": "SD_SP_RATE", "name": f"w{worker}-{n}", "value": "100"})
+            answers.append(r.status_code)
+
+    workers = [threading.Thread(target=work, args=(m, i)) for i, m in enumerate((pair.a, pair.b, pair.a, pair.b))]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert answers == [303] * 40
+    audit = pair.session(pair.a).api("GET", "/audit?limit=1000").json()
+    versions = sorted(json.loads(r["detail"])["version"] for r in audit if r["action"] == "gateway-config.set")
+    assert versions == list(range(1, 41))
+
+
 def _pull(client: httpx.Client, path: str, start: int, end: int) -> list[dict[str, Any]]:
     body = {"clusterId": CLUSTER, "start": start, "end": end}
     r = gateway_call(client, "POST", path, json=body)
