@@ -5,7 +5,7 @@
     host = "127.0.0.1"
     port = 8080
     data_dir = "manager-data"
-    database_url = "postgresql://user:pw@db/kaflet"   # default: SQLite in data_dir
+    database_url = "postgresql://user:pw@db/kaflet"   # SQLite or PostgreSQL; default: SQLite in data_dir
     secret_key = "..."        # signs session cookies
     encryption_key = "..."    # Fernet key: application passwords at rest
     cookie_secure = false     # true behind HTTPS: the session cookie is then sent only over TLS
@@ -33,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from cryptography.fernet import Fernet
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8080
@@ -189,6 +191,13 @@ def load_config(path: Path | None = None, *, data_dir: Path | None = None, datab
         cluster_sample_interval_s=_typed(raw, "cluster_sample_interval_s", float, 30.0),
         gateway=_gateway(raw.get("gateway")),
     )
+    try:
+        backend = make_url(config.database_url).get_backend_name()
+    except ArgumentError:
+        raise ConfigError(f"database_url {config.database_url!r} is not a database URL") from None
+    if backend not in ("sqlite", "postgresql", "postgres"):  # postgres://: see db.normalize_url
+        # The change-log lock, the start-up lock and the connection reports' upsert exist for these two.
+        raise ConfigError(f"database_url: kaflet manager runs on SQLite or PostgreSQL, not {backend}")
     if len(config.secret_key) < 32:
         raise ConfigError("secret_key must be at least 32 characters")
     for key in ("session_max_age_s", "login_max_failures", "login_window_s", "max_body_bytes",
