@@ -65,12 +65,17 @@ class ClusterFailed(svc.ServiceError):
 
 
 def observe_all(state: ManagerState) -> None:
-    """Start observing every registered cluster (the service's startup)."""
+    """Observe exactly the registered clusters: start observers for new ones, stop those of
+    clusters forgotten (at the service's start, then every sample interval, as another manager
+    process on the database may have registered or forgotten one)."""
     from sqlalchemy import select
 
     with state.db.session() as s:
-        for cluster in s.scalars(select(Cluster)):
-            state.observers.observe(cluster.id, svc.cluster_access(cluster, state.box))
+        registered = {cluster.id: svc.cluster_access(cluster, state.box) for cluster in s.scalars(select(Cluster))}
+    for cluster_id, access in registered.items():
+        state.observers.observe(cluster_id, access)
+    for key in state.observers.keys() - registered.keys():
+        state.observers.forget(key)
 
 
 def observer_of(request: Request, cluster_id: int) -> tuple[Cluster, ClusterObserver]:

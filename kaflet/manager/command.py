@@ -27,8 +27,9 @@ def manager(config_path: Path | None, database_url: str | None, data_dir: Path |
     import uvicorn
     from sqlalchemy.exc import SQLAlchemyError
 
-    from kaflet.manager.db import Database, head_revision, migrate
-    from kaflet.manager.services import ensure_initial_admin
+    from kaflet.manager.db import Database, head_revision, migrate, startup_lock
+    from kaflet.manager.security import SecretBox
+    from kaflet.manager.services import KeysDiffer, ensure_initial_admin, ensure_key_check
     from kaflet.manager.web import create_app
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -38,12 +39,20 @@ def manager(config_path: Path | None, database_url: str | None, data_dir: Path |
         raise click.ClickException(str(exc)) from None
     db = Database(config.database_url)
     try:
-        before = migrate(db.engine)
-        with db.session() as s:
-            password = ensure_initial_admin(s)
+        # One process at a time (several may start together on one database): the second finds
+        # the schema migrated, the keys recorded and the admin created.
+        with startup_lock(db.engine):
+            before = migrate(db.engine)
+            with db.session() as s:
+                warning = ensure_key_check(s, config.secret_key, SecretBox(config.encryption_key))
+                password = ensure_initial_admin(s)
+    except KeysDiffer as exc:
+        raise click.ClickException(str(exc)) from None
     except SQLAlchemyError as exc:
         raise click.ClickException(f"database {db.engine.url.render_as_string(hide_password=True)}: "
                                    f"{str(exc).splitlines()[0]}") from None
+    if warning is not None:
+        logging.getLogger("kaflet.manager").warning("%s", warning)
     head = head_revision()
     state = "created" if before is None else "up to date" if before == head else f"upgraded from {before} to {head}"
     click.echo(f"kaflet manager: database {db.engine.url.render_as_string(hide_password=True)} ({state})")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -10,7 +11,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -44,7 +45,54 @@ def make_engine(url: str) -> Engine:
             cur.close()
 
         return engine
-    return create_engine(url, pool_pre_ping=True)
+    # READ COMMITTED whatever the server's default: a pull's reads must see what the writers it
+    # waited for (under the change-log lock) committed, not a snapshot from before the wait.
+    return create_engine(url, pool_pre_ping=True, isolation_level="READ COMMITTED")
+
+
+#: pg_advisory_lock key a starting process holds while it migrates and creates the first admin.
+STARTUP_LOCK_KEY = 0x6B61666C6574_0002
+
+
+@contextmanager
+def startup_lock(engine: Engine) -> Iterator[None]:
+    """Held while a starting process migrates the schema and creates the first admin, so
+    processes starting together on one database do that one after the other (PostgreSQL: a
+    session advisory lock, released when the process dies; SQLite: an flock on
+    ``<database>.startup-lock`` beside the file)."""
+    if engine.dialect.name == "postgresql":
+        with engine.connect() as conn:
+            conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": STARTUP_LOCK_KEY})
+            conn.commit()
+            try:
+                yield
+            finally:
+                conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": STARTUP_LOCK_KEY})
+                conn.commit()
+        return
+    database = engine.url.database if engine.dialect.name == "sqlite" else None
+    if not database or database == ":memory:" or database.startswith("file:"):
+        yield  # no file other processes could share
+        return
+    with open(database + ".startup-lock", "a") as lock_file:
+        fcntl.flock(lock_file, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock_file, fcntl.LOCK_UN)
+
+
+def begin_write(s: Session) -> None:
+    """On SQLite, make the session's transaction a write transaction now (``BEGIN IMMEDIATE``,
+    waiting with the busy timeout for another writer, in any process), so the reads a change
+    is decided on cannot go stale before it commits. SQLite's module begins a transaction only
+    at the first write; a session that has written already holds the write lock. PostgreSQL's
+    callers lock the rows they read instead (SELECT ... FOR UPDATE)."""
+    if s.get_bind().dialect.name != "sqlite":
+        return
+    dbapi = s.connection().connection.dbapi_connection
+    if dbapi is not None and not dbapi.in_transaction:
+        s.execute(text("BEGIN IMMEDIATE"))
 
 
 def alembic_config() -> Config:

@@ -25,6 +25,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
+from kaflet.manager import changelog
 from kaflet.manager.clusters import rows_from_heartbeat
 from kaflet.manager.db import now_ms
 from kaflet.manager.models import (
@@ -35,7 +36,6 @@ from kaflet.manager.models import (
     TopicConnection,
     TopicReport,
 )
-from kaflet.manager.services import change_log
 from kaflet.manager.state import ManagerState
 
 log = logging.getLogger("kaflet.manager.gateway")
@@ -105,13 +105,14 @@ async def _json_body(request: Request) -> Any:
 
 
 def _window(body: Any, need_cluster: bool) -> tuple[int, int, int | None] | None:
-    """(start, end, clusterId) of a pull; end 0 means now. None when invalid."""
+    """(start, end, clusterId) of a pull; end 0 means now (resolved under the change-log lock).
+    None when invalid."""
     if not isinstance(body, dict):
         return None
     start, end, cluster = _int(body.get("start")), _int(body.get("end")), _int(body.get("clusterId"))
     if start is None or end is None or start < 0 or end < 0 or (need_cluster and cluster is None):
         return None
-    return start, end or now_ms(), cluster
+    return start, end, cluster
 
 
 class GatewayDenied(Exception):
@@ -153,7 +154,8 @@ async def users(request: Request) -> Response:
 
 
 def _user_rows(state: ManagerState, start: int, end: int) -> str:
-    with change_log(), state.db.session() as s:
+    with state.db.session() as s:
+        end = changelog.settle_pull(s, end)
         found = list(s.scalars(select(KafkaUser).where(KafkaUser.create_time >= start, KafkaUser.create_time <= end)
                                .order_by(KafkaUser.create_time)))
     return rows_data([{"username": u.app_id, "password": state.box.decrypt(u.password_enc),
@@ -169,7 +171,8 @@ async def acls(request: Request) -> Response:
 
 
 def _acl_rows(state: ManagerState, start: int, end: int, cluster: int | None) -> str:
-    with change_log(), state.db.session() as s:
+    with state.db.session() as s:
+        end = changelog.settle_pull(s, end)
         found = list(s.scalars(select(KafkaAcl).where(KafkaAcl.cluster_id == cluster, KafkaAcl.create_time >= start,
                                                       KafkaAcl.create_time <= end).order_by(KafkaAcl.create_time)))
     return rows_data([{"topicName": a.topic_name, "username": a.app_id, "access": a.access,

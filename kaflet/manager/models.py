@@ -132,6 +132,26 @@ class KafkaAcl(Base):
     create_time: Mapped[int] = mapped_column(BigInteger)
 
 
+class ChangeLogClock(Base):
+    """The newest timestamp given to a change-log row (one row, id 1). Writers raise it under the
+    database's change-log lock, so stamps increase strictly across every manager process."""
+
+    __tablename__ = "change_log_clock"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    last_stamp: Mapped[int] = mapped_column(BigInteger)
+
+
+class KeyCheck(Base):
+    """Proof of the keys the database was first served with (one row, id 1): an HMAC of a fixed
+    text under ``secret_key`` and a Fernet token of it under ``encryption_key``. A process started
+    with other keys refuses to run instead of writing passwords no other process can read."""
+
+    __tablename__ = "key_check"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    secret_key_hmac: Mapped[str] = mapped_column(String(64))
+    encryption_key_token: Mapped[str] = mapped_column(Text)
+
+
 class PermissionRequest(Base):
     """An application's request for produce (write) and/or consume (read) on a topic."""
 

@@ -284,12 +284,18 @@ class ObserverPool:
         with self._lock:
             return self._observers.get(key)
 
+    def keys(self) -> set[object]:
+        """The keys of the clusters observed now."""
+        with self._lock:
+            return set(self._observers)
+
     def forget(self, key: object) -> None:
-        """Stop observing a cluster (it was deleted)."""
+        """Stop observing a cluster (it was deleted); a round in flight ends on its own thread,
+        not on the caller's (a request's) time."""
         with self._lock:
             old = self._observers.pop(key, None)
         if old is not None:
-            _retire(old)
+            threading.Thread(target=_retire, args=(old,), name="kaflet-manager-retire", daemon=True).start()
 
     def close(self, timeout: float = 5.0) -> None:
         """Stop every observer, waiting at most ``timeout`` in all: a round blocked on an

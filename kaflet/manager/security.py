@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import secrets
 import string
@@ -54,6 +55,16 @@ class SecretBox:
             return self._fernet.decrypt(token.encode()).decode()
         except InvalidToken:
             raise ValueError("stored secret cannot be decrypted with the configured encryption_key") from None
+
+
+#: The text the key check of the database is made of (models.KeyCheck).
+KEY_CHECK_TEXT = "kaflet manager key check"
+
+
+def secret_key_hmac(secret_key: str) -> str:
+    """An HMAC-SHA256 of :data:`KEY_CHECK_TEXT` under ``secret_key``: equal for equal keys, and
+    no help in finding the key."""
+    return hmac.new(secret_key.encode(), KEY_CHECK_TEXT.encode(), hashlib.sha256).hexdigest()
 
 
 def new_csrf_token() -> str:

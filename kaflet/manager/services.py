@@ -3,25 +3,26 @@ permission requests, grants and revokes, quotas, gateway settings, each change a
 
 Errors are :class:`ServiceError` subclasses carrying an HTTP status and a sentence for the user.
 Rows of the brokers' change logs (kafka_user, kafka_acl) get their timestamp and are committed
-under one lock, which the gateway endpoints also hold while they read: a broker's pull up to
-``end`` never misses a row stamped at or before ``end`` (see ``change_log``).
+under a database lock the gateway endpoints also take while they read: a broker's pull up to
+``end`` never misses a row stamped at or before ``end``, whichever manager process served the
+write or the pull (see kaflet.manager.changelog).
 """
 
 from __future__ import annotations
 
+import hmac
 import json
 import re
-import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import delete, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from kaflet.manager import changelog
 from kaflet.manager.clusters import ClusterAccess
-from kaflet.manager.db import now_ms
+from kaflet.manager.db import begin_write, now_ms
 from kaflet.manager.models import (
     ROLE_RANK,
     Account,
@@ -33,6 +34,7 @@ from kaflet.manager.models import (
     GatewayConfigType,
     KafkaAcl,
     KafkaUser,
+    KeyCheck,
     PermissionRequest,
     Quota,
     RequestStatus,
@@ -41,7 +43,14 @@ from kaflet.manager.models import (
     TopicReport,
 )
 from kaflet.manager.quotas import ClusterConnection, QuotaWriteError, QuotaWriter
-from kaflet.manager.security import SecretBox, generate_password, hash_password, verify_password
+from kaflet.manager.security import (
+    KEY_CHECK_TEXT,
+    SecretBox,
+    generate_password,
+    hash_password,
+    secret_key_hmac,
+    verify_password,
+)
 
 ACCESS_READ, ACCESS_WRITE = 1, 2
 ACCESS_NAMES = {1: "consume", 2: "produce", 3: "produce+consume"}
@@ -87,30 +96,13 @@ class Unavailable(ServiceError):
 
 # -- the brokers' change logs ------------------------------------------------------------------
 
-_change_log_lock = threading.Lock()
-_last_stamp = 0
-
-
-@contextmanager
-def change_log() -> Iterator[None]:
-    """Held while change-log rows are stamped and committed, and while brokers read them."""
-    with _change_log_lock:
-        yield
-
-
-def _stamp() -> int:
-    """A strictly increasing millisecond timestamp (two rows of one user never tie)."""
-    global _last_stamp
-    _last_stamp = max(now_ms(), _last_stamp + 1)
-    return _last_stamp
-
 
 def _commit_with_log(s: Session, rows: Sequence[KafkaUser | KafkaAcl]) -> None:
-    with change_log():
-        for row in rows:
-            row.create_time = _stamp()
-            s.add(row)
-        s.commit()
+    """Commit the session's changes with change-log rows, stamped under the database's
+    change-log lock (see kaflet.manager.changelog)."""
+    if rows:
+        changelog.stamp(s, rows)
+    s.commit()
 
 
 # -- checks ---------------------------------------------------------------------------------------
@@ -214,6 +206,44 @@ def change_own_password(s: Session, actor: Account, current: str, new: str) -> N
     if account is None or not verify_password(account.password_hash, current):
         raise Forbidden("the current password is wrong")
     update_account(s, account, account.username, password=new)
+
+
+class KeysDiffer(ServiceError):
+    """This process's secret_key or encryption_key is not the one the database is served with."""
+
+
+def ensure_key_check(s: Session, secret_key: str, box: SecretBox) -> str | None:
+    """Record the keys' check on the database's first start, and compare later starts with it.
+    Another ``encryption_key`` is refused (:class:`KeysDiffer`): passwords stored by one process
+    must be served by every other. Another ``secret_key`` is recorded, as changing it is how all
+    sessions are ended, and reported (the sentence to warn with): a process still on the old key
+    rejects the new sessions."""
+    mac = secret_key_hmac(secret_key)
+    check = s.get(KeyCheck, 1)
+    if check is None:
+        # An upgraded database: its stored passwords say which encryption_key it has.
+        stored = s.scalar(select(App.password_enc).limit(1))
+        if stored is not None:
+            try:
+                box.decrypt(stored)
+            except ValueError:
+                raise KeysDiffer("the stored application passwords cannot be decrypted with this "
+                                 "encryption_key; start with the key they were stored under") from None
+        s.add(KeyCheck(id=1, secret_key_hmac=mac, encryption_key_token=box.encrypt(KEY_CHECK_TEXT)))
+        s.commit()
+        return None
+    try:
+        box.decrypt(check.encryption_key_token)
+    except ValueError:
+        raise KeysDiffer("this database is served with another encryption_key: every manager process on one "
+                         "database needs the same one (copy it from the first process's manager.toml or "
+                         "<data_dir>/secrets.toml)") from None
+    if hmac.compare_digest(check.secret_key_hmac, mac):
+        return None
+    check.secret_key_hmac = mac
+    s.commit()
+    return ("secret_key differs from the one this database was served with before: sessions signed with the "
+            "old one end, and every manager process on the database needs this same secret_key")
 
 
 def ensure_initial_admin(s: Session) -> str | None:
@@ -524,7 +554,10 @@ def request_permission(s: Session, actor: Account, app_id: str, cluster_id: int,
 
 
 def _pending(s: Session, request_id: int) -> PermissionRequest:
-    req = s.get(PermissionRequest, request_id)
+    """The waiting request, locked until the commit (two operators deciding it at once, in two
+    processes, must not both act on it)."""
+    begin_write(s)
+    req = s.get(PermissionRequest, request_id, with_for_update=True)
     if req is None:
         raise NotFound(f"no request {request_id}")
     if req.status != RequestStatus.PENDING.value:
@@ -532,11 +565,18 @@ def _pending(s: Session, request_id: int) -> PermissionRequest:
     return req
 
 
+def _authority(s: Session, app_id: str, cluster_id: int, topic: str) -> Authority | None:
+    """The application's permission on the topic, locked until the commit: the change decided on
+    it (a merge, a revoke) must not be made on a value another request changes meanwhile."""
+    begin_write(s)
+    return s.scalar(select(Authority).where(Authority.app_id == app_id, Authority.cluster_id == cluster_id,
+                                            Authority.topic_name == topic).with_for_update())
+
+
 def grant(s: Session, actor: str, app_id: str, cluster_id: int, topic: str, access: int) -> Authority:
     """OR ``access`` into the application's permission (permissions only grow); a change adds a
     grant row carrying the merged access. Not committed."""
-    current = s.scalar(select(Authority).where(Authority.app_id == app_id, Authority.cluster_id == cluster_id,
-                                               Authority.topic_name == topic))
+    current = _authority(s, app_id, cluster_id, topic)
     if current is None:
         current = Authority(app_id=app_id, cluster_id=cluster_id, topic_name=topic, access=0, modified_ms=now_ms())
         s.add(current)
@@ -554,15 +594,20 @@ def approve_request(s: Session, actor: Account, request_id: int, reason: str = "
     req = _pending(s, request_id)
     req.status, req.decided_by, req.decided_ms = RequestStatus.APPROVED.value, actor.username, now_ms()
     req.decision_reason = _text(reason, "reason")
-    before = s.scalar(select(Authority.access).where(
-        Authority.app_id == req.app_id, Authority.cluster_id == req.cluster_id,
-        Authority.topic_name == req.topic_name)) or 0
+    held = _authority(s, req.app_id, req.cluster_id, req.topic_name)
+    before = held.access if held is not None else 0
     authority = grant(s, actor.username, req.app_id, req.cluster_id, req.topic_name, req.access)
     audit(s, actor.username, "permission.approve", f"request {req.id}", app=req.app_id, reason=req.decision_reason)
     rows = [] if authority.access == before else [
         KafkaAcl(app_id=req.app_id, cluster_id=req.cluster_id, topic_name=req.topic_name,
                  access=authority.access, operation=OP_CREATE)]
-    _commit_with_log(s, rows)
+    try:
+        _commit_with_log(s, rows)
+    except IntegrityError:
+        # Another request (another process) created the same permission at the same moment.
+        s.rollback()
+        raise Conflict(f"the permission of {req.app_id} on {req.topic_name} was changed at the same moment; "
+                       "approve again") from None
     return authority
 
 
@@ -596,8 +641,7 @@ def revoke(s: Session, actor: Account, app_id: str, cluster_id: int, topic: str,
     The access left."""
     get_managed_app(s, actor, app_id)
     check_access(access)
-    current = s.scalar(select(Authority).where(Authority.app_id == app_id, Authority.cluster_id == cluster_id,
-                                               Authority.topic_name == topic))
+    current = _authority(s, app_id, cluster_id, topic)
     if current is None or current.access & access != access:
         have = ACCESS_NAMES.get(current.access if current else 0, "nothing")
         raise InvalidInput(f"{app_id} has {have} on {topic}: cannot revoke {ACCESS_NAMES[access]}")
@@ -682,6 +726,9 @@ def set_gateway_config(s: Session, actor: Account, kind: str, name: str, value: 
             raise InvalidInput("the value is a whole number")
     elif not name or not value.isdigit():
         raise InvalidInput("an SD_SP_RATE setting is named by an appId or address, its value a whole number")
+    # Versions in commit order across processes: a broker that saw version N of the type must
+    # not miss a change committed later under a version at or below N.
+    changelog.lock(s)
     version = (s.scalar(select(func.max(GatewayConfig.version)).where(GatewayConfig.type == kind)) or 0) + 1
     row = s.scalar(select(GatewayConfig).where(GatewayConfig.type == kind, GatewayConfig.name == name))
     if row is None:

@@ -4,13 +4,14 @@ gateway contract, on one FastAPI application.
 Security: a signed session cookie (HttpOnly, SameSite=Strict, Secure when ``cookie_secure``)
 holds the account id and a CSRF token; every unsafe request must carry that token (form field
 ``csrf_token`` or header ``X-CSRF-Token``); JSON API calls must also be ``application/json``.
-Logins are rate-limited per user name and per client address. Bodies over ``max_body_bytes``
-are refused with 413 before they are read. The gateway contract uses its own token / address
-check instead (brokers hold no session).
+Logins are rate-limited per user name and per client address (counted in each process). Bodies
+over ``max_body_bytes`` are refused with 413 before they are read. The gateway contract uses its
+own token / address check instead (brokers hold no session).
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
@@ -266,14 +267,25 @@ def create_app(config: ManagerConfig, db: Database | None = None, quota_writer: 
         login_limiter=LoginLimiter(config.login_max_failures, config.login_window_s),
         observers=ObserverPool(interval_s=config.cluster_sample_interval_s))
 
+    async def follow_clusters() -> None:
+        # Clusters registered or forgotten through another manager process on the database.
+        while True:
+            await asyncio.sleep(config.cluster_sample_interval_s)
+            try:
+                await run_in_threadpool(cluster_console.observe_all, state)
+            except Exception as exc:  # the database away for a moment: try again next interval
+                log.warning("reading the registered clusters failed: %s", exc)
+
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         # Every registered cluster is sampled in the background from the start, so its pages
         # have a snapshot to show by the time anyone opens them.
         await run_in_threadpool(cluster_console.observe_all, state)
+        follower = asyncio.create_task(follow_clusters())
         try:
             yield
         finally:
+            follower.cancel()
             # Not the default wait: a round blocked on an unreachable cluster (up to its request
             # timeout) ends on its own daemon thread rather than holding up the shutdown.
             await run_in_threadpool(state.observers.close, 0.2)

@@ -127,7 +127,9 @@ def test_config_generates_secrets_once_and_rejects_bad_settings(tmp_path: Path) 
     for text, problem in (("colour = 1\n", "unknown key"), ("port = 'x'\n", "port must be an integer"),
                           ("[gateway]\ntoken = 'short'\n", "at least 16"),
                           ("[gateway]\nallowed_addresses = ['nonsense']\n", "allowed_addresses"),
-                          ("encryption_key = 'abc'\n", "Fernet"), ("port = \n", "not valid TOML")):
+                          ("encryption_key = 'abc'\n", "Fernet"), ("port = \n", "not valid TOML"),
+                          ("database_url = 'mysql://u@db/kaflet'\n", "SQLite or PostgreSQL, not mysql"),
+                          ("database_url = 'no url'\n", "not a database URL")):
         path = tmp_path / "bad.toml"
         path.write_text(text)
         with pytest.raises(ConfigError, match=problem):

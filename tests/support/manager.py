@@ -109,10 +109,19 @@ class ManagerProcess:
         self.admin_password: str | None = None
 
     def start(self, timeout: float = 60.0) -> ManagerProcess:
+        return self.launch().wait_ready(timeout)
+
+    def launch(self) -> ManagerProcess:
+        """Start the process without waiting for it (several may then start together)."""
         log = open(self.log_path, "ab")  # noqa: SIM115 - the child writes it; closed below
         self.proc = subprocess.Popen([sys.executable, "-m", "kaflet.cli", "manager", "--config", str(self.config_path),
                                       "--port", "0"], stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
         log.close()
+        return self
+
+    def wait_ready(self, timeout: float = 60.0) -> ManagerProcess:
+        """Wait until it serves; RuntimeError (with its log) when it exits or takes too long."""
+        assert self.proc is not None, "launch() first"
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             text = self.log_path.read_text(errors="replace")
