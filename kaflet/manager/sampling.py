@@ -23,6 +23,7 @@ from kaflet.manager.clusters import (
     ClusterError,
     ClusterOverview,
     GroupSummary,
+    ReplicaSizes,
     TopicInfo,
 )
 
@@ -158,6 +159,18 @@ class ClusterSnapshot:
                     leaders[p.leader] = leaders.get(p.leader, 0) + 1
         return {b: (replicas[b], leaders.get(b, 0)) for b in sorted(replicas)}
 
+    def broker_sizes(self) -> dict[int, int] | None:
+        """Bytes on disk each broker holds over its replicas (None when sizes are unknown); a
+        broker of the overview without replicas holds 0."""
+        if self.sizes_unavailable is not None:
+            return None
+        totals = dict.fromkeys((b.id for b in self.overview.brokers), 0)
+        for t in self.topics.values():
+            for p in t.partitions:
+                for broker, size in p.replica_sizes:
+                    totals[broker] = totals.get(broker, 0) + size
+        return dict(sorted(totals.items()))
+
 
 class ClusterObserver:
     """Samples one cluster every ``interval_s`` on a thread of its own; pages read :meth:`snapshot`.
@@ -178,7 +191,7 @@ class ClusterObserver:
         self.last_error: str | None = None
         self.rounds = 0
         self._snapshot: ClusterSnapshot | None = None
-        self._sizes: dict[tuple[str, int], int] | None = None
+        self._sizes: ReplicaSizes | None = None
         self._sampled = threading.Condition()
         self._stop = threading.Event()
         self._wake = threading.Event()
