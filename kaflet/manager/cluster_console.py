@@ -246,7 +246,8 @@ def cluster_page(request: Request, me: Me, cluster_id: int, q: str = "", page: s
         for b in snap.overview.brokers:
             replicas, leaders = load.get(b.id, (0, 0))
             held = None if sizes is None else sizes.get(b.id)
-            brokers.append({"b": b, "replicas": replicas, "leaders": leaders, "size": size_text(held), "bytes": held})
+            brokers.append({"b": b, "replicas": replicas, "leaders": leaders, "size": size_text(held), "bytes": held,
+                            "log_dirs": snap.log_dirs.get(b.id, ())})
     # Links keep the other list's filter and page (as shown: past the last page is the last).
     asked = {"q": topic_filter, "page": last_page_clamp(topic_page, len(topic_list)),
              "gq": group_filter, "gpage": last_page_clamp(group_page, len(group_list))}

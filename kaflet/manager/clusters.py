@@ -202,6 +202,25 @@ class TopicInfo:
 
 
 @dataclass(frozen=True)
+class LogDirInfo:
+    """One log dir of a broker: ``error`` is Kafka's error name when it is offline; the volume's
+    total and usable bytes are None when the broker does not tell (DescribeLogDirs before v4)."""
+
+    path: str
+    error: str | None
+    total_bytes: int | None
+    usable_bytes: int | None
+
+
+@dataclass(frozen=True)
+class LogDirs:
+    """What DescribeLogDirs told of a cluster: replica sizes and each broker's log dirs."""
+
+    replica_sizes: ReplicaSizes
+    dirs: Mapping[int, tuple[LogDirInfo, ...]]
+
+
+@dataclass(frozen=True)
 class TopicConfig:
     """One config of a topic as DescribeConfigs gives it (a sensitive value is None)."""
 
@@ -486,7 +505,12 @@ class ClusterClient:
         return TopicInfo(name, bool(desc.is_internal), parts)
 
     def log_dir_sizes(self) -> ReplicaSizes | None:
-        """Bytes on disk per partition and broker holding a replica of it, from DescribeLogDirs
+        """Bytes on disk per partition and broker holding a replica of it (see :meth:`log_dirs`)."""
+        found = self.log_dirs()
+        return None if found is None else found.replica_sizes
+
+    def log_dirs(self) -> LogDirs | None:
+        """Every broker's log dirs and the bytes of each replica in them, from DescribeLogDirs
         (one request per broker, all partitions).
 
         None, with the reason in :attr:`sizes_unavailable`, when the brokers do not answer
@@ -508,7 +532,7 @@ class ClusterClient:
         finally:
             admin.close()
         self.sizes_unavailable = None
-        return replica_sizes_from_log_dirs(answers)
+        return LogDirs(replica_sizes_from_log_dirs(answers), log_dirs_from_answers(answers))
 
     def topic_configs(self, name: str) -> list[TopicConfig]:
         """The topic's configs (defaults included), by name."""
@@ -753,6 +777,24 @@ def replica_sizes_from_log_dirs(answers: Iterable[Mapping[str, Any]]) -> Replica
                     held = sizes.setdefault((topic["name"], int(part["partition_index"])), {})
                     held[broker] = held.get(broker, 0) + int(part["partition_size"])
     return sizes
+
+
+def log_dirs_from_answers(answers: Iterable[Mapping[str, Any]]) -> dict[int, tuple[LogDirInfo, ...]]:
+    """Each broker's log dirs (by path) from the same answers as :func:`replica_sizes_from_log_dirs`."""
+    from kafka.errors import for_code
+
+    out: dict[int, tuple[LogDirInfo, ...]] = {}
+    for answer in answers:
+        dirs = []
+        for log_dir in answer.get("log_dirs") or ():
+            code = int(log_dir.get("error_code") or 0)
+            # v4 answers carry the volume's bytes; -1 (and older versions' absence) means unknown.
+            total, usable = log_dir.get("total_bytes", -1), log_dir.get("usable_bytes", -1)
+            dirs.append(LogDirInfo(str(log_dir.get("log_dir")), for_code(code).message if code else None,
+                                   total if total is not None and total >= 0 else None,
+                                   usable if usable is not None and usable >= 0 else None))
+        out[int(answer["broker"])] = tuple(sorted(dirs, key=lambda d: d.path))
+    return dict(sorted(out.items()))
 
 
 def sizes_from_log_dirs(answers: Iterable[Mapping[str, Any]]) -> dict[tuple[str, int], int]:

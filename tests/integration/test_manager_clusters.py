@@ -7,6 +7,7 @@ change the cluster and are audited, bad input changes nothing, non-operators get
 from __future__ import annotations
 
 import html
+import os
 import re
 import socket
 import time
@@ -373,6 +374,11 @@ def test_sizes_on_disk_per_topic_partition_replica_and_broker(console: Console) 
     # the same as the bytes of every segment in its log dir, once nothing is being written.
     wait_for(lambda: bytes_of(console.page(""), "brokers", broker_id) == [log_bytes(data_dir)])
     assert log_bytes(data_dir) >= sum(on_disk)
+    # Its one log dir, with the size of the volume under it as statvfs gives it.
+    fs = os.statvfs(data_dir)
+    cell = row_of(console.page(""), "brokers", broker_id)[8]
+    assert re.fullmatch(rf"{re.escape(str(data_dir))}: [0-9.]+ [KMG]iB free of [0-9.]+ [KMG]iB", cell), cell
+    assert f'data-total="{fs.f_blocks * fs.f_frsize}"' in console.page("")
 
 
 def listed(page: str) -> list[str]:

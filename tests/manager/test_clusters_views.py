@@ -15,10 +15,12 @@ from kaflet.manager.clusters import (
     BrokerInfo,
     ClusterOverview,
     ConnectionRow,
+    LogDirInfo,
     PartitionInfo,
     PartitionLag,
     TopicInfo,
     connections_by_topic,
+    log_dirs_from_answers,
     replica_sizes_from_log_dirs,
     rows_from_heartbeat,
     sizes_from_log_dirs,
@@ -107,12 +109,18 @@ def test_sizes_sum_replicas_from_describe_log_dirs_answers() -> None:
     answers = [
         {"broker": 1, "log_dirs": [result("/a", {"t": [(0, 100, False), (1, 50, False)]}),
                                    result("/b", {"t": [(1, 999, True)]}),          # a future log
-                                   result("/c", {"u": [(0, 7, False)]}, error=57)]},  # offline dir
+                                   result("/c", {"u": [(0, 7, False)]}, error=56)]},  # offline dir
         {"broker": 2, "log_dirs": [result("/a", {"t": [(0, 101, False)], "u": [(0, 3, False)]})]},
     ]
     assert replica_sizes_from_log_dirs(answers) == {("t", 0): {1: 100, 2: 101}, ("t", 1): {1: 50}, ("u", 0): {2: 3}}
     assert sizes_from_log_dirs(answers) == {("t", 0): 201, ("t", 1): 50, ("u", 0): 3}
     assert sizes_from_log_dirs([]) == {}
+    # The log dirs themselves; -1 (not told, as before v4) is unknown; an offline dir names its error.
+    answers[1]["log_dirs"][0].update(total_bytes=1000, usable_bytes=400)
+    assert log_dirs_from_answers(answers) == {
+        1: (LogDirInfo("/a", None, None, None), LogDirInfo("/b", None, None, None),
+            LogDirInfo("/c", "KAFKA_STORAGE_ERROR", None, None)),
+        2: (LogDirInfo("/a", None, 1000, 400),)}
 
 
 # -- message rates --------------------------------------------------------------------------
