@@ -17,7 +17,8 @@ commits offsets for --groups consumer groups, then times, --repeat times each:
 
 * the console's HTTP pages, as a browser gets them from a `kaflet manager` process over real
   HTTP on 127.0.0.1 once its own observer has sampled the cluster: the cluster page (every
-  broker, topic and group), a topic's page and a group's page.
+  broker, the first 100 topics and groups), its last page of topics, the page filtered by one
+  topic's name, a topic's page and a group's page.
 
 Prints a table of the median and the slowest run per view, in milliseconds. See
 benchmarks/README.md ("Manager views") and docs/manager.md.
@@ -127,7 +128,10 @@ def http_pages(workdir: Path, bootstrap: str, zk_connect: str | None, topic: str
                 time.sleep(1)
             print(f"\nthe manager's first sampling round was done after {time.monotonic() - began:.1f} s",
                   file=sys.stderr)
-            pages = [("/clusters/1", "HTTP: cluster page (brokers, every topic and group)"),
+            last = max(1, -(-topics // 100))
+            pages = [("/clusters/1", "HTTP: cluster page (brokers, first 100 topics and groups of all)"),
+                     (f"/clusters/1?page={last}", f"HTTP: cluster page ?page={last} (the last page of topics)"),
+                     (f"/clusters/1?q={topic}", f"HTTP: cluster page filtered to ?q={topic}"),
                      (f"/clusters/1/topics/{topic}", "HTTP: topic page (partitions, live configs, rate chart)"),
                      (f"/clusters/1/groups/{group}", "HTTP: group page (live: members, lag per partition)")]
             for path, label in pages:
@@ -179,8 +183,10 @@ def main(argv: list[str] | None = None) -> int:
         observer.sample()
         snap = observer.snapshot()
         assert snap is not None
+        on_disk = snap.broker_sizes()
+        sizes = f"{sum(on_disk.values()):,} bytes on disk" if on_disk is not None else snap.sizes_unavailable
         print(f"cluster: {len(snap.topics)} topics, {snap.partition_count} partitions, "
-              f"{len(snap.groups)} groups; sizes: {snap.sizes_unavailable or 'known'}", file=sys.stderr)
+              f"{len(snap.groups)} groups; sizes: {sizes}", file=sys.stderr)
         topic, group = names[0], "view-group-0"
         md = client.metadata()
         keys = [(t.name, p.partition) for t in client.topics(md) for p in t.partitions]

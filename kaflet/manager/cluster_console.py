@@ -11,8 +11,12 @@ needs is asked live: a topic's configs (the form that changes them), a group's m
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, Form, Request
 from fastapi.responses import HTMLResponse, Response
@@ -22,8 +26,10 @@ from kaflet.manager.charts import line_chart
 from kaflet.manager.clusters import (
     INTERNAL_TOPICS,
     ClusterError,
+    GroupSummary,
     OffsetChange,
     TopicConnection,
+    TopicInfo,
     connections_by_topic,
     now_ms,
 )
@@ -31,7 +37,7 @@ from kaflet.manager.console import Me, see_other, state_of
 from kaflet.manager.models import Account, Cluster, Role
 from kaflet.manager.sampling import ClusterObserver, ClusterSnapshot
 from kaflet.manager.state import ManagerState
-from kaflet.manager.web import check_csrf, render
+from kaflet.manager.web import check_csrf, render, size_text
 
 router = APIRouter(dependencies=[Depends(check_csrf)])
 
@@ -40,6 +46,12 @@ FIRST_ROUND_WAIT_S = 3.0
 #: Kafka's own bound on a topic's partitions is the int32 count; more than this is a typo.
 MAX_PARTITIONS = 100_000
 RESET_TARGETS = ("earliest", "latest", "timestamp", "offset")
+#: Rows per page of the cluster page's topic and group lists.
+PAGE_ROWS = 100
+#: Kafka's longest topic name; a topic filter longer than that matches nothing and is refused.
+MAX_TOPIC_FILTER = 249
+#: Group ids have no length limit in Kafka; a filter is still bounded (it is echoed in links).
+MAX_GROUP_FILTER = 1024
 
 #: Kafka errors that mean the request was wrong (400), names an absent thing (404) or clashes (409).
 _BAD_REQUEST = {"INVALID_CONFIG", "INVALID_PARTITIONS", "INVALID_REPLICATION_FACTOR", "INVALID_TOPIC_EXCEPTION",
@@ -137,36 +149,129 @@ def parse_configs(text: str) -> dict[str, str]:
     return out
 
 
-def _size(value: int | None) -> str:
-    if value is None:
-        return "?"
-    for limit, unit in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
-        if value >= limit:
-            return f"{value / limit:.1f} {unit}"
-    return f"{value} B"
-
-
 def _per_s(value: float | None) -> str:
     if value is None or not math.isfinite(value):
         return "-"
     return f"{value:,.1f}"
 
 
+# -- paging ---------------------------------------------------------------------------------------
+
+T = TypeVar("T")
+
+
+def page_number(text: str | None, what: str) -> int:
+    """The page asked for (1 when not given); 400 unless a whole number from 1. A number beyond
+    the last page is kept as asked: :func:`paged` shows the last page then."""
+    text = (text or "").strip()
+    if not text:
+        return 1
+    if not re.fullmatch(r"[+-]?[0-9]+", text):
+        raise svc.InvalidInput(f"{what} must be a whole number from 1")
+    if text.startswith("-") or text.strip("+0") == "":
+        raise svc.InvalidInput(f"{what} must be a whole number from 1")
+    # More digits than any page count: the last page (int() of thousands of digits is refused).
+    return int(text) if len(text) <= 18 else 10**18
+
+
+def name_filter(text: str | None, what: str, longest: int) -> str:
+    """A substring filter, stripped; 400 when longer than ``longest`` characters."""
+    text = (text or "").strip()
+    if len(text) > longest:
+        raise svc.InvalidInput(f"the {what} filter is {len(text)} characters long; at most {longest}")
+    return text
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of a filtered list: its rows, where they are in it and links to the others."""
+
+    rows: list[Any]
+    number: int
+    pages: int
+    total: int
+    #: (label, href or None for the current page or a gap) for the page links.
+    links: list[tuple[str, str | None]]
+
+    @property
+    def first(self) -> int:
+        return (self.number - 1) * PAGE_ROWS + 1 if self.rows else 0
+
+    @property
+    def last(self) -> int:
+        return self.first + len(self.rows) - 1 if self.rows else 0
+
+
+def last_page_clamp(number: int, rows: int) -> int:
+    """``number`` moved into the pages that ``rows`` rows fill (at least one, if empty)."""
+    return min(max(1, number), max(1, math.ceil(rows / PAGE_ROWS)))
+
+
+def paged(items: Sequence[T], number: int, href: Callable[[int], str]) -> Page:
+    """Page ``number`` (clamped to the last) of ``items``, ``PAGE_ROWS`` a page, with links to
+    the first, previous, nearby, next and last pages built by ``href``."""
+    pages = max(1, math.ceil(len(items) / PAGE_ROWS))
+    number = last_page_clamp(number, len(items))
+    rows = list(items[(number - 1) * PAGE_ROWS:number * PAGE_ROWS])
+    links: list[tuple[str, str | None]] = []
+    if pages > 1:
+        if number > 1:
+            links.append(("previous", href(number - 1)))
+        shown = sorted({1, pages, *range(max(1, number - 2), min(pages, number + 2) + 1)})
+        for i, n in enumerate(shown):
+            if i and n - shown[i - 1] > 1:
+                links.append(("…", None))
+            links.append((str(n), None if n == number else href(n)))
+        if number < pages:
+            links.append(("next", href(number + 1)))
+    return Page(rows, number, pages, len(items), links)
+
+
 # -- pages ----------------------------------------------------------------------------------------
 
 
 @router.get("/clusters/{cluster_id}", response_class=HTMLResponse)
-def cluster_page(request: Request, me: Me, cluster_id: int) -> Response:
+def cluster_page(request: Request, me: Me, cluster_id: int, q: str = "", page: str = "", gq: str = "",
+                 gpage: str = "") -> Response:
+    """Brokers, then topics and groups, each list filtered by a substring of the name (``q``,
+    ``gq``, case-insensitive) and shown ``PAGE_ROWS`` a page (``page``, ``gpage``)."""
+    topic_filter = name_filter(q, "topic", MAX_TOPIC_FILTER)
+    group_filter = name_filter(gq, "group", MAX_GROUP_FILTER)
+    topic_page, group_page = page_number(page, "page"), page_number(gpage, "gpage")
     cluster, observer = observer_of(request, cluster_id)
     snap = snapshot_of(observer)
-    topics: list[dict[str, Any]] = []
-    groups: list[dict[str, Any]] = []
+    topic_list: list[TopicInfo] = []
+    group_list: list[GroupSummary] = []
+    brokers: list[dict[str, Any]] = []
     if snap is not None:
-        for t in sorted(snap.topics.values(), key=lambda t: t.name):
-            topics.append({"t": t, "size": _size(t.size_bytes), "rate": _per_s(observer.rates.latest(t.name))})
-        for g in snap.groups:
-            groups.append({"g": g, "members": snap.members.get(g.group_id), "lag": snap.group_lag(g.group_id)})
-    return render(request, "cluster.html", cluster=cluster, snap=snap, topics=topics, groups=groups,
+        wanted = topic_filter.casefold()
+        topic_list = [t for t in sorted(snap.topics.values(), key=lambda t: t.name) if wanted in t.name.casefold()]
+        wanted = group_filter.casefold()
+        group_list = [g for g in snap.groups if wanted in g.group_id.casefold()]
+        load, sizes = snap.broker_load(), snap.broker_sizes()
+        for b in snap.overview.brokers:
+            replicas, leaders = load.get(b.id, (0, 0))
+            held = None if sizes is None else sizes.get(b.id)
+            brokers.append({"b": b, "replicas": replicas, "leaders": leaders, "size": size_text(held), "bytes": held,
+                            "log_dirs": snap.log_dirs.get(b.id, ())})
+    # Links keep the other list's filter and page (as shown: past the last page is the last).
+    asked = {"q": topic_filter, "page": last_page_clamp(topic_page, len(topic_list)),
+             "gq": group_filter, "gpage": last_page_clamp(group_page, len(group_list))}
+
+    def href(**changed: Any) -> str:
+        query = {k: v for k, v in {**asked, **changed}.items() if v not in ("", 1)}
+        return f"/clusters/{cluster_id}" + (f"?{urlencode(query)}" if query else "")
+
+    topics = paged(topic_list, topic_page, lambda n: href(page=n))
+    topics = replace(topics, rows=[{"t": t, "size": size_text(t.size_bytes), "rate": _per_s(observer.rates.latest(t.name))}
+                                   for t in topics.rows])
+    groups = paged(group_list, group_page, lambda n: href(gpage=n))
+    if snap is not None:
+        groups = replace(groups, rows=[{"g": g, "members": snap.members.get(g.group_id),
+                                        "lag": snap.group_lag(g.group_id)} for g in groups.rows])
+    return render(request, "cluster.html", cluster=cluster, snap=snap, brokers=brokers, topics=topics,
+                  groups=groups, q=topic_filter, gq=group_filter, page=topics.number, gpage=groups.number,
+                  all_topics=href(q="", page=1), all_groups=href(gq="", gpage=1),
                   error=observer.last_error, operator=operator(me))
 
 
@@ -198,10 +303,16 @@ def topic_page(request: Request, me: Me, cluster_id: int, topic: str) -> Respons
     chart = line_chart({topic: observer.rates.series(topic)}, title=f"{topic}: messages in per second",
                        unit="messages/s")
     connections = topic_connections(request, cluster_id, topic, snap)
+    # Cached answers only: addresses not known yet are resolved in the background for the next view.
+    names = state_of(request).host_names.lookup(c.ip for c in connections)
+    # Per partition: its bytes over all replicas, then (broker, bytes) of each replica; None: unknown.
+    sizes_known = snap.sizes_unavailable is None
+    part_sizes = {p.partition: (p.size_bytes, [(r, p.replica_size(r) if sizes_known else None) for r in p.replicas])
+                  for p in info.partitions}
     return render(request, "topic.html", cluster=cluster, snap=snap, topic=info, configs=configs, chart=chart,
-                  size=_size(info.size_bytes), part_sizes={p.partition: _size(p.size_bytes) for p in info.partitions},
+                  size=size_text(info.size_bytes), part_sizes=part_sizes,
                   rate=_per_s(observer.rates.latest(topic)), groups=snap.groups_of_topic(topic),
-                  connections=connections, operator=operator(me))
+                  connections=connections, names=names, operator=operator(me))
 
 
 @router.get("/clusters/{cluster_id}/groups/{group_id}", response_class=HTMLResponse)

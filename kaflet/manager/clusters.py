@@ -61,6 +61,9 @@ log = logging.getLogger("kaflet.manager.clusters")
 
 ResetTarget = Literal["earliest", "latest", "timestamp", "offset"]
 
+#: Bytes on disk per (topic, partition), per id of a broker holding a replica of it.
+ReplicaSizes = dict[tuple[str, int], dict[int, int]]
+
 
 class ClusterError(Exception):
     """A request to the cluster failed; ``code`` is Kafka's error name (or a local reason)."""
@@ -142,13 +145,20 @@ class ClusterOverview:
 
 @dataclass(frozen=True)
 class PartitionInfo:
-    """One partition: ``leader`` None when it has none (offline); ``size_bytes`` None when unknown."""
+    """One partition: ``leader`` None when it has none (offline); ``size_bytes`` (over every
+    replica) None when unknown; ``replica_sizes`` the bytes each broker holds of it, as
+    (broker id, bytes) by broker id (a replica whose broker did not answer is missing)."""
 
     partition: int
     leader: int | None
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
     size_bytes: int | None = None
+    replica_sizes: tuple[tuple[int, int], ...] = ()
+
+    def replica_size(self, broker: int) -> int | None:
+        """The bytes ``broker`` holds of this partition (None: not known)."""
+        return dict(self.replica_sizes).get(broker)
 
     @property
     def under_replicated(self) -> bool:
@@ -189,6 +199,25 @@ class TopicInfo:
         """Bytes on disk over every replica, or None when a partition's size is unknown."""
         sizes = [p.size_bytes for p in self.partitions]
         return None if any(s is None for s in sizes) else sum(s for s in sizes if s is not None)
+
+
+@dataclass(frozen=True)
+class LogDirInfo:
+    """One log dir of a broker: ``error`` is Kafka's error name when it is offline; the volume's
+    total and usable bytes are None when the broker does not tell (DescribeLogDirs before v4)."""
+
+    path: str
+    error: str | None
+    total_bytes: int | None
+    usable_bytes: int | None
+
+
+@dataclass(frozen=True)
+class LogDirs:
+    """What DescribeLogDirs told of a cluster: replica sizes and each broker's log dirs."""
+
+    replica_sizes: ReplicaSizes
+    dirs: Mapping[int, tuple[LogDirInfo, ...]]
 
 
 @dataclass(frozen=True)
@@ -444,7 +473,7 @@ class ClusterClient:
             raise ClusterError("ZOOKEEPER_ERROR", f"{type(exc).__name__}: {exc}") from exc
         return out, controller
 
-    def topics(self, metadata: Any = None, sizes: Mapping[tuple[str, int], int] | None = None) -> list[TopicInfo]:
+    def topics(self, metadata: Any = None, sizes: ReplicaSizes | None = None) -> list[TopicInfo]:
         """Every topic with its partitions, by name; ``sizes`` from :meth:`log_dir_sizes`."""
         md = metadata if metadata is not None else self.metadata()
         out = []
@@ -452,11 +481,13 @@ class ClusterClient:
             t = md.topics[name]
             if t.error is not None and not t.partitions:
                 continue  # being deleted or not authorized: nothing to show
-            parts = tuple(
-                PartitionInfo(p.id, p.leader if p.leader >= 0 else None, tuple(p.replicas), tuple(p.isrs),
-                              None if sizes is None else sizes.get((name, p.id), 0))
-                for p in sorted(t.partitions.values(), key=lambda p: p.id))
-            out.append(TopicInfo(name, name in INTERNAL_TOPICS, parts))
+            parts = []
+            for p in sorted(t.partitions.values(), key=lambda p: p.id):
+                held = {} if sizes is None else sizes.get((name, p.id), {})
+                parts.append(PartitionInfo(p.id, p.leader if p.leader >= 0 else None, tuple(p.replicas),
+                                           tuple(p.isrs), None if sizes is None else sum(held.values()),
+                                           tuple(sorted(held.items()))))
+            out.append(TopicInfo(name, name in INTERNAL_TOPICS, tuple(parts)))
         return out
 
     def topic(self, name: str) -> TopicInfo:
@@ -473,8 +504,14 @@ class ClusterClient:
             for p in sorted(desc.partitions, key=lambda p: p.id))
         return TopicInfo(name, bool(desc.is_internal), parts)
 
-    def log_dir_sizes(self) -> dict[tuple[str, int], int] | None:
-        """Bytes on disk per partition, summed over its replicas, from DescribeLogDirs.
+    def log_dir_sizes(self) -> ReplicaSizes | None:
+        """Bytes on disk per partition and broker holding a replica of it (see :meth:`log_dirs`)."""
+        found = self.log_dirs()
+        return None if found is None else found.replica_sizes
+
+    def log_dirs(self) -> LogDirs | None:
+        """Every broker's log dirs and the bytes of each replica in them, from DescribeLogDirs
+        (one request per broker, all partitions).
 
         None, with the reason in :attr:`sizes_unavailable`, when the brokers do not answer
         DescribeLogDirs (a broker that does not implement it says so in ApiVersions).
@@ -495,7 +532,7 @@ class ClusterClient:
         finally:
             admin.close()
         self.sizes_unavailable = None
-        return sizes_from_log_dirs(answers)
+        return LogDirs(replica_sizes_from_log_dirs(answers), log_dirs_from_answers(answers))
 
     def topic_configs(self, name: str) -> list[TopicConfig]:
         """The topic's configs (defaults included), by name."""
@@ -720,15 +757,16 @@ class ClusterClient:
         return _state_name(desc.state), len(desc.members)
 
 
-def sizes_from_log_dirs(answers: Iterable[Mapping[str, Any]]) -> dict[tuple[str, int], int]:
-    """Bytes per (topic, partition) summed over the brokers' DescribeLogDirs answers, as
+def replica_sizes_from_log_dirs(answers: Iterable[Mapping[str, Any]]) -> ReplicaSizes:
+    """Bytes per (topic, partition) and broker from the brokers' DescribeLogDirs answers, as
     kafka-python's ``describe_log_dirs()`` returns them (``[{"broker": id, "log_dirs": [...]}]``).
 
     A log dir that answers an error (offline) counts nothing; a future log (a replica being moved
     between a broker's dirs) is not yet the partition's and counts nothing either.
     """
-    sizes: dict[tuple[str, int], int] = {}
+    sizes: ReplicaSizes = {}
     for answer in answers:
+        broker = int(answer["broker"])
         for log_dir in answer.get("log_dirs") or ():
             if log_dir.get("error_code"):
                 continue
@@ -736,9 +774,32 @@ def sizes_from_log_dirs(answers: Iterable[Mapping[str, Any]]) -> dict[tuple[str,
                 for part in topic.get("partitions") or ():
                     if part.get("is_future_key"):
                         continue
-                    key = (topic["name"], int(part["partition_index"]))
-                    sizes[key] = sizes.get(key, 0) + int(part["partition_size"])
+                    held = sizes.setdefault((topic["name"], int(part["partition_index"])), {})
+                    held[broker] = held.get(broker, 0) + int(part["partition_size"])
     return sizes
+
+
+def log_dirs_from_answers(answers: Iterable[Mapping[str, Any]]) -> dict[int, tuple[LogDirInfo, ...]]:
+    """Each broker's log dirs (by path) from the same answers as :func:`replica_sizes_from_log_dirs`."""
+    from kafka.errors import for_code
+
+    out: dict[int, tuple[LogDirInfo, ...]] = {}
+    for answer in answers:
+        dirs = []
+        for log_dir in answer.get("log_dirs") or ():
+            code = int(log_dir.get("error_code") or 0)
+            # v4 answers carry the volume's bytes; -1 (and older versions' absence) means unknown.
+            total, usable = log_dir.get("total_bytes", -1), log_dir.get("usable_bytes", -1)
+            dirs.append(LogDirInfo(str(log_dir.get("log_dir")), for_code(code).message if code else None,
+                                   total if total is not None and total >= 0 else None,
+                                   usable if usable is not None and usable >= 0 else None))
+        out[int(answer["broker"])] = tuple(sorted(dirs, key=lambda d: d.path))
+    return dict(sorted(out.items()))
+
+
+def sizes_from_log_dirs(answers: Iterable[Mapping[str, Any]]) -> dict[tuple[str, int], int]:
+    """Bytes per (topic, partition) summed over its replicas (see :func:`replica_sizes_from_log_dirs`)."""
+    return {key: sum(held.values()) for key, held in replica_sizes_from_log_dirs(answers).items()}
 
 
 _SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG",

@@ -141,6 +141,7 @@ def app_page(request: Request, me: Me, app_id: str) -> Response:
             "connections": svc.live_connections(s, app_id),
             "clusters": list(s.scalars(select(Cluster).order_by(Cluster.id))),
         }
+    context["names"] = state_of(request).host_names.lookup(c.ip for c in context["connections"])
     return render(request, "app.html", **context)
 
 

@@ -214,6 +214,8 @@ async def survive_user(request: Request) -> Response:
         return envelope(None, -1, "fail")
     if rows:
         await run_in_threadpool(_store_connections, state, rows)
+        # The console shows these clients' host names: resolve them before anyone looks.
+        state.host_names.prefetch(r["ip"] for r in rows)
     return envelope(None)
 
 

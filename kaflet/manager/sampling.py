@@ -23,6 +23,8 @@ from kaflet.manager.clusters import (
     ClusterError,
     ClusterOverview,
     GroupSummary,
+    LogDirInfo,
+    LogDirs,
     TopicInfo,
 )
 
@@ -121,6 +123,8 @@ class ClusterSnapshot:
     committed: Mapping[str, Mapping[tuple[str, int], int]] = field(default_factory=dict)
     #: How many members each group has, read in this round.
     members: Mapping[str, int] = field(default_factory=dict)
+    #: Each broker's log dirs, read with the sizes.
+    log_dirs: Mapping[int, tuple[LogDirInfo, ...]] = field(default_factory=dict)
 
     def group_lag(self, group_id: str) -> int | None:
         """The group's total lag over the partitions it committed (None: not read this round)."""
@@ -158,12 +162,24 @@ class ClusterSnapshot:
                     leaders[p.leader] = leaders.get(p.leader, 0) + 1
         return {b: (replicas[b], leaders.get(b, 0)) for b in sorted(replicas)}
 
+    def broker_sizes(self) -> dict[int, int] | None:
+        """Bytes on disk each broker holds over its replicas (None when sizes are unknown); a
+        broker of the overview without replicas holds 0."""
+        if self.sizes_unavailable is not None:
+            return None
+        totals = dict.fromkeys((b.id for b in self.overview.brokers), 0)
+        for t in self.topics.values():
+            for p in t.partitions:
+                for broker, size in p.replica_sizes:
+                    totals[broker] = totals.get(broker, 0) + size
+        return dict(sorted(totals.items()))
+
 
 class ClusterObserver:
     """Samples one cluster every ``interval_s`` on a thread of its own; pages read :meth:`snapshot`.
 
-    Sizes (DescribeLogDirs, one request per broker) are read every ``sizes_every`` rounds and
-    reused in between. A failed round keeps the previous snapshot and sets :attr:`last_error`.
+    Sizes and log dirs (DescribeLogDirs, one request per broker) are read every ``sizes_every``
+    rounds and reused in between. A failed round keeps the previous snapshot and sets :attr:`last_error`.
     """
 
     def __init__(self, client: ClusterClient, *, interval_s: float = 30.0, sizes_every: int = 10,
@@ -178,7 +194,7 @@ class ClusterObserver:
         self.last_error: str | None = None
         self.rounds = 0
         self._snapshot: ClusterSnapshot | None = None
-        self._sizes: dict[tuple[str, int], int] | None = None
+        self._log_dirs: LogDirs | None = None
         self._sampled = threading.Condition()
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -190,8 +206,9 @@ class ClusterObserver:
         md = self.client.metadata()
         overview = self.client.overview(md)
         if self.rounds % self.sizes_every == 0:
-            self._sizes = self.client.log_dir_sizes()
-        topics = self.client.topics(md, self._sizes)
+            self._log_dirs = self.client.log_dirs()
+        found = self._log_dirs
+        topics = self.client.topics(md, None if found is None else found.replica_sizes)
         keys = [(t.name, p.partition) for t in topics for p in t.partitions]
         at = self.clock()
         offsets = self.client.end_offsets(keys)
@@ -200,8 +217,8 @@ class ClusterObserver:
         committed = self.client.committed_offsets(g.group_id for g in groups) if groups else {}
         members = self.client.group_members(g.group_id for g in groups)
         snap = ClusterSnapshot(at, time.monotonic() - started, overview, {t.name: t for t in topics}, groups,
-                               self.client.sizes_unavailable if self._sizes is None else None, offsets, committed,
-                               members)
+                               self.client.sizes_unavailable if found is None else None, offsets, committed,
+                               members, {} if found is None else found.dirs)
         with self._sampled:
             self._snapshot = snap
             self.rounds += 1

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from kaflet.manager.config import ManagerConfig
 from kaflet.manager.db import Database
+from kaflet.manager.hostnames import HostNames
 from kaflet.manager.quotas import QuotaWriter
 from kaflet.manager.sampling import ObserverPool
 from kaflet.manager.security import LoginLimiter, SecretBox
@@ -13,8 +14,8 @@ from kaflet.manager.security import LoginLimiter, SecretBox
 
 @dataclass
 class ManagerState:
-    """The database, the secret box, the quota writer, the login limiter and the cluster
-    observers of one service."""
+    """The database, the secret box, the quota writer, the login limiter, the cluster
+    observers and the host-name cache of one service."""
 
     config: ManagerConfig
     db: Database
@@ -22,3 +23,4 @@ class ManagerState:
     quota_writer: QuotaWriter
     login_limiter: LoginLimiter
     observers: ObserverPool = field(default_factory=ObserverPool)
+    host_names: HostNames = field(default_factory=HostNames)

@@ -45,6 +45,16 @@ HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=str(HERE / "templates"))
 
 
+def size_text(value: int | None) -> str:
+    """Bytes for people (``1.5 MiB``); ``?`` when unknown."""
+    if value is None:
+        return "?"
+    for limit, unit in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
+        if value >= limit:
+            return f"{value / limit:.1f} {unit}"
+    return f"{value} B"
+
+
 def _when(ms: int | None) -> str:
     if ms is None:
         return ""
@@ -57,6 +67,7 @@ def _rate(value: float | None) -> str:
 
 templates.env.filters["when"] = _when
 templates.env.filters["rate"] = _rate
+templates.env.filters["size"] = size_text
 templates.env.globals["access_names"] = ACCESS_NAMES
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 API_LOGIN = "/api/v1/login"
@@ -289,6 +300,7 @@ def create_app(config: ManagerConfig, db: Database | None = None, quota_writer: 
             # Not the default wait: a round blocked on an unreachable cluster (up to its request
             # timeout) ends on its own daemon thread rather than holding up the shutdown.
             await run_in_threadpool(state.observers.close, 0.2)
+            state.host_names.close()
 
     app = FastAPI(title="kaflet manager", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
     app.state.manager = state

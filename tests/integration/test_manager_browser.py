@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -228,9 +229,19 @@ def test_the_console_by_clicks(driver: object, manager: ManagerProcess, broker: 
     ui.go(f"/clusters/{CLUSTER_ID}")
     assert f'id="topic-{TOPIC}"' in ui.page and "controller" in ui.page
     ui.shot("cluster")
+    # The topic filter is a plain GET form: typing a part of the name and submitting lists that topic.
+    ui.type("topics-q", TOPIC[:5].upper())
+    ui.click("topics-filter-go")
+    listed = ui.page.split('id="topics"')[1].split("</table>")[0]
+    assert re.findall(r'id="topic-([^"]+)"', listed) == [TOPIC]
+    assert f"Topics 1-1 of 1 whose name contains “{TOPIC[:5].upper()}”" in ui.page
     ui.click(f"topic-{TOPIC}")
     assert "<svg" in ui.page and "<circle" in ui.page.split('id="rate-chart"')[1]
     assert "payments_app" in ui.page.split('id="connections"')[1].split("</table>")[0]
+    # The producer's address with the name this machine's resolver gives it (resolved in the background).
+    host, _, _ = socket.gethostbyaddr("127.0.0.1")
+    wait_for(lambda: (ui.go(f"/clusters/{CLUSTER_ID}/topics/{TOPIC}"),
+                      f"<td>{host}</td>" in ui.page.split('id="connections"')[1].split("</table>")[0])[1])
     ui.shot("topic")
 
     # Revoked by a click: the producer is refused.

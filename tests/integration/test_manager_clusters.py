@@ -6,7 +6,11 @@ change the cluster and are audited, bad input changes nothing, non-operators get
 
 from __future__ import annotations
 
+import html
+import os
 import re
+import socket
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +18,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer
-from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 from fastapi.testclient import TestClient
 from sqlalchemy import delete, select
 
@@ -123,7 +127,7 @@ def test_pages_show_what_the_cluster_holds(console: Console) -> None:
     broker_row = row_of(page, "brokers", "")
     broker_id = broker_row[0]
     assert broker_id.isdigit() and broker_row[1] == console.broker.bootstrap
-    assert broker_row[3:] == ["controller", "up"]
+    assert broker_row[3:5] == ["controller", "up"]
     cells = row_of(page, "topics", topic)
     assert cells[1:4] == ["3", "1", "0"]  # partitions, replication factor, under-replicated
 
@@ -180,7 +184,8 @@ def test_operations_change_the_cluster_and_are_audited(console: Console) -> None
     report = {"produce": {topic: ["app1#10.9.8.7#2.8#writer"]}}
     assert gateway_call(console.client, "POST", f"/heartbeat/survive-user?clusterId={CLUSTER}&brokerId=1",
                         json=report).json()["code"] == 0
-    assert row_of(console.page(f"/topics/{topic}"), "connections", "app1")[1:4] == ["10.9.8.7", "producer", "2.8"]
+    cells = row_of(console.page(f"/topics/{topic}"), "connections", "app1")
+    assert [cells[1], *cells[3:5]] == ["10.9.8.7", "producer", "2.8"]
     r = admin.form(f"{base}/{topic}/delete", {"confirm": topic})
     assert r.status_code == 409 and "app1@10.9.8.7 (producer)" in r.text
     with console.db.session() as s:
@@ -436,3 +441,130 @@ def test_clusters_are_registered_and_forgotten_through_the_json_api(console: Con
     assert [c["id"] for c in admin.api("GET", "/clusters").json()] == [CLUSTER]
     assert [a.target for a in console.audit("cluster.register")] == [f"cluster {CLUSTER}", "cluster 77"]
     assert [a.target for a in console.audit("cluster.delete")] == ["cluster 77"]
+
+
+def bytes_of(page: str, table_id: str, first_cell: str) -> list[int | None]:
+    """The ``data-bytes`` values in the row of ``table_id`` whose first cell is ``first_cell``."""
+    table = page.split(f'id="{table_id}"', 1)[1].split("</table>", 1)[0]
+    for row in re.findall(r"<tr.*?</tr>", table, re.S):
+        cells = [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td.*?</td>", row, re.S)]
+        if cells and (cells[0] == first_cell or not first_cell):
+            return [int(v) if v else None for v in re.findall(r'data-bytes="(\d*)"', row)]
+    raise AssertionError(f"no row {first_cell!r} in {table_id}")
+
+
+def log_bytes(data_dir: Path, pattern: str = "*") -> int:
+    """Bytes of the segment files of the partition dirs matching ``pattern`` (``topic-N``)."""
+    return sum(f.stat().st_size for d in data_dir.glob(pattern) if d.is_dir() for f in d.glob("*.log"))
+
+
+def test_sizes_on_disk_per_topic_partition_replica_and_broker(console: Console) -> None:
+    bootstrap, data_dir = console.broker.bootstrap, console.broker.data_dir
+    topic = unique("sized")
+    create_topic(bootstrap, topic, partitions=2)
+    produce(bootstrap, topic, 200, partition=0)
+    produce(bootstrap, topic, 50, partition=1)
+    on_disk = [log_bytes(data_dir, f"{topic}-{p}") for p in range(2)]
+    assert on_disk[0] > on_disk[1] > 0
+    broker_id = row_of(console.page_shows(f"?q={topic}", f'id="topic-{topic}"'), "brokers", "")[0]
+
+    # Sizes are read every 10th sampling round: wait for one after the writes.
+    wait_for(lambda: bytes_of(console.page(f"?q={topic}"), "topics", topic) == [sum(on_disk)])
+    page = console.page(f"/topics/{topic}")
+    for p in range(2):
+        # Total over the replicas, then the one replica on the lone broker: the segment files' bytes.
+        assert bytes_of(page, "partitions", str(p)) == [on_disk[p], on_disk[p]]
+        assert re.search(rf'data-broker="{broker_id}" data-bytes="{on_disk[p]}">{broker_id}: ', page)
+    assert re.search(rf'id="topic-size" data-bytes="{sum(on_disk)}"', page)
+
+    # The broker's total is every replica it holds (other tests' topics and __consumer_offsets too):
+    # the same as the bytes of every segment in its log dir, once nothing is being written.
+    wait_for(lambda: bytes_of(console.page(""), "brokers", broker_id) == [log_bytes(data_dir)])
+    assert log_bytes(data_dir) >= sum(on_disk)
+    # Its one log dir, with the size of the volume under it as statvfs gives it.
+    fs = os.statvfs(data_dir)
+    cell = row_of(console.page(""), "brokers", broker_id)[8]
+    assert re.fullmatch(rf"{re.escape(str(data_dir))}: [0-9.]+ [KMG]iB free of [0-9.]+ [KMG]iB", cell), cell
+    assert f'data-total="{fs.f_blocks * fs.f_frsize}"' in console.page("")
+
+
+def listed(page: str) -> list[str]:
+    """The topics the cluster page's topic table shows."""
+    table = page.split('id="topics"', 1)[1].split("</table>", 1)[0]
+    return re.findall(r'id="topic-([^"]+)"', table)
+
+
+def test_topic_and_group_lists_are_paged_and_filtered(console: Console) -> None:
+    bootstrap = console.broker.bootstrap
+    prefix = unique("paged")
+    names = [f"{prefix}-{i:03d}" for i in range(130)]
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(n, num_partitions=1, replication_factor=1) for n in names])
+    for f in futures.values():
+        f.result(60)
+
+    first = console.page_shows(f"?q={prefix.upper()}", f"of {len(names)}")  # the filter ignores case
+    assert f"Topics 1-100 of 130 whose name contains “{prefix.upper()}”, page 1 of 2." in first
+    shown = listed(first)
+    assert shown == names[:100]
+    nav = first.split('id="topics-pages"', 1)[1].split("</nav>", 1)[0]
+    page_2 = f"/clusters/{CLUSTER}?q={prefix.upper()}&amp;page=2"
+    assert re.findall(r'<a href="([^"]+)">(\w+)</a>', nav) == [(page_2, "2"), (page_2, "next")]
+    assert '<span class="current">1</span>' in nav
+    r = console.client.get(html.unescape(page_2))
+    assert r.status_code == 200
+    second = r.text
+    assert "Topics 101-130 of 130" in second
+    assert listed(second) == names[100:]
+    # Past the last page, or more digits than any page count: the last page.
+    for page in ("3", "99", "9" * 5000):
+        assert listed(console.page(f"?q={prefix}&page={page}")) == names[100:]
+    one = console.page(f"?q={names[7]}")
+    assert listed(one) == [names[7]] and 'id="topics-pages"' not in one
+    assert "No topics whose name contains" in console.page(f"?q={prefix}-nothing")
+
+    # Groups: filtered the same way, the topic filter kept in the group list's links and form.
+    groups = [f"{prefix}-g{i}" for i in range(3)]
+    for g in groups:
+        consume_and_commit_offsets(admin, g, names[0])
+    page = console.page_shows(f"?q={prefix}&gq={prefix}-G1", f"{prefix}-g1<")
+    assert row_of(page, "groups", f"{prefix}-g1")[0] == f"{prefix}-g1"
+    assert f"{prefix}-g0<" not in page and f"{prefix}-g2<" not in page
+    assert "Groups 1-1 of 1" in page
+    form = page.split('id="groups-filter"', 1)[1].split("</form>", 1)[0]
+    assert f'name="q" value="{prefix}"' in form
+
+    # Bad values get a clear 400 page, never a traceback.
+    for query, message in (("page=-1", "page must be a whole number from 1"),
+                           ("page=0", "page must be a whole number from 1"),
+                           ("page=abc", "page must be a whole number from 1"),
+                           ("gpage=1.5", "gpage must be a whole number from 1"),
+                           ("q=" + "x" * 250, "the topic filter is 250 characters long; at most 249"),
+                           ("gq=" + "x" * 1025, "the group filter is 1025 characters long; at most 1024")):
+        r = console.client.get(f"/clusters/{CLUSTER}?{query}")
+        assert r.status_code == 400 and message in r.text and "Traceback" not in r.text, query
+
+
+def consume_and_commit_offsets(admin: AdminClient, group: str, topic: str) -> None:
+    """Commit offset 0 of ``topic``'s partition 0 for ``group`` (a group without members)."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+    request = [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, 0, 0)])]
+    admin.alter_consumer_group_offsets(request, request_timeout=30)[group].result(30)
+
+
+def test_live_connections_show_the_host_names_reverse_dns_gives(console: Console) -> None:
+    topic = unique("named")
+    create_topic(console.broker.bootstrap, topic, partitions=1)
+    console.page_shows("", topic)
+    # What this machine's resolver says for the loopback address (/etc/hosts: localhost).
+    expected, _, _ = socket.gethostbyaddr("127.0.0.1")
+    report = {"fetch": {topic: ["reader#127.0.0.1#2.8#r1"]}, "produce": {topic: ["writer#not-an-ip#2.8"]}}
+    began = time.monotonic()
+    assert gateway_call(console.client, "POST", f"/heartbeat/survive-user?clusterId={CLUSTER}&brokerId=1",
+                        json=report).json()["code"] == 0
+    # The report queued the lookups; the page shows the answer once the background lookup is in.
+    page = console.page_shows(f"/topics/{topic}", f"<td>{expected}</td>", timeout=10)
+    assert time.monotonic() - began < 10
+    assert row_of(page, "connections", "reader")[1:4] == ["127.0.0.1", expected, "consumer"]
+    assert row_of(page, "connections", "writer")[1:4] == ["not-an-ip", "(not an IP address)", "producer"]

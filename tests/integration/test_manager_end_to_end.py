@@ -11,7 +11,9 @@ gateway token, so the broker's pulls prove the token in its gateway.url.
 
 from __future__ import annotations
 
+import html
 import re
+import socket
 import time
 import uuid
 from collections.abc import Iterator
@@ -94,8 +96,11 @@ def test_grant_produce_quota_and_revoke_through_the_manager(manager: ManagerProc
         took = wait_for(lambda: produce_once(broker, "orders_app", password) is None)
         print(f"\ngrant enforced {took:.2f} s after approval (sync interval {SYNC_MS} ms)")
 
-        # The broker's connection reports reach the application's page.
-        wait_for(lambda: re.search(r"<td>7</td><td>orders</td><td>producer</td>\s*<td>127\.0\.0\.1</td>",
+        # The broker's connection reports reach the application's page, the address with the
+        # name this machine's resolver gives it (looked up in the background after the report).
+        host = re.escape(html.escape(socket.gethostbyaddr("127.0.0.1")[0]))
+        wait_for(lambda: re.search(r"<td>7</td><td>orders</td><td>producer</td>\s*<td>127\.0\.0\.1 "
+                                   rf'<small class="muted">{host}</small></td>',
                                    user_http.get("/apps/orders_app").text) is not None)
 
         # A quota of 1 MB/s, written to the cluster through AlterClientQuotas, holds the producer.

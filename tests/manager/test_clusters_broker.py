@@ -109,9 +109,13 @@ def test_sizes_from_describe_log_dirs(client: ClusterClient, kaflet_broker: Brok
     sizes = client.log_dir_sizes()
     assert sizes is not None and client.sizes_unavailable is None
     on_disk = sum(f.stat().st_size for f in (kaflet_broker.data_dir / f"{topic}-0").glob("*.log"))
-    assert on_disk > 0 and sizes[(topic, 0)] == on_disk and sizes[(topic, 1)] == 0
+    [broker] = [b.id for b in client.overview().brokers]
+    # Per partition, the bytes of each broker's replica (one broker here).
+    assert on_disk > 0 and sizes[(topic, 0)] == {broker: on_disk} and sizes[(topic, 1)] == {broker: 0}
     [info] = [t for t in client.topics(sizes=sizes) if t.name == topic]
     assert info.size_bytes == on_disk
+    assert [(p.size_bytes, p.replica_sizes, p.replica_size(broker)) for p in info.partitions] == \
+        [(on_disk, ((broker, on_disk),), on_disk), (0, ((broker, 0),), 0)]
 
 
 def test_group_lag_and_offset_resets(client: ClusterClient, kaflet_broker: BrokerProcess) -> None:

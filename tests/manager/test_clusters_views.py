@@ -9,17 +9,24 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from kaflet.manager.charts import PALETTE, line_chart, nice_ticks, time_ticks
+from kaflet.manager.cluster_console import name_filter, page_number, paged
 from kaflet.manager.clusters import (
     CONNECTION_WINDOW_MS,
+    BrokerInfo,
+    ClusterOverview,
     ConnectionRow,
+    LogDirInfo,
     PartitionInfo,
     PartitionLag,
     TopicInfo,
     connections_by_topic,
+    log_dirs_from_answers,
+    replica_sizes_from_log_dirs,
     rows_from_heartbeat,
     sizes_from_log_dirs,
 )
-from kaflet.manager.sampling import MessageRates
+from kaflet.manager.sampling import ClusterSnapshot, MessageRates
+from kaflet.manager.services import InvalidInput
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -102,11 +109,18 @@ def test_sizes_sum_replicas_from_describe_log_dirs_answers() -> None:
     answers = [
         {"broker": 1, "log_dirs": [result("/a", {"t": [(0, 100, False), (1, 50, False)]}),
                                    result("/b", {"t": [(1, 999, True)]}),          # a future log
-                                   result("/c", {"u": [(0, 7, False)]}, error=57)]},  # offline dir
+                                   result("/c", {"u": [(0, 7, False)]}, error=56)]},  # offline dir
         {"broker": 2, "log_dirs": [result("/a", {"t": [(0, 101, False)], "u": [(0, 3, False)]})]},
     ]
+    assert replica_sizes_from_log_dirs(answers) == {("t", 0): {1: 100, 2: 101}, ("t", 1): {1: 50}, ("u", 0): {2: 3}}
     assert sizes_from_log_dirs(answers) == {("t", 0): 201, ("t", 1): 50, ("u", 0): 3}
     assert sizes_from_log_dirs([]) == {}
+    # The log dirs themselves; -1 (not told, as before v4) is unknown; an offline dir names its error.
+    answers[1]["log_dirs"][0].update(total_bytes=1000, usable_bytes=400)
+    assert log_dirs_from_answers(answers) == {
+        1: (LogDirInfo("/a", None, None, None), LogDirInfo("/b", None, None, None),
+            LogDirInfo("/c", "KAFKA_STORAGE_ERROR", None, None)),
+        2: (LogDirInfo("/a", None, 1000, 400),)}
 
 
 # -- message rates --------------------------------------------------------------------------
@@ -193,3 +207,52 @@ def test_line_chart_without_points_says_so_and_rejects_tiny_sizes() -> None:
     assert len(one.findall(f"{SVG}circle")) == 1
     with pytest.raises(ValueError):
         line_chart({"t": []}, width=20, height=20)
+
+
+# -- broker totals ------------------------------------------------------------------------------
+
+
+def test_broker_sizes_sum_the_replicas_each_broker_holds() -> None:
+    brokers = tuple(BrokerInfo(i, "h", 9092, None, i == 1, True) for i in (1, 2, 3))
+    parts = (PartitionInfo(0, 1, (1, 2), (1, 2), 30, ((1, 10), (2, 20))),
+             PartitionInfo(1, 2, (2, 1), (2,), 5, ((2, 5),)))  # broker 1 did not answer for it
+    topics = {"t": TopicInfo("t", False, parts)}
+    snap = ClusterSnapshot(0.0, 0.1, ClusterOverview("c", 1, brokers), topics, (), None)
+    assert snap.broker_sizes() == {1: 10, 2: 25, 3: 0}
+    assert parts[0].replica_size(2) == 20 and parts[1].replica_size(1) is None
+    unknown = ClusterSnapshot(0.0, 0.1, ClusterOverview("c", 1, brokers), topics, (), "DescribeLogDirs: refused")
+    assert unknown.broker_sizes() is None
+
+
+# -- paging of the cluster page's lists -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", ["-1", "0", "+0", "000", "abc", "1.5", "1e3", "٣", " - 2"])
+def test_page_numbers_other_than_whole_numbers_from_1_are_refused(text: str) -> None:
+    with pytest.raises(InvalidInput, match="page must be a whole number from 1"):
+        page_number(text, "page")
+
+
+def test_page_numbers_default_to_1_and_huge_ones_stay_numbers() -> None:
+    assert [page_number(t, "page") for t in ("", None, " 7 ", "+3")] == [1, 1, 7, 3]
+    assert page_number("9" * 5000, "page") >= 10**18  # paged() shows the last page for it
+
+
+def test_name_filters_are_bounded() -> None:
+    assert name_filter("  ab ", "topic", 249) == "ab"
+    with pytest.raises(InvalidInput, match="250 characters long; at most 249"):
+        name_filter("x" * 250, "topic", 249)
+
+
+def test_pages_hold_100_rows_and_link_to_nearby_pages_with_gaps() -> None:
+    items = list(range(1050))  # 11 pages
+    page = paged(items, 6, lambda n: f"?page={n}")
+    assert (page.rows[0], page.rows[-1], page.first, page.last, page.pages, page.total) == (500, 599, 501, 600, 11, 1050)
+    assert page.links == [("previous", "?page=5"), ("1", "?page=1"), ("…", None), ("4", "?page=4"),
+                          ("5", "?page=5"), ("6", None), ("7", "?page=7"), ("8", "?page=8"), ("…", None),
+                          ("11", "?page=11"), ("next", "?page=7")]
+    last = paged(items, 10**18, lambda n: f"?page={n}")
+    assert (last.number, last.rows, last.first, last.last) == (11, list(range(1000, 1050)), 1001, 1050)
+    assert paged(items[:100], 1, str).links == []  # one page: no links
+    empty = paged([], 3, str)
+    assert (empty.number, empty.pages, empty.first, empty.last, empty.links) == (1, 1, 0, 0, [])
