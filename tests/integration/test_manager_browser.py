@@ -81,6 +81,22 @@ def broker(tmp_path: Path, manager: ManagerProcess) -> Iterator[BrokerProcess]:
         yield b
 
 
+def gone(element: object) -> bool:
+    """True once ``element`` left the document. chromedriver says so either as a stale element
+    or, now and then, as "Node with given id does not belong to the document"."""
+    from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
+
+    try:
+        element.is_enabled()  # type: ignore[attr-defined]
+    except StaleElementReferenceException:
+        return True
+    except WebDriverException as e:
+        if "does not belong to the document" in str(e):
+            return True
+        raise
+    return False
+
+
 class Console:
     """Clicks and typing on the console pages."""
 
@@ -107,7 +123,6 @@ class Console:
         (a click returns before the browser has navigated)."""
         from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
         from selenium.webdriver.common.by import By
-        from selenium.webdriver.support import expected_conditions
         from selenium.webdriver.support.ui import WebDriverWait
 
         old = self.d.find_element(By.TAG_NAME, "html")  # type: ignore[attr-defined]
@@ -122,10 +137,10 @@ class Console:
                 stale_node = isinstance(e, StaleElementReferenceException) or "does not belong to the document" in str(e)
                 if not stale_node or attempt == 4:
                     raise
-                if expected_conditions.staleness_of(old)(self.d):
+                if gone(old):
                     break  # the click got through after all: the page has gone
                 time.sleep(0.2)
-        WebDriverWait(self.d, 30).until(expected_conditions.staleness_of(old))
+        WebDriverWait(self.d, 30).until(lambda _: gone(old))
 
     def go(self, path: str) -> None:
         self.d.get(self.url + path)  # type: ignore[attr-defined]

@@ -469,7 +469,8 @@ def test_sizes_on_disk_per_topic_partition_replica_and_broker(console: Console) 
     broker_id = row_of(console.page_shows(f"?q={topic}", f'id="topic-{topic}"'), "brokers", "")[0]
 
     # Sizes are read every 10th sampling round: wait for one after the writes.
-    wait_for(lambda: bytes_of(console.page(f"?q={topic}"), "topics", topic) == [sum(on_disk)])
+    # (Generous: under a loaded machine a round takes several times its interval.)
+    wait_for(lambda: bytes_of(console.page(f"?q={topic}"), "topics", topic) == [sum(on_disk)], timeout=180)
     page = console.page(f"/topics/{topic}")
     for p in range(2):
         # Total over the replicas, then the one replica on the lone broker: the segment files' bytes.
@@ -479,7 +480,7 @@ def test_sizes_on_disk_per_topic_partition_replica_and_broker(console: Console) 
 
     # The broker's total is every replica it holds (other tests' topics and __consumer_offsets too):
     # the same as the bytes of every segment in its log dir, once nothing is being written.
-    wait_for(lambda: bytes_of(console.page(""), "brokers", broker_id) == [log_bytes(data_dir)])
+    wait_for(lambda: bytes_of(console.page(""), "brokers", broker_id) == [log_bytes(data_dir)], timeout=180)
     assert log_bytes(data_dir) >= sum(on_disk)
     # Its one log dir, with the size of the volume under it as statvfs gives it.
     fs = os.statvfs(data_dir)
