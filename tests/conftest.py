@@ -7,7 +7,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import filesystems
 from tests.support.broker_process import BrokerProcess, running_broker
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_stale_test_mounts() -> None:
+    """File systems mounted by a test run that was killed before it unmounted them go now."""
+    if filesystems.mounts_unavailable_reason() is None:
+        filesystems.unmount_stale()
 
 
 @pytest.fixture(scope="module")

@@ -36,3 +36,8 @@ class ProducerStateError(LogError):
 
 class CorruptIndexError(Exception):
     """An index file fails its sanity check; the segment rebuilds it from the log."""
+
+
+class KafkaStorageError(OSError):
+    """The log's directory is offline after an I/O error (Kafka's KafkaStorageException);
+    an OSError, so every path that answers a disk error with KAFKA_STORAGE_ERROR answers it."""

@@ -40,7 +40,14 @@ from kaflet.log.checkpoints import (
     write_atomic,
 )
 from kaflet.log.config import LONG_MAX, LogConfig
-from kaflet.log.errors import CorruptIndexError, LogError, OffsetOutOfRangeError, UnexpectedAppendOffsetError
+from kaflet.log.dir_failure import LogDirFailureChannel
+from kaflet.log.errors import (
+    CorruptIndexError,
+    KafkaStorageError,
+    LogError,
+    OffsetOutOfRangeError,
+    UnexpectedAppendOffsetError,
+)
 from kaflet.log.leader_epoch import LeaderEpochCache
 from kaflet.log.metadata_writer import MetadataWriter
 from kaflet.log.producer_state import CONTROL_ABORT, CONTROL_COMMIT, CompletedTxn, ProducerStateManager
@@ -201,9 +208,14 @@ class Log:
         topic_id: str | None = None,
         executor: Executor | None = None,
         metadata_writer: MetadataWriter | None = None,
+        failure_channel: LogDirFailureChannel | None = None,
         now_ms: Callable[[], int] = _now_ms,
     ) -> None:
         self.dir = directory
+        #: Where an I/O error of this log takes its log directory offline (None: nowhere).
+        self._failure_channel = failure_channel
+        #: Set when the log directory went offline: every use answers KafkaStorageError.
+        self.offline = False
         name = parse_topic_partition(os.path.basename(directory.rstrip("/")))
         self.topic, self.partition = name if name else (os.path.basename(directory), 0)
         self.config = config
@@ -258,7 +270,11 @@ class Log:
             jitter = random.randrange(min(self.config.segment_jitter_ms, self.config.segment_ms))
         seg = LogSegment(self.dir, base_offset, self.config, created_ms=self._time(), roll_jitter_ms=jitter)
         if new:
-            seg.txn_index.ensure_file()
+            try:
+                seg.txn_index.ensure_file()
+            except OSError:
+                seg.close_handlers()
+                raise
         return seg
 
     def _remove_temp_files(self) -> set[int]:
@@ -585,7 +601,7 @@ class Log:
         writes nothing when the marker is stale.
         """
         if self._closed:
-            raise ValueError(f"log {self.dir} is closed")
+            self._raise_closed()
         now = self._time() if now_ms is None else now_ms
         self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
         ctype = CONTROL_COMMIT if commit else CONTROL_ABORT
@@ -594,10 +610,13 @@ class Log:
         buf = build_batch([record], base_offset=offset, producer_id=producer_id, producer_epoch=producer_epoch,
                           base_timestamp=now, is_transactional=True, is_control=True,
                           partition_leader_epoch=leader_epoch)
-        seg = self._maybe_roll(len(buf), now, offset, offset, now)
-        if leader_epoch >= 0 and leader_epoch > self.leader_epoch_cache.latest_epoch:
-            self.leader_epoch_cache.assign(leader_epoch, offset)
-        self._write(seg, offset, now, offset, buf, [parse_batch_header(buf)])
+        try:
+            seg = self._maybe_roll(len(buf), now, offset, offset, now)
+            if leader_epoch >= 0 and leader_epoch > self.leader_epoch_cache.latest_epoch:
+                self.leader_epoch_cache.assign(leader_epoch, offset)
+            self._write(seg, offset, now, offset, buf, [parse_batch_header(buf)])
+        except OSError as exc:
+            raise self._io_failed("append of a transaction marker", exc) from exc
         flush_needed = self._leo - self._recovery_point >= self.config.flush_messages
         return AppendResult(offset, offset, -1, self.log_start_offset, 1, False, flush_needed)
 
@@ -615,7 +634,7 @@ class Log:
         record has a timestamp), as Kafka's LogValidator does for every batch.
         """
         if self._closed:
-            raise ValueError(f"log {self.dir} is closed")
+            self._raise_closed()
         now = self._time() if now_ms is None else now_ms
         cfg = self.config
         mv = records if isinstance(records, memoryview) else memoryview(records)
@@ -689,11 +708,14 @@ class Log:
         if lat:
             shallow = last
 
-        seg = self._maybe_roll(len(buf), max_ts, last, first, now)
-        if leader_epoch >= 0 and leader_epoch > self.leader_epoch_cache.latest_epoch:
-            # Rare (once per leader epoch); Kafka writes this checkpoint synchronously too.
-            self.leader_epoch_cache.assign(leader_epoch, first)
-        self._write(seg, last, max_ts, shallow, buf, final)
+        try:
+            seg = self._maybe_roll(len(buf), max_ts, last, first, now)
+            if leader_epoch >= 0 and leader_epoch > self.leader_epoch_cache.latest_epoch:
+                # Rare (once per leader epoch); Kafka writes this checkpoint synchronously too.
+                self.leader_epoch_cache.assign(leader_epoch, first)
+            self._write(seg, last, max_ts, shallow, buf, final)
+        except OSError as exc:
+            raise self._io_failed("append", exc) from exc
         flush_needed = self._leo - self._recovery_point >= cfg.flush_messages
         return AppendResult(first, last, now if lat else -1, self.log_start_offset, last - first + 1, False,
                             flush_needed)
@@ -712,7 +734,7 @@ class Log:
         is written then.
         """
         if self._closed:
-            raise ValueError(f"log {self.dir} is closed")
+            self._raise_closed()
         mv = records if isinstance(records, memoryview) else memoryview(records)
         headers: list[BatchHeader] = []
         n = len(mv)
@@ -747,15 +769,18 @@ class Log:
                 f"Unexpected offset in append to {self.topic}-{self.partition}. First offset {first} is less than "
                 f"the next offset {self._leo}. Last offset in append: {prev_last}. Log start offset = "
                 f"{self.log_start_offset}", first, prev_last)
-        if prev_last - first > INT32_MAX or pos > self.config.segment_bytes:
-            # Wider (offset gaps of a compacted leader) or larger than one segment can hold:
-            # one batch at a time, so each may roll the segment.
-            start = 0
-            for h in headers:
-                self._append_fetched(mv[start : start + h.size], [h])
-                start += h.size
-        else:
-            self._append_fetched(mv[:pos], headers)
+        try:
+            if prev_last - first > INT32_MAX or pos > self.config.segment_bytes:
+                # Wider (offset gaps of a compacted leader) or larger than one segment can hold:
+                # one batch at a time, so each may roll the segment.
+                start = 0
+                for h in headers:
+                    self._append_fetched(mv[start : start + h.size], [h])
+                    start += h.size
+            else:
+                self._append_fetched(mv[:pos], headers)
+        except OSError as exc:
+            raise self._io_failed("append of fetched records", exc) from exc
         return FollowerAppendResult(first, prev_last, pos, headers[-1].partition_leader_epoch,
                                     self._leo - self._recovery_point >= self.config.flush_messages)
 
@@ -859,10 +884,12 @@ class Log:
             return active
         if new_base <= active.base_offset:
             raise ValueError(f"cannot roll to {new_base}: active segment starts at {active.base_offset}")
-        active.on_become_inactive()
         for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
             _unlink(os.path.join(self.dir, segment_file_name(new_base, suffix)))  # stale leftovers
+        # The new segment's files first: when they cannot be made (no descriptor or space left)
+        # the active segment stays active, its indexes untrimmed.
         seg = self._new_segment(new_base)
+        active.on_become_inactive()
         self._add_segment(seg)
         self.producer_state.map_end_offset = self._leo
         self.producer_state.take_snapshot(new_base)
@@ -897,6 +924,8 @@ class Log:
         Raises OffsetOutOfRangeError when fetch_offset < log start or > LEO.  Usually one region
         (Kafka reads one segment per partition per fetch); empty at the LEO / ``max_offset``.
         """
+        if self.offline:
+            self._raise_closed()
         leo = self._leo
         if fetch_offset < self.log_start_offset or fetch_offset > leo:
             raise OffsetOutOfRangeError(
@@ -906,20 +935,23 @@ class Log:
         if fetch_offset == leo or (max_offset is not None and fetch_offset >= max_offset):
             return ReadResult([], hw, lso, leo)
         i = self._segment_index_for(fetch_offset)
-        while i < len(self._segments):
-            seg = self._segments[i]
-            max_position = None
-            if max_offset is not None and max_offset < leo:
-                nxt = self._bases[i + 1] if i + 1 < len(self._bases) else leo
-                if max_offset <= seg.base_offset:
-                    break
-                if max_offset < nxt:
-                    found = seg.translate_offset(max_offset)
-                    max_position = found[0] if found is not None else seg.size
-            region = seg.read(fetch_offset, max_bytes, max_position, min_one_message)
-            if region is not None:
-                return ReadResult([region] if region.size else [], hw, lso, leo)
-            i += 1
+        try:
+            while i < len(self._segments):
+                seg = self._segments[i]
+                max_position = None
+                if max_offset is not None and max_offset < leo:
+                    nxt = self._bases[i + 1] if i + 1 < len(self._bases) else leo
+                    if max_offset <= seg.base_offset:
+                        break
+                    if max_offset < nxt:
+                        found = seg.translate_offset(max_offset)
+                        max_position = found[0] if found is not None else seg.size
+                region = seg.read(fetch_offset, max_bytes, max_position, min_one_message)
+                if region is not None:
+                    return ReadResult([region] if region.size else [], hw, lso, leo)
+                i += 1
+        except OSError as exc:
+            raise self._io_failed("read", exc) from exc
         return ReadResult([], hw, lso, leo)
 
     def read_batches(self, fetch_offset: int, max_bytes: int = 1 << 30) -> bytes:
@@ -1021,14 +1053,18 @@ class Log:
     async def _flush_once(self) -> None:
         try:
             end = self._leo
-            if self._writer is not None:
-                # partition.metadata and the epoch entries of every offset below ``end`` are
-                # durable before the recovery point moves past them.
-                await self._writer.wait(self)
-            segs = self._unflushed_segments()
-            dirs = self._dirs_to_sync(segs)
-            loop = asyncio.get_running_loop()
-            await loop.run_in_executor(self._executor, self._fsync_segments, segs, dirs)
+            try:
+                if self._writer is not None:
+                    # partition.metadata and the epoch entries of every offset below ``end`` are
+                    # durable before the recovery point moves past them.
+                    await self._writer.wait(self)
+                segs = self._unflushed_segments()
+                dirs = self._dirs_to_sync(segs)
+                await asyncio.get_running_loop().run_in_executor(self._executor, self._fsync_segments, segs, dirs)
+            except OSError as exc:
+                # After a failed fsync the kernel may have dropped the dirty pages: nothing
+                # written since the recovery point can be trusted to be on disk.
+                raise self._io_failed("flush", exc) from exc
             self._parent_synced = self._parent_synced or bool(segs)
             self._recovery_point = min(max(self._recovery_point, end), self._leo)
             self._last_flush_ms = self._time()
@@ -1038,7 +1074,11 @@ class Log:
     async def flush_until(self, offset: int | None = None) -> None:
         """Wait until every offset below ``offset`` (default: the LEO) is fsync'd (group commit)."""
         target = self._leo if offset is None else min(offset, self._leo)
-        while self._recovery_point < target and not self._closed:
+        while self._recovery_point < target:
+            if self._closed:
+                if self.offline:
+                    self._raise_closed()  # what is not flushed now never will be
+                break
             task = self._flush_task
             if task is None:
                 task = self._flush_task = asyncio.get_running_loop().create_task(self._flush_once())
@@ -1059,7 +1099,10 @@ class Log:
         dirs = self._dirs_to_sync(segs)
         if dirs and not sync_parent and not self._parent_synced:
             dirs = dirs[1:]
-        self._fsync_segments(segs, dirs)
+        try:
+            self._fsync_segments(segs, dirs)
+        except OSError as exc:
+            raise self._io_failed("flush", exc) from exc
         self._parent_synced = self._parent_synced or bool(segs) or not sync_parent
         self._recovery_point = max(self._recovery_point, end)
         self._last_flush_ms = self._time()
@@ -1274,8 +1317,16 @@ class Log:
             raise ValueError(f"cannot truncate to negative offset {offset}")
         if offset >= self._leo:
             return
+        if self._closed:
+            self._raise_closed()
+        try:
+            self._truncate_to(offset)
+        except OSError as exc:
+            raise self._io_failed("truncation", exc) from exc
+
+    def _truncate_to(self, offset: int) -> None:
         if offset < self.log_start_offset or offset <= self._segments[0].base_offset:
-            self.truncate_fully_and_start_at(offset if offset >= self.log_start_offset else self.log_start_offset)
+            self._truncate_fully_and_start_at(offset if offset >= self.log_start_offset else self.log_start_offset)
             return
         while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
             self._segments.pop().delete()
@@ -1288,6 +1339,14 @@ class Log:
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete all segments and start empty at ``offset``."""
+        if self._closed:
+            self._raise_closed()
+        try:
+            self._truncate_fully_and_start_at(offset)
+        except OSError as exc:
+            raise self._io_failed("truncation", exc) from exc
+
+    def _truncate_fully_and_start_at(self, offset: int) -> None:
         for seg in self._segments:
             seg.delete()
         self._segments.clear()
@@ -1308,6 +1367,38 @@ class Log:
         ps.delete_snapshots_after(self._leo)
         self._load_producer_state()
         ps.on_high_watermark(self._high_watermark)
+
+    # ------------------------------------------------------------------ failures
+
+    def _raise_closed(self) -> None:
+        if self.offline:
+            raise KafkaStorageError(f"the log directory of {self.topic}-{self.partition} is offline")
+        raise ValueError(f"log {self.dir} is closed")
+
+    def _io_failed(self, what: str, exc: OSError) -> OSError:
+        """Report an I/O error of this log to the failure channel (which takes the log directory
+        offline unless the process only ran out of a resource); returns what to raise."""
+        if isinstance(exc, KafkaStorageError):
+            return exc
+        if self._failure_channel is not None:
+            self._failure_channel.maybe_add_offline_log_dir(os.path.dirname(self.dir), f"{what} of {self.topic}-"
+                                                            f"{self.partition}", exc)
+        return exc
+
+    def go_offline(self) -> None:
+        """The log directory failed: stop serving and release the files, writing nothing more
+        (Kafka closes an offline directory's logs without a flush or a snapshot)."""
+        if self.offline:
+            return
+        self.offline = True
+        self._closed = True
+        if self._writer is not None:
+            self._writer.discard(self)
+        for seg in self._segments:
+            try:
+                seg.close_handlers()
+            except OSError:
+                pass  # the descriptors are released anyway
 
     def close(self, sync: bool = False, *, deleting: bool = False) -> None:
         """Snapshot producer state at the LEO, trim indexes, release files.

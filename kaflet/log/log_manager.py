@@ -40,7 +40,7 @@ import shutil
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any
 
@@ -56,6 +56,8 @@ from kaflet.log.checkpoints import (
 from kaflet.log.cleaner import CleanerConfig
 from kaflet.log.cleaner_manager import LogCleaner
 from kaflet.log.config import LogConfig
+from kaflet.log.dir_failure import LogDirFailureChannel, is_resource_exhaustion
+from kaflet.log.errors import KafkaStorageError
 from kaflet.log.log import Log, parse_topic_partition, unlink_files
 from kaflet.log.metadata_writer import MetadataWriter
 
@@ -105,11 +107,14 @@ class LogManager:
         producer_id_expiration_check_interval_ms: int = 600000,
         cleaner_config: CleanerConfig | None = None,
         executor: Executor | None = None,
+        failure_channel: LogDirFailureChannel | None = None,
         now_ms: Callable[[], int] = _now_ms,
     ) -> None:
         if not log_dirs:
             raise ValueError("at least one log dir is required")
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
+        #: Where I/O errors take a log dir offline (``handle_log_dir_failure`` then acts on it).
+        self.failure_channel = failure_channel if failure_channel is not None else LogDirFailureChannel()
         if isinstance(default_topic_config, LogConfig):
             self.default_config = default_topic_config
         else:
@@ -169,12 +174,24 @@ class LogManager:
         self._locks[d] = fd
 
     def startup(self) -> None:
-        """Lock the dirs and load (and if needed recover) every log.  Blocking."""
+        """Lock the dirs and load (and if needed recover) every log.  Blocking.
+
+        A dir whose disk fails while it is loaded starts offline (Kafka's rule), the others
+        serve; with every dir failed this raises the first dir's error."""
+        errors: list[OSError] = []
         for d in self.log_dirs:
-            os.makedirs(d, exist_ok=True)
-            self._lock(d)
-        for d in self.log_dirs:
-            self._load_dir(d)
+            try:
+                os.makedirs(d, exist_ok=True)
+                self._lock(d)
+                self._load_dir(d)
+            except OSError as exc:
+                if is_resource_exhaustion(exc):
+                    raise
+                errors.append(exc)
+                self.failure_channel.maybe_add_offline_log_dir(d, "loading the logs", exc)
+                self._drop_dir(d)
+        if len(errors) == len(self.log_dirs):
+            raise errors[0]
         if self.cleaner_config.enable:
             # Its threads start with run_background, once there is an event loop to own the logs.
             self.cleaner = LogCleaner(self.cleaner_config, self.log_dirs, lambda: self._logs, self._dir_of.get,
@@ -223,6 +240,7 @@ class LogManager:
                 high_watermark=high_watermarks.get(tp),
                 executor=self._executor,
                 metadata_writer=self.metadata_writer,
+                failure_channel=self.failure_channel,
                 now_ms=self._time,
             )
             self._logs[tp] = lg
@@ -244,11 +262,25 @@ class LogManager:
     def log_dir_of(self, topic: str, partition: int) -> str | None:
         return self._dir_of.get((topic, partition))
 
+    @property
+    def live_log_dirs(self) -> list[str]:
+        """The log dirs that are not offline."""
+        channel = self.failure_channel
+        return [d for d in self.log_dirs if not channel.is_offline(d)]
+
+    def _live_dirs_or_raise(self) -> list[str]:
+        live = self.live_log_dirs
+        if not live:
+            raise KafkaStorageError("every log directory is offline")
+        return live
+
     def _choose_dir(self) -> str:
-        counts = {d: 0 for d in self.log_dirs}
+        live = self._live_dirs_or_raise()
+        counts = {d: 0 for d in live}
         for d in self._dir_of.values():
-            counts[d] = counts.get(d, 0) + 1
-        return min(self.log_dirs, key=lambda d: counts[d])
+            if d in counts:
+                counts[d] += 1
+        return min(live, key=lambda d: counts[d])
 
     def get_or_create_log(self, topic: str, partition: int, topic_id: str | None = None,
                           config: Mapping[str, Any] | LogConfig | None = None) -> Log:
@@ -270,7 +302,8 @@ class LogManager:
 
     def _new_log(self, d: str, topic: str, partition: int, topic_id: str | None, cfg: LogConfig) -> Log:
         return Log(os.path.join(d, f"{topic}-{partition}"), cfg, had_clean_shutdown=True, topic_id=topic_id,
-                   executor=self._executor, metadata_writer=self.metadata_writer, now_ms=self._time)
+                   executor=self._executor, metadata_writer=self.metadata_writer,
+                   failure_channel=self.failure_channel, now_ms=self._time)
 
     async def create_logs(self, wanted: Iterable[TopicPartition]) -> None:
         """Create the logs among ``wanted`` that do not exist yet, their directories and files
@@ -280,13 +313,16 @@ class LogManager:
         ``partition.metadata`` goes to the MetadataWriter in the same batch as the log's
         first epoch entry. A log that cannot be created here is left to ``get_or_create_log``
         to try again and report."""
-        counts = Counter({d: 0 for d in self.log_dirs})
-        counts.update(self._dir_of.values())
+        live = self.live_log_dirs
+        if not live:
+            return  # get_or_create_log reports it
+        counts = Counter({d: 0 for d in live})
+        counts.update(d for d in self._dir_of.values() if d in counts)
         plans: list[tuple[TopicPartition, str, LogConfig]] = []
         for tp in wanted:
             if tp in self._logs or tp in self._creating:
                 continue
-            d = min(self.log_dirs, key=lambda x: counts[x])
+            d = min(live, key=lambda x: counts[x])
             counts[d] += 1
             plans.append((tp, d, self.config_for(tp[0])))
         if not plans:
@@ -325,7 +361,7 @@ class LogManager:
             self._creating.discard(tp)
             if isinstance(lg, OSError):
                 log.debug("creating the log of %s-%d on a thread failed: %s", *tp, lg)
-            elif tp in self._logs or self._shut_down:
+            elif tp in self._logs or self._shut_down or self.failure_channel.is_offline(d):
                 lg.close(deleting=True)  # made meanwhile on the loop (same files), or too late
             else:
                 self._logs[tp] = lg
@@ -371,32 +407,43 @@ class LogManager:
     # ------------------------------------------------------------------ checkpoints
 
     def _offsets_by_dir(self, attr: str) -> dict[str, dict[TopicPartition, int]]:
-        out: dict[str, dict[TopicPartition, int]] = {d: {} for d in self.log_dirs}
+        """The live dirs' offsets named ``attr``, by dir."""
+        out: dict[str, dict[TopicPartition, int]] = {d: {} for d in self.live_log_dirs}
         for tp, lg in self._logs.items():
             # Kafka writes only partitions whose start moved past their first segment.
             if attr == "log_start_offset" and lg.log_start_offset <= lg.segments[0].base_offset:
                 continue
-            out[self._dir_of[tp]][tp] = getattr(lg, attr)
+            offsets = out.get(self._dir_of[tp])
+            if offsets is not None:
+                offsets[tp] = getattr(lg, attr)
         return out
 
+    def _write_checkpoints(self, name: str, snapshot: dict[str, dict[TopicPartition, int]]) -> None:
+        """Write one checkpoint file per dir; a dir whose write fails goes offline, the others
+        are written all the same (blocking)."""
+        for d, offsets in snapshot.items():
+            if self.failure_channel.is_offline(d):
+                continue
+            try:
+                write_offset_checkpoint(os.path.join(d, name), offsets)
+            except OSError as exc:
+                self.failure_channel.maybe_add_offline_log_dir(d, f"writing {name}", exc)
+
     def checkpoint_recovery_points(self) -> None:
-        """Write every dir's recovery-point-offset-checkpoint (blocking)."""
-        for d, offsets in self._offsets_by_dir("recovery_point").items():
-            write_offset_checkpoint(os.path.join(d, RECOVERY_POINT_CHECKPOINT), offsets)
+        """Write every live dir's recovery-point-offset-checkpoint (blocking)."""
+        self._write_checkpoints(RECOVERY_POINT_CHECKPOINT, self._offsets_by_dir("recovery_point"))
 
     def checkpoint_log_start_offsets(self) -> None:
-        """Write every dir's log-start-offset-checkpoint (blocking)."""
-        for d, offsets in self._offsets_by_dir("log_start_offset").items():
-            write_offset_checkpoint(os.path.join(d, LOG_START_OFFSET_CHECKPOINT), offsets)
+        """Write every live dir's log-start-offset-checkpoint (blocking)."""
+        self._write_checkpoints(LOG_START_OFFSET_CHECKPOINT, self._offsets_by_dir("log_start_offset"))
 
     def start_high_watermark_checkpoints(self) -> None:
         """Start the periodic high watermark checkpoint (if not running yet)."""
         self.high_watermark_checkpoints = True
 
     def checkpoint_high_watermarks(self) -> None:
-        """Write every dir's replication-offset-checkpoint (blocking)."""
-        for d, offsets in self._offsets_by_dir("high_watermark").items():
-            write_offset_checkpoint(os.path.join(d, REPLICATION_OFFSET_CHECKPOINT), offsets)
+        """Write every live dir's replication-offset-checkpoint (blocking)."""
+        self._write_checkpoints(REPLICATION_OFFSET_CHECKPOINT, self._offsets_by_dir("high_watermark"))
 
     async def _in_executor(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
@@ -405,12 +452,7 @@ class LogManager:
         async with self._checkpoint_lock:
             # Values are gathered on the loop thread; only the file writing runs in the executor.
             snapshot = self._offsets_by_dir(attr)
-
-            def write() -> None:
-                for d, offsets in snapshot.items():
-                    write_offset_checkpoint(os.path.join(d, name), offsets)
-
-            await self._in_executor(write)
+            await self._in_executor(self._write_checkpoints, name, snapshot)
 
     # ------------------------------------------------------------------ retention
 
@@ -422,12 +464,14 @@ class LogManager:
         now = self._time() if now_ms is None else now_ms
         deleted = 0
         moved = False
-        for lg in list(self._logs.values()):
+        for tp, lg in list(self._logs.items()):
             if lg.closed:
                 continue
             before = lg.log_start_offset
             try:
                 deleted += lg.delete_old_segments(now)
+            except OSError as exc:
+                self.failure_channel.maybe_add_offline_log_dir(self._dir_of[tp], f"retention of {lg.dir}", exc)
             except Exception:  # one bad log must not stop retention for the others
                 log.exception("%s: retention failed", lg.dir)
             moved = moved or lg.log_start_offset != before
@@ -489,39 +533,78 @@ class LogManager:
         last_rp = last_ls = last_hw = last_retention = last_pid = self._time()
         while not stop_event.is_set():
             now = self._time()
-            try:
-                due = [lg for lg in self._logs.values() if not lg.closed and lg.flush_due(now)]
-                if due:
-                    await asyncio.gather(*(lg.flush_until() for lg in due))
-                if now - last_rp >= self.recovery_point_checkpoint_interval_ms:
-                    last_rp = now
-                    await self._write_checkpoint_async(RECOVERY_POINT_CHECKPOINT, "recovery_point")
-                if now - last_ls >= self.log_start_offset_checkpoint_interval_ms:
-                    last_ls = now
-                    await self._write_checkpoint_async(LOG_START_OFFSET_CHECKPOINT, "log_start_offset")
-                if self.high_watermark_checkpoints and now - last_hw >= self.high_watermark_checkpoint_interval_ms:
-                    last_hw = now
-                    await self._write_checkpoint_async(REPLICATION_OFFSET_CHECKPOINT, "high_watermark")
-                if any(t <= now for _, t in self._pending_deletes):
-                    await self._in_executor(self.remove_deleted_dirs, now)
-                # Kafka waits 30 s before the first retention check; here the first check comes
-                # one interval after start-up, so a short interval takes effect at once.
-                if now - last_retention >= self.retention_check_interval_ms:
-                    last_retention = now
-                    _, moved = self.cleanup_logs(now)
-                    if moved:
-                        await self._write_checkpoint_async(LOG_START_OFFSET_CHECKPOINT, "log_start_offset")
-                if now - last_pid >= self.producer_id_expiration_check_interval_ms:
-                    last_pid = now
+            # Each job on its own: one that fails (a log dir's disk, mostly: that dir goes
+            # offline through the failure channel) must not hold back the others.
+            due = [lg for lg in self._logs.values() if not lg.closed and lg.flush_due(now)]
+            if due:
+                for lg, result in zip(due, await asyncio.gather(*(lg.flush_until() for lg in due),
+                                                                 return_exceptions=True), strict=True):
+                    if isinstance(result, BaseException) and not isinstance(result, OSError):
+                        log.error("%s: flush failed", lg.dir, exc_info=result)
+            if now - last_rp >= self.recovery_point_checkpoint_interval_ms:
+                last_rp = now
+                await self._background_job("recovery point checkpoint", self._write_checkpoint_async(
+                    RECOVERY_POINT_CHECKPOINT, "recovery_point"))
+            if now - last_ls >= self.log_start_offset_checkpoint_interval_ms:
+                last_ls = now
+                await self._background_job("log start offset checkpoint", self._write_checkpoint_async(
+                    LOG_START_OFFSET_CHECKPOINT, "log_start_offset"))
+            if self.high_watermark_checkpoints and now - last_hw >= self.high_watermark_checkpoint_interval_ms:
+                last_hw = now
+                await self._background_job("high watermark checkpoint", self._write_checkpoint_async(
+                    REPLICATION_OFFSET_CHECKPOINT, "high_watermark"))
+            if any(t <= now for _, t in self._pending_deletes):
+                await self._background_job("removal of deleted logs", self._in_executor(self.remove_deleted_dirs, now))
+            # Kafka waits 30 s before the first retention check; here the first check comes
+            # one interval after start-up, so a short interval takes effect at once.
+            if now - last_retention >= self.retention_check_interval_ms:
+                last_retention = now
+                _, moved = self.cleanup_logs(now)
+                if moved:
+                    await self._background_job("log start offset checkpoint", self._write_checkpoint_async(
+                        LOG_START_OFFSET_CHECKPOINT, "log_start_offset"))
+            if now - last_pid >= self.producer_id_expiration_check_interval_ms:
+                last_pid = now
+                try:
                     self.remove_expired_producers(now)
-                await self.remove_due_segment_files(now)
-            except Exception:
-                log.exception("log manager background job failed")
+                except Exception:
+                    log.exception("producer id expiration failed")
+            await self._background_job("removal of deleted segments", self.remove_due_segment_files(now))
             try:
                 timeout = self._next_wake_ms(self._time(), last_retention, last_hw, last_pid) / 1000
                 await asyncio.wait_for(stop_event.wait(), timeout=timeout)
             except TimeoutError:
                 pass
+
+    @staticmethod
+    async def _background_job(what: str, job: Coroutine[Any, Any, Any]) -> None:
+        try:
+            await job
+        except Exception:
+            log.exception("%s failed", what)
+
+    # ------------------------------------------------------------------ failed dirs
+
+    def _drop_dir(self, d: str) -> list[TopicPartition]:
+        """Forget the logs of an offline dir, releasing their files; which they were."""
+        gone = [tp for tp, dd in self._dir_of.items() if dd == d]
+        for tp in gone:
+            lg = self._logs.pop(tp)
+            del self._dir_of[tp]
+            if self.cleaner is not None:
+                self.cleaner.forget(tp)
+            lg.go_offline()
+        self._pending_deletes = [(p, t) for p, t in self._pending_deletes if os.path.dirname(p) != d]
+        return gone
+
+    def handle_log_dir_failure(self, d: str) -> list[TopicPartition]:
+        """Kafka's LogManager.handleLogDirFailure: the dir is offline (the failure channel says
+        so); its logs stop serving and are forgotten until a restart. Returns their partitions."""
+        if not self.failure_channel.is_offline(d):
+            raise ValueError(f"{d} is not offline")
+        gone = self._drop_dir(d)
+        log.warning("stopped serving %d partitions in the offline log directory %s", len(gone), d)
+        return gone
 
     # ------------------------------------------------------------------ shutdown
 
@@ -540,15 +623,22 @@ class LogManager:
             lg.flush_sync(sync_parent=False)  # the log dirs are fsync'd once, below
             lg.close(sync=True)
 
-        logs = [lg for lg in self._logs.values() if not lg.closed]
+        logs = [(tp, lg) for tp, lg in self._logs.items() if not lg.closed]
         with ThreadPoolExecutor(SHUTDOWN_THREADS, thread_name_prefix="kaflet-log-close") as pool:
             # Nothing else touches the logs now: the loop is blocked in this call.
-            for future in [pool.submit(close, lg) for lg in logs]:
-                future.result()  # the first failure aborts: no clean-shutdown marker
+            for tp, future in [(tp, pool.submit(close, lg)) for tp, lg in logs]:
+                try:
+                    future.result()  # any other failure aborts: no clean-shutdown marker
+                except OSError as exc:
+                    # Only that dir is left without its marker, so its logs are recovered.
+                    self.failure_channel.maybe_add_offline_log_dir(self._dir_of[tp], f"closing {tp[0]}-{tp[1]}",
+                                                                   exc)
         self.checkpoint_recovery_points()
         self.checkpoint_log_start_offsets()
         self.checkpoint_high_watermarks()
-        for d in self.log_dirs:
+        # An offline dir gets no marker: its logs were not closed cleanly, and the next start
+        # must recover them.
+        for d in self.live_log_dirs:
             path = os.path.join(d, CLEAN_SHUTDOWN_FILE)
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             try:

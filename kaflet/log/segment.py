@@ -131,15 +131,24 @@ class LogSegment:
         f = open(self.log_path, "a+b", buffering=0)  # noqa: SIM115 - lifetime managed by SharedFile
         self._handle: SharedFile | None = SharedFile(f)
         self._fd = f.fileno()
-        self.size = os.fstat(self._fd).st_size
-        self.offset_index = OffsetIndex(
-            os.path.join(directory, segment_file_name(base_offset, INDEX_SUFFIX)), base_offset,
-            config.segment_index_bytes,
-        )
-        self.time_index = TimeIndex(
-            os.path.join(directory, segment_file_name(base_offset, TIME_INDEX_SUFFIX)), base_offset,
-            config.segment_index_bytes,
-        )
+        try:
+            self.size = os.fstat(self._fd).st_size
+            self.offset_index = OffsetIndex(
+                os.path.join(directory, segment_file_name(base_offset, INDEX_SUFFIX)), base_offset,
+                config.segment_index_bytes,
+            )
+            try:
+                self.time_index = TimeIndex(
+                    os.path.join(directory, segment_file_name(base_offset, TIME_INDEX_SUFFIX)), base_offset,
+                    config.segment_index_bytes,
+                )
+            except OSError:
+                self.offset_index.close()
+                raise
+        except OSError:
+            # Out of descriptors or space: release what was opened now, not at garbage collection.
+            f.close()
+            raise
         self.txn_index = TransactionIndex(os.path.join(directory, segment_file_name(base_offset, TXN_INDEX_SUFFIX)))
         self.index_interval_bytes = config.index_interval_bytes
         self.created_ms = created_ms
@@ -228,23 +237,40 @@ class LogSegment:
         """Append whole batches; index entries follow the ``index.interval.bytes`` rule."""
         if not self.can_convert_to_relative_offset(largest_offset):
             raise ValueError(f"offset {largest_offset} does not fit segment {self.base_offset}")
-        if self.size == 0:
-            self._rolling_based_timestamp = largest_timestamp
         position = self.size
+        prev_max = self.max_timestamp_so_far, self._shallow_offset_of_max_ts
+        index_entries = self.offset_index.entries, self.time_index.entries
         view = memoryview(data)
         n = len(view)
-        while view:
-            written = os.write(self._fd, view)
-            view = view[written:]
+        try:
+            while view:
+                written = os.write(self._fd, view)
+                view = view[written:]
+            if largest_timestamp > prev_max[0]:
+                self._max_ts = largest_timestamp
+                self._shallow_offset_of_max_ts = shallow_offset_of_max_ts
+            if self._bytes_since_last_index_entry > self.index_interval_bytes:
+                self.offset_index.append(largest_offset, position)
+                self.time_index.maybe_append(self._max_ts, self._shallow_offset_of_max_ts)  # type: ignore[arg-type]
+                self._bytes_since_last_index_entry = 0
+        except OSError:
+            # A write cut short (ENOSPC, EIO) must leave the segment as it was: bytes of a half
+            # batch past ``size`` would be read back after a restart as the start of the next
+            # append, and a clean restart does not scan for them.
+            self._max_ts, self._shallow_offset_of_max_ts = prev_max
+            self._undo_append(position, *index_entries)
+            raise
+        if position == 0:
+            self._rolling_based_timestamp = largest_timestamp
         self.size += n
-        if largest_timestamp > self.max_timestamp_so_far:
-            self._max_ts = largest_timestamp
-            self._shallow_offset_of_max_ts = shallow_offset_of_max_ts
-        if self._bytes_since_last_index_entry > self.index_interval_bytes:
-            self.offset_index.append(largest_offset, position)
-            self.time_index.maybe_append(self._max_ts, self._shallow_offset_of_max_ts)  # type: ignore[arg-type]
-            self._bytes_since_last_index_entry = 0
         self._bytes_since_last_index_entry += n
+
+    def _undo_append(self, position: int, offset_entries: int, time_entries: int) -> None:
+        """Cut the files back to what they held before a failed append; an error here is
+        raised too (the caller then takes the whole directory offline)."""
+        os.ftruncate(self._fd, position)
+        self.offset_index.truncate_entries(offset_entries)
+        self.time_index.truncate_entries(time_entries)
 
     def flush(self) -> None:
         """fsync the log and both indexes (call from an executor: it blocks)."""

@@ -485,6 +485,11 @@ def isr_change_prefix() -> str:
     return f"{ISR_CHANGE_NOTIFICATION_PATH}/{ISR_CHANGE_PREFIX}"
 
 
+def log_dir_event_prefix() -> str:
+    """Path prefix to create a sequential log-dir event notification with."""
+    return f"{LOG_DIR_EVENT_NOTIFICATION_PATH}/{LOG_DIR_EVENT_PREFIX}"
+
+
 def log_dir_event_json(broker_id: int) -> bytes:
     """A log-dir failure notification: ``{"version":1,"broker":<id>,"event":1}``."""
     return _dump({"version": 1, "broker": broker_id, "event": LOG_DIR_FAILURE_EVENT})

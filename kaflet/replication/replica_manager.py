@@ -165,11 +165,14 @@ class ReplicaManager:
         request it will refuse creates nothing."""
         if _is_stale_broker_epoch(request.broker_epoch, broker_epoch) or request.controller_epoch < self.controller_epoch:
             return
+        # With a log dir offline, a replica that is not new may have its log there: only
+        # become_leader_or_follower may decide (it answers KAFKA_STORAGE_ERROR).
+        any_offline = self.log_manager.failure_channel.any_offline
         await self.log_manager.create_logs(
             (t.topic_name, ps.partition_index) for t in request.topic_states if is_valid(t.topic_name)
             for ps in t.partition_states
             if ps.partition_index >= 0 and self.broker_id in ps.replicas
-            and (t.topic_name, ps.partition_index) not in self.partitions)
+            and (t.topic_name, ps.partition_index) not in self.partitions and (ps.is_new or not any_offline))
 
     def become_leader_or_follower(self, request: Any, broker_epoch: int) -> Any:
         """Apply a LeaderAndIsr v5 request (Kafka's ``becomeLeaderOrFollower``); returns the
@@ -193,7 +196,12 @@ class ReplicaManager:
                 tp = (t.topic_name, ps.partition_index)
                 part = self.partitions.get(tp)
                 current_epoch = part.leader_epoch if part is not None else -1
-                if part is None and (not is_valid(tp[0]) or tp[1] < 0):
+                if part is not None and part.log.offline:
+                    # Kafka's HostedPartition.Offline, whatever the epoch: the controller learns
+                    # from this answer that the replica is gone.
+                    log.warning("ignoring LeaderAndIsr for %s-%d: its log directory is offline", *tp)
+                    errors[tp] = ErrorCode.KAFKA_STORAGE_ERROR
+                elif part is None and (not is_valid(tp[0]) or tp[1] < 0):
                     # No such partition can exist, and its name must not become a directory.
                     log.warning("ignoring LeaderAndIsr for invalid partition %r-%d", *tp)
                     errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -230,10 +238,17 @@ class ReplicaManager:
                 for ps in t.partition_states])
             for t in request.topic_states])
 
-    def _hosted(self, tp: tuple[str, int], topic_id: str | None, errors: dict[tuple[str, int], ErrorCode],
-                role: str) -> Partition | None:
-        """The partition, its log created if needed; None (and KAFKA_STORAGE_ERROR) on a disk error."""
+    def _hosted(self, tp: tuple[str, int], topic_id: str | None, is_new: bool,
+                errors: dict[tuple[str, int], ErrorCode], role: str) -> Partition | None:
+        """The partition, its log created if needed; None (and KAFKA_STORAGE_ERROR) on a disk
+        error, when its log dir is offline, or when it is not a new replica and may have had its
+        log in an offline dir (Kafka's getOrCreateLog with isNew)."""
         part = self.partitions.get(tp)
+        if part is not None and part.log.offline or \
+                part is None and not is_new and self.log_manager.failure_channel.any_offline:
+            log.warning("cannot become %s of %s-%d: its log directory is offline", role, *tp)
+            errors[tp] = ErrorCode.KAFKA_STORAGE_ERROR
+            return None
         try:
             if part is None:
                 part = self._new_partition(tp[0], tp[1], topic_id, self.log_manager.config_for(tp[0]))
@@ -252,7 +267,7 @@ class ReplicaManager:
         self.fetcher_manager.remove_fetcher_for_partitions(tp for tp, _, _ in states)
         became: list[Partition] = []
         for tp, topic_id, ps in states:
-            part = self._hosted(tp, topic_id, errors, "leader")
+            part = self._hosted(tp, topic_id, ps.is_new, errors, "leader")
             if part is None:
                 continue
             was_leader = part.is_leader
@@ -270,7 +285,7 @@ class ReplicaManager:
         """Kafka's ``makeFollowers``: follow the new leader (when it is alive), then fetch from it."""
         became: list[tuple[Partition, BrokerEndpoint]] = []
         for tp, topic_id, ps in states:
-            part = self._hosted(tp, topic_id, errors, "follower")
+            part = self._hosted(tp, topic_id, ps.is_new, errors, "follower")
             if part is None:
                 continue
             address = self._leader_endpoint(ps.leader) or live_leaders.get(ps.leader)
@@ -335,6 +350,10 @@ class ReplicaManager:
         self.fetcher_manager.remove_fetcher_for_partitions(to_stop)
         errors: dict[tuple[str, int], ErrorCode] = {}
         for tp, delete in to_stop.items():
+            part = self.partitions.get(tp)
+            if part is not None and part.log.offline:
+                errors[tp] = ErrorCode.KAFKA_STORAGE_ERROR  # deleted once the dir is back
+                continue
             if not delete:
                 continue
             part = self.partitions.pop(tp, None)
@@ -403,11 +422,29 @@ class ReplicaManager:
     def maybe_shrink_isr(self) -> None:
         """Remove lagging followers from the ISR of every partition led here."""
         for part in list(self.partitions.values()):
-            if part.is_leader and part.remote_replicas:
+            if part.is_leader and part.remote_replicas and not part.log.offline:
                 try:
                     part.maybe_shrink_isr()
                 except Exception:
                     log.exception("ISR shrink of %s-%d failed", part.topic, part.index)
+
+    # -- failed log dirs ----------------------------------------------------------------------
+
+    def handle_log_dir_failure(self, log_dir: str) -> list[Partition]:
+        """Kafka's handleLogDirFailure: the partitions in the offline ``log_dir`` stop following
+        and stop serving (their requests answer KAFKA_STORAGE_ERROR); what waits on them is
+        answered; those led here are resigned. Returns them."""
+        tps = self.log_manager.handle_log_dir_failure(log_dir)
+        self.fetcher_manager.remove_fetcher_for_partitions(tps)
+        offline = [p for p in (self.partitions.get(tp) for tp in tps) if p is not None]
+        for part in offline:
+            part.close(ErrorCode.KAFKA_STORAGE_ERROR)
+        resigned = [p for p in offline if p.is_leader]
+        if resigned and self.on_leadership_change is not None:
+            self.on_leadership_change([], resigned)
+        log.warning("broker %d stopped following and serving %d partitions in the failed log directory %s",
+                    self.broker_id, len(tps), log_dir)
+        return offline
 
     def shutdown(self) -> None:
         """The broker is stopping: answer everything waiting on a partition, as if leadership

@@ -140,6 +140,9 @@ class Broker:
         self._stop_background = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
         self._stopped = asyncio.Event()
+        #: Set when the broker stops by itself: every log dir failed (``halt_reason`` says why).
+        self.halted = asyncio.Event()
+        self.halt_reason: str | None = None
 
     # -- start-up ---------------------------------------------------------------------------
 
@@ -227,6 +230,8 @@ class Broker:
         self.replica_manager.metadata_updater = self._update_metadata
         self.replica_manager.on_leadership_change = self._on_leadership_change
         self.replica_manager.on_replicas_stopped = self._on_replicas_stopped
+        # Dirs that failed while loading are handed over now, the others as they fail.
+        self.log_manager.failure_channel.set_listener(asyncio.get_running_loop(), self._on_log_dir_failure)
         self.producer_ids = ProducerIdManager(self.tree, self.broker_id)
         # Before the controller starts: leaderships hand the coordinator its __consumer_offsets partitions.
         offsets_topic = OffsetsTopic(OffsetsTopicConfig.from_broker(cfg.values), self.topic_admin.create,
@@ -313,7 +318,12 @@ class Broker:
 
         stored_ids = set()
         for d in self.log_dirs:
-            meta = checkpoints.read_meta_properties(os.path.join(d, "meta.properties"))
+            try:
+                meta = checkpoints.read_meta_properties(os.path.join(d, "meta.properties"))
+            except OSError as exc:
+                # The log manager takes a failing dir offline when it loads it.
+                log.error("cannot read %s/meta.properties: %s", d, exc)
+                continue
             if meta is None:
                 continue
             if meta.get("cluster.id") and meta["cluster.id"] != cluster_id:
@@ -338,9 +348,17 @@ class Broker:
             self.broker_id = stat.version + self.config["reserved.broker.max.id"]
         else:
             raise BrokerStartError("broker.id is not set and broker.id.generation.enable is false")
+        written = 0
         for d in self.log_dirs:
-            checkpoints.write_meta_properties(os.path.join(d, "meta.properties"), {"version": "0", "broker.id": str(self.broker_id),
-                                                  "cluster.id": cluster_id})
+            try:
+                checkpoints.write_meta_properties(os.path.join(d, "meta.properties"),
+                                                  {"version": "0", "broker.id": str(self.broker_id),
+                                                   "cluster.id": cluster_id})
+                written += 1
+            except OSError as exc:
+                log.error("cannot write %s/meta.properties: %s", d, exc)
+        if not written:
+            raise BrokerStartError(f"cannot write meta.properties in any log directory ({', '.join(self.log_dirs)})")
 
     async def _start_gateway(self) -> None:
         """Check cluster.id, then (with gateway.url) load the gateway's caches before the first
@@ -626,6 +644,35 @@ class Broker:
             elif part.topic == TRANSACTION_STATE_TOPIC:
                 self.txn_coordinator.on_resigned(part.index)
 
+    # -- failed log dirs --------------------------------------------------------------------
+
+    def _on_log_dir_failure(self, log_dir: str) -> None:
+        """Kafka's LogDirFailureHandler: stop serving the dir's partitions, then tell the
+        controller (a ``/log_dir_event_notification`` znode), which moves their leadership; with
+        no dir left (or the dir of the embedded metadata gone) the broker stops."""
+        if self.stopping:
+            return
+        self.replica_manager.handle_log_dir_failure(log_dir)
+        self._changed()
+        live = self.log_manager.live_log_dirs
+        if not live or (not self.clustered and log_dir == self.log_dirs[0]):
+            why = self.log_manager.failure_channel.offline_dirs.get(log_dir, "")
+            self.halt_reason = (f"every log directory has failed ({log_dir}: {why})" if not live else
+                                f"the log directory holding the metadata has failed ({log_dir}: {why})")
+            log.error("shutting down broker %d: %s", self.broker_id, self.halt_reason)
+            self.halted.set()
+            # As Kafka halts: no controlled shutdown, and the failed dirs get no clean-shutdown mark.
+            self._tasks.append(asyncio.create_task(self.stop(controlled=False), name="halt"))
+            return
+        self._tasks.append(asyncio.create_task(self._propagate_log_dir_event(), name="log-dir-event"))
+
+    async def _propagate_log_dir_event(self) -> None:
+        try:
+            await self.tree.create(zkdata.log_dir_event_prefix(), zkdata.log_dir_event_json(self.broker_id),
+                                   sequential=True, make_parents=True)
+        except Exception:
+            log.exception("cannot tell the controller that a log directory failed")
+
     def _on_replicas_stopped(self, stopped: Sequence[tuple[str, int, bool]]) -> None:
         for topic, index, deleted in stopped:
             if topic == GROUP_METADATA_TOPIC and deleted:
@@ -721,13 +768,14 @@ class Broker:
 
     # -- shutdown ---------------------------------------------------------------------------
 
-    async def stop(self) -> None:
-        """Stop accepting, finish in-flight requests, flush, checkpoint, mark a clean shutdown."""
+    async def stop(self, controlled: bool = True) -> None:
+        """Stop accepting, finish in-flight requests, flush, checkpoint, mark a clean shutdown
+        (``controlled``: in a cluster, move leaderships away first if controlled.shutdown.enable)."""
         if self.stopping:
             await self._stopped.wait()
             return
         self.stopping = True
-        if self.clustered and self.started and self.config["controlled.shutdown.enable"]:
+        if controlled and self.clustered and self.started and self.config["controlled.shutdown.enable"]:
             # Still serving: clients follow the leaderships as they move away.
             await self._controlled_shutdown()
         for lst in self.listeners:
@@ -751,7 +799,10 @@ class Broker:
         if self.isr_manager is not None:
             await self.isr_manager.stop()
         self._stop_background.set()
+        current = asyncio.current_task()
         for t in self._tasks:
+            if t is current:
+                continue  # the halt task runs this stop
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
         await self.config_admin.stop()

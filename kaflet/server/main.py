@@ -21,8 +21,8 @@ def setup_logging(level: str = "INFO") -> None:
     )
 
 
-async def serve(config: BrokerConfig) -> None:
-    """Start a broker and run it until SIGTERM or SIGINT, then stop it cleanly."""
+async def serve(config: BrokerConfig) -> int:
+    """Start a broker and run it until SIGTERM or SIGINT, then stop it cleanly; the exit status."""
     broker = Broker(config)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -37,16 +37,21 @@ async def serve(config: BrokerConfig) -> None:
     # process: kept out of the collector, a full collection no longer walks it, which took
     # 30-45 ms of the event loop each time (measured on a 3-broker cluster) and stalled requests.
     gc.freeze()
-    await stop.wait()
-    logging.getLogger("kaflet.broker").info("shutting down")
+    waits = [asyncio.create_task(stop.wait()), asyncio.create_task(broker.halted.wait())]
+    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    for w in waits:
+        w.cancel()
+    if broker.halt_reason is None:
+        logging.getLogger("kaflet.broker").info("shutting down")
     await broker.stop()
+    return 1 if broker.halt_reason is not None else 0
 
 
 def run(config: BrokerConfig) -> int:
-    """Run a broker in this process; returns the exit status."""
+    """Run a broker in this process; returns the exit status (1 when it could not start or
+    stopped by itself because its log directories failed)."""
     try:
-        asyncio.run(serve(config))
+        return asyncio.run(serve(config))
     except BrokerStartError as exc:
         logging.getLogger("kaflet.broker").error("cannot start: %s", exc)
         return 1
-    return 0

@@ -65,3 +65,15 @@ class RawClient:
             return True
         except TimeoutError:
             return False
+
+
+def log_dir_errors(bootstrap: str) -> dict[str, int]:
+    """DescribeLogDirs v4 of one broker: the error code of each of its log dirs."""
+    from kaflet.protocol.api_keys import ApiKey
+
+    c = RawClient(bootstrap)
+    try:
+        req = codec.request_class(ApiKey.DESCRIBE_LOG_DIRS)(topics=None)
+        return {r.log_dir: r.error_code for r in c.request(ApiKey.DESCRIBE_LOG_DIRS, 4, req).results}
+    finally:
+        c.close()

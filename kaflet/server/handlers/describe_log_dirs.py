@@ -3,7 +3,7 @@
 
 As Kafka: Describe on the cluster, else CLUSTER_AUTHORIZATION_FAILED (v3+ top-level; older
 versions get an empty answer); a null topic list asks for every replica here; every log dir is
-listed, with the topics it holds (a topic with none of the asked partitions in it is listed with
+listed, with the topics it holds (an offline dir with KAFKA_STORAGE_ERROR and nothing else) (a topic with none of the asked partitions in it is listed with
 none, as Kafka does); offset lag is the high watermark minus the log end offset, never below 0,
 or -1 for a log without a partition in the replica manager; v4 adds the volume's total and
 usable bytes.
@@ -42,7 +42,13 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
         if d is not None:
             by_dir[d][topic].append(partition)
     results = []
+    offline = log_manager.failure_channel.offline_dirs
     for d in log_manager.log_dirs:
+        if d in offline:
+            # Kafka lists an offline dir with its error and nothing else.
+            results.append(R.DescribeLogDirsResult(error_code=ErrorCode.KAFKA_STORAGE_ERROR, log_dir=d, topics=[],
+                                                   total_bytes=-1, usable_bytes=-1))
+            continue
         RT, RP = R.DescribeLogDirsResult.DescribeLogDirsTopic, R.DescribeLogDirsResult.DescribeLogDirsTopic.DescribeLogDirsPartition
         topics = []
         for topic, partitions in sorted(by_dir.get(d, {}).items()):

@@ -109,7 +109,8 @@ async def handle(ctx: RequestContext, body: memoryview) -> ProduceResponse | Def
                     replicated.append((res, partition, appended.last_offset + 1))
             except OSError as exc:
                 any_error = True
-                log.error("append to %s-%d failed: %s", topic.name, p.index, exc)
+                # The failure channel has said it once for the directory (or the resource).
+                log.debug("append to %s-%d failed: %s", topic.name, p.index, exc)
                 res.error_code = ErrorCode.KAFKA_STORAGE_ERROR
                 res.error_message = f"Disk error when appending to {topic.name}-{p.index}"
                 if stats is not None:
