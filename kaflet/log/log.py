@@ -39,18 +39,24 @@ from kaflet.log.checkpoints import (
     read_partition_metadata,
     write_atomic,
 )
-from kaflet.log.config import LONG_MAX, LogConfig
+from kaflet.log.config import LogConfig
 from kaflet.log.dir_failure import LogDirFailureChannel
 from kaflet.log.errors import (
     CorruptIndexError,
     KafkaStorageError,
-    LogError,
     OffsetOutOfRangeError,
     UnexpectedAppendOffsetError,
 )
 from kaflet.log.leader_epoch import LeaderEpochCache
+from kaflet.log.log_validator import validate_and_assign, validate_fetched
 from kaflet.log.metadata_writer import MetadataWriter
-from kaflet.log.producer_state import CONTROL_ABORT, CONTROL_COMMIT, CompletedTxn, ProducerStateManager
+from kaflet.log.producer_state import (
+    CONTROL_ABORT,
+    CONTROL_COMMIT,
+    BatchMetadata,
+    CompletedTxn,
+    ProducerStateManager,
+)
 from kaflet.log.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -65,35 +71,18 @@ from kaflet.log.segment import (
     segment_file_name,
 )
 from kaflet.log.transaction_index import AbortedTxn
-from kaflet.protocol.errors import ErrorCode
 from kaflet.protocol.records import (
     BATCH_HEADER_SIZE,
     INT32_MAX,
     LOG_OVERHEAD,
-    MAGIC_V2,
-    MIN_BATCH_LENGTH,
-    NO_TIMESTAMP,
-    TIMESTAMP_CREATE_TIME,
     TIMESTAMP_LOG_APPEND_TIME,
-    TIMESTAMP_TYPE_MASK,
     BatchHeader,
-    BatchInfo,
     Record,
     RecordError,
-    RecordValidationError,
     build_batch,
-    check_crc,
     decode_records,
-    has_trusted_timestamps,
     parse_batch_header,
     parse_records,
-    recompress_batch,
-    scan_records,
-    set_base_offset,
-    set_log_append_time,
-    set_max_timestamp,
-    set_partition_leader_epoch,
-    validate_produce_batches,
 )
 
 log = logging.getLogger(__name__)
@@ -189,9 +178,6 @@ def _now_ms() -> int:
 
 
 
-def _java_long(v: int) -> int:
-    """``v`` as a signed 64-bit integer (Java's long arithmetic wraps around)."""
-    return (v + 2**63) % 2**64 - 2**63
 
 class Log:
     """One partition's log: segments, offsets, appends, reads, recovery and flushing."""
@@ -218,6 +204,8 @@ class Log:
         self.offline = False
         name = parse_topic_partition(os.path.basename(directory.rstrip("/")))
         self.topic, self.partition = name if name else (os.path.basename(directory), 0)
+        # For error messages, made once rather than on each append.
+        self._tp = f"{self.topic}-{self.partition}"
         self.config = config
         self._executor = executor
         self._writer = metadata_writer
@@ -622,155 +610,55 @@ class Log:
 
     def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int,
                          now_ms: int | None = None) -> AppendResult:
-        """Validate a produce record set, assign offsets in place and append it.
-
-        Raises RecordError (CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE,
-        UNSUPPORTED_COMPRESSION_TYPE), RecordValidationError (INVALID_RECORD, INVALID_TIMESTAMP,
-        with the offending records) or ProducerStateError (OUT_OF_ORDER_SEQUENCE_NUMBER,
-        INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE); nothing is written then.
-
-        A CreateTime batch's MaxTimestamp is stored as it came when its header is consistent
-        (``has_trusted_timestamps``); otherwise it is recomputed from the records (-1 when no
-        record has a timestamp), as Kafka's LogValidator does for every batch.
-        """
+        """Validate a produce record set, assign offsets and append it (``validate_and_assign``,
+        whose errors it raises: RecordError, RecordValidationError, ProducerStateError; nothing
+        is written then)."""
         if self._closed:
             self._raise_closed()
         now = self._time() if now_ms is None else now_ms
         cfg = self.config
         mv = records if isinstance(records, memoryview) else memoryview(records)
-        infos = validate_produce_batches(mv, cfg.max_message_bytes)
-        headers = [i.header for i in infos]
-        lat = cfg.log_append_time
-        idempotent = False
-        suspects: list[int] = []  # batches whose records must be read
-        for i, h in enumerate(headers):  # one plain loop: this is the hot path
-            if h.producer_id >= 0:
-                idempotent = True
-            # On a LogAppendTime topic MaxTimestamp becomes the append time: only a
-            # producer-set LogAppendTime is wrong there.
-            if (h.attributes & TIMESTAMP_TYPE_MASK) if lat else not has_trusted_timestamps(h):
-                suspects.append(i)
-        if idempotent:
-            dup = self.producer_state.check_batches(headers)
-            if dup is not None:
-                return AppendResult(dup.first_offset, dup.last_offset, dup.timestamp if lat else -1,
-                                    self.log_start_offset, dup.offset_delta + 1, True)
-        check_all = cfg.compact or cfg.timestamp_before_max_ms < LONG_MAX or cfg.timestamp_after_max_ms < LONG_MAX
-        # batch index -> the MaxTimestamp its records give (CreateTime batches to rewrite)
-        max_timestamps = self._validate_records(mv, infos, now, check_all, suspects) if check_all or suspects else {}
-
-        target = cfg.target_codec
-        first = self._leo
-        offset = first
-        if target < 0 or all(h.compression == target for h in headers):
-            buf = bytearray(mv)
-            positions = []
-            for i, info in enumerate(infos):
-                pos = info.position
-                set_base_offset(buf, pos, offset)
-                set_partition_leader_epoch(buf, pos, leader_epoch)
-                if lat:
-                    set_log_append_time(buf, pos, now)
-                elif max_timestamps and i in max_timestamps:
-                    set_max_timestamp(buf, pos, TIMESTAMP_CREATE_TIME, max_timestamps[i])
-                positions.append(pos)
-                offset += info.header.records_count
-        else:
-            chunks: list[bytes | bytearray] = []
-            positions = []
-            pos = 0
-            for i, info in enumerate(infos):
-                b = bytearray(mv[info.position : info.position + info.size])
-                if info.header.compression != target:
-                    b = bytearray(recompress_batch(b, target, level=cfg.target_level))
-                    if len(b) > cfg.max_message_bytes:
-                        raise RecordError(ErrorCode.MESSAGE_TOO_LARGE,
-                                          f"recompressed batch of {len(b)} bytes exceeds max.message.bytes")
-                set_base_offset(b, 0, offset)
-                set_partition_leader_epoch(b, 0, leader_epoch)
-                if lat:
-                    set_log_append_time(b, 0, now)
-                elif i in max_timestamps:
-                    set_max_timestamp(b, 0, TIMESTAMP_CREATE_TIME, max_timestamps[i])
-                chunks.append(b)
-                positions.append(pos)
-                pos += len(b)
-                offset += info.header.records_count
-            buf = bytearray(b"".join(chunks))
-        last = offset - 1
-
-        final = [parse_batch_header(buf, p) for p in positions]
-        max_ts, shallow = -1, -1
-        for h in final:
-            ts = h.max_timestamp
-            if ts > max_ts:
-                max_ts, shallow = ts, h.base_offset + h.last_offset_delta
-        if lat:
-            shallow = last
-
+        v = validate_and_assign(mv, cfg, leader_epoch, now, self._leo, self._tp, self.producer_state.check_batches)
+        if isinstance(v, BatchMetadata):
+            return AppendResult(v.first_offset, v.last_offset, v.timestamp if cfg.log_append_time else -1,
+                                self.log_start_offset, v.offset_delta + 1, True)
+        first, last = v.first_offset, v.last_offset
         try:
-            seg = self._maybe_roll(len(buf), max_ts, last, first, now)
+            seg = self._maybe_roll(len(v.buffer), v.max_timestamp, last, first, now)
             if leader_epoch >= 0 and leader_epoch > self.leader_epoch_cache.latest_epoch:
                 # Rare (once per leader epoch); Kafka writes this checkpoint synchronously too.
                 self.leader_epoch_cache.assign(leader_epoch, first)
-            self._write(seg, last, max_ts, shallow, buf, final)
+            self._write(seg, last, v.max_timestamp, v.shallow_offset_of_max_timestamp, v.buffer, v.headers)
         except OSError as exc:
             raise self._io_failed("append", exc) from exc
         flush_needed = self._leo - self._recovery_point >= cfg.flush_messages
-        return AppendResult(first, last, now if lat else -1, self.log_start_offset, last - first + 1, False,
+        return AppendResult(first, last, v.log_append_time, self.log_start_offset, last - first + 1, False,
                             flush_needed)
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> FollowerAppendResult | None:
         """Append record batches fetched from the leader, keeping the leader's offsets (Kafka's
         ``appendAsFollower``); None when ``records`` holds no whole batch.
 
-        A fetch response may end with part of a batch; only whole batches are appended. Each
-        batch's CRC is checked and its offsets must move forward; keys, timestamps, sizes and
-        sequences were the leader's to check and are not validated again. The partition leader
-        epochs stamped by the leader go into the leader-epoch cache, and producer state follows
-        the batches. Offsets may leave gaps (a compacted leader), never go back: a first offset
-        below the log end offset raises UnexpectedAppendOffsetError. Corrupt or malformed
-        batches raise RecordError (CORRUPT_MESSAGE) and out-of-order offsets LogError; nothing
-        is written then.
+        The batches are checked by ``validate_fetched`` (whose errors it raises: RecordError,
+        LogError; nothing is written then). The partition leader epochs stamped by the leader go
+        into the leader-epoch cache, and producer state follows the batches. Offsets may leave
+        gaps (a compacted leader), never go back: a first offset below the log end offset raises
+        UnexpectedAppendOffsetError.
         """
         if self._closed:
             self._raise_closed()
         mv = records if isinstance(records, memoryview) else memoryview(records)
-        headers: list[BatchHeader] = []
-        n = len(mv)
-        pos = 0
-        prev_last = -1
-        while n - pos >= BATCH_HEADER_SIZE:
-            h = parse_batch_header(mv, pos)
-            if h.length < MIN_BATCH_LENGTH:
-                raise RecordError(ErrorCode.CORRUPT_MESSAGE,
-                                  f"batch length {h.length} at position {pos} is below the minimum {MIN_BATCH_LENGTH}")
-            if pos + h.size > n:
-                break  # the partial batch a size limit cut off
-            if h.magic != MAGIC_V2:
-                raise RecordError(ErrorCode.CORRUPT_MESSAGE, f"batch with magic {h.magic} at offset {h.base_offset}: "
-                                  "kaflet stores only magic 2 batches")
-            if not check_crc(mv, pos, h):
-                raise RecordError(ErrorCode.CORRUPT_MESSAGE,
-                                  f"Record batch at offset {h.base_offset} is corrupt (stored crc = {h.crc}) in "
-                                  f"{self.topic}-{self.partition}")
-            if h.last_offset_delta < 0 or h.base_offset <= prev_last:
-                raise LogError(ErrorCode.UNKNOWN_SERVER_ERROR,
-                               f"Out of order offsets found in append to {self.topic}-{self.partition}: batch "
-                               f"{h.base_offset}..{h.last_offset} after offset {prev_last}")
-            prev_last = h.last_offset
-            headers.append(h)
-            pos += h.size
+        headers, size = validate_fetched(mv, self._tp)
         if not headers:
             return None
-        first = headers[0].base_offset
+        first, last = headers[0].base_offset, headers[-1].last_offset
         if first < self._leo:
             raise UnexpectedAppendOffsetError(
-                f"Unexpected offset in append to {self.topic}-{self.partition}. First offset {first} is less than "
-                f"the next offset {self._leo}. Last offset in append: {prev_last}. Log start offset = "
-                f"{self.log_start_offset}", first, prev_last)
+                f"Unexpected offset in append to {self._tp}. First offset {first} is less than "
+                f"the next offset {self._leo}. Last offset in append: {last}. Log start offset = "
+                f"{self.log_start_offset}", first, last)
         try:
-            if prev_last - first > INT32_MAX or pos > self.config.segment_bytes:
+            if last - first > INT32_MAX or size > self.config.segment_bytes:
                 # Wider (offset gaps of a compacted leader) or larger than one segment can hold:
                 # one batch at a time, so each may roll the segment.
                 start = 0
@@ -778,10 +666,10 @@ class Log:
                     self._append_fetched(mv[start : start + h.size], [h])
                     start += h.size
             else:
-                self._append_fetched(mv[:pos], headers)
+                self._append_fetched(mv[:size], headers)
         except OSError as exc:
             raise self._io_failed("append of fetched records", exc) from exc
-        return FollowerAppendResult(first, prev_last, pos, headers[-1].partition_leader_epoch,
+        return FollowerAppendResult(first, last, size, headers[-1].partition_leader_epoch,
                                     self._leo - self._recovery_point >= self.config.flush_messages)
 
     def _append_fetched(self, data: memoryview, headers: list[BatchHeader]) -> None:
@@ -815,60 +703,6 @@ class Log:
                     ps.update(h)
             pos += h.size
         ps.map_end_offset = self._leo
-
-    def _validate_records(self, mv: memoryview, infos: list[BatchInfo], now: int, check_all: bool,
-                          suspects: list[int]) -> dict[int, int]:
-        """Kafka's record checks, on every batch (``check_all``) or only on ``suspects``.
-
-        Every record of a batch is checked, so the error lists each offending one (KIP-467):
-        a compacted topic's record without a key (INVALID_RECORD); on a CreateTime topic a
-        timestamp more than message.timestamp.before.max.ms behind now or after.max.ms ahead of
-        it (each falling back to message.timestamp.difference.max.ms, KIP-937), records without
-        a timestamp (-1) being exempt (INVALID_TIMESTAMP); a producer-set LogAppendTime on a
-        LogAppendTime topic or without any timestamp (INVALID_TIMESTAMP).  Raises
-        RecordValidationError for the first batch with errors.  On a CreateTime topic, returns
-        the largest record timestamp (-1 if none) of each suspect batch, by batch index.
-        """
-        cfg = self.config
-        compact = cfg.compact
-        before, after = cfg.timestamp_before_max_ms, cfg.timestamp_after_max_ms
-        lat_topic = cfg.log_append_time
-        tp = f"{self.topic}-{self.partition}"
-        out: dict[int, int] = {}
-        for i, info in enumerate(infos):
-            if not check_all and i not in suspects:
-                continue
-            h = info.header
-            lat_batch = h.timestamp_type == TIMESTAMP_LOG_APPEND_TIME
-            errors: list[tuple[int, str | None]] = []
-            timestamp_error = False
-            batch_max = NO_TIMESTAMP
-            records = scan_records(mv[info.position : info.position + info.size])
-            for index, (offset_delta, ts_delta, key_len, value_len) in enumerate(records):
-                # A LogAppendTime batch's records all carry its MaxTimestamp.
-                ts = h.max_timestamp if lat_batch else h.base_timestamp + ts_delta
-                if ts > batch_max:
-                    batch_max = ts
-                if compact and key_len < 0:
-                    errors.append((index, f"Compacted topic cannot accept message without key in topic partition {tp}"))
-                elif not lat_topic and ts != NO_TIMESTAMP:
-                    if now - ts > before or ts - now > after:
-                        timestamp_error = True
-                        # The bounds as Kafka prints them: Java longs, so now + Long.MAX_VALUE wraps.
-                        errors.append((index, f"Timestamp {ts} of message with offset {h.base_offset + offset_delta} "
-                                              f"is out of range. The timestamp should be within "
-                                              f"[{_java_long(now - before)}, {_java_long(now + after)}]"))
-                elif lat_batch:
-                    timestamp_error = True
-                    errors.append((index, f"Invalid timestamp type in message DefaultRecord(offset="
-                                          f"{h.base_offset + offset_delta}, timestamp={ts}, key={max(key_len, 0)} "
-                                          f"bytes, value={max(value_len, 0)} bytes). Producer should not set "
-                                          "timestamp type to LogAppendTime."))
-            if errors:
-                raise _record_validation_error(errors, timestamp_error)
-            if not lat_topic and not has_trusted_timestamps(h):
-                out[i] = batch_max
-        return out
 
     def _maybe_roll(self, size: int, max_ts: int, max_offset: int, first_offset: int, now: int) -> LogSegment:
         seg = self._segments[-1]
@@ -1438,20 +1272,6 @@ class Log:
         """Move the closed log's directory (e.g. to ``...-delete``)."""
         os.rename(self.dir, new_dir)
         self.dir = new_dir
-
-
-def _record_validation_error(errors: list[tuple[int, str | None]], timestamp_error: bool) -> RecordValidationError:
-    # Kafka's choice of partition error and its summary message (LogValidator.processRecordErrors).
-    if timestamp_error:
-        return RecordValidationError(ErrorCode.INVALID_TIMESTAMP,
-                                     "One or more records have been rejected due to invalid timestamp", errors)
-    shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
-    return RecordValidationError(
-        ErrorCode.INVALID_RECORD,
-        f"One or more records have been rejected due to {len(errors)} record errors in total, and only "
-        f"showing the first three errors at most: [{shown}]",
-        errors,
-    )
 
 
 def _control_of(batch: bytes | bytearray | memoryview) -> tuple[int, int] | None:
