@@ -3,8 +3,8 @@ UnifiedLog), and the one class the rest of kaflet uses for it.
 
 It keeps what spans the segments (log start offset, high watermark, producer state, leader
 epochs, topic id) and puts the parts together: ``log_loader.LogLoader`` loads and recovers the
-directory, ``log_validator`` checks and stamps produced batches and ``local_log.LocalLog`` holds
-the segments (roll, read, fsync, truncation, swaps).
+directory, ``log_validator`` checks and stamps produced batches, ``local_log.LocalLog`` holds the
+segments (roll, read, fsync, truncation, swaps) and ``retention`` says which segments may go.
 Every I/O error of those parts comes back here and is reported once (``_io_failed``), so a
 failing disk takes its log dir offline whatever step found it.
 
@@ -35,6 +35,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import NamedTuple
 
+from kaflet.log import retention
 from kaflet.log.checkpoints import (
     LEADER_EPOCH_CHECKPOINT,
     PARTITION_METADATA,
@@ -57,6 +58,7 @@ from kaflet.log.producer_state import (
     end_txn_marker_batch,
     index_aborted_txn,
 )
+from kaflet.log.retention import unlink_files as unlink_files  # re-exported: tests import it from here
 from kaflet.log.segment import FileRegion, LogSegment, SharedFile
 from kaflet.log.transaction_index import AbortedTxn
 from kaflet.protocol.records import INT32_MAX, BatchHeader, parse_batch_header
@@ -168,8 +170,8 @@ class Log:
         self._local = LocalLog(directory, config, now_ms)
         self._flush_task: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[None]] = set()
-        # (unlink after ms, paths): segments renamed ``.deleted`` by retention/DeleteRecords.
-        self._pending_file_deletes: list[tuple[int, list[str]]] = []
+        # Segments renamed ``.deleted`` by retention, DeleteRecords and cleaner swaps.
+        self._pending_file_deletes = retention.PendingFileDeletes()
         self._closed = False
         self.leader_epoch_cache = LeaderEpochCache(
             os.path.join(directory, LEADER_EPOCH_CHECKPOINT),
@@ -610,68 +612,32 @@ class Log:
         """
         now = self._time() if now_ms is None else now_ms
         deleted = 0
-        if self.config.delete:
-            deleted += self._delete_retention_ms_breached(now)
-            deleted += self._delete_retention_size_breached(now)
+        cfg = self.config
+        if cfg.delete:
+            if cfg.retention_ms >= 0:
+                deleted += self._delete_segments(retention.retention_ms_breached(now, cfg.retention_ms), now,
+                                                 f"retention time {cfg.retention_ms}ms breach")
+            size = self.size_in_bytes
+            if cfg.retention_bytes >= 0 and size >= cfg.retention_bytes:
+                deleted += self._delete_segments(retention.retention_size_breached(size, cfg.retention_bytes), now,
+                                                 f"retention size in bytes {cfg.retention_bytes} breach")
         deleted += self.delete_log_start_offset_breached(now)
         return deleted
-
-    def _delete_retention_ms_breached(self, now: int) -> int:
-        retention_ms = self.config.retention_ms
-        if retention_ms < 0:
-            return 0
-        return self._delete_segments(
-            self._deletable_segments(lambda seg, _nxt: now - seg.largest_timestamp > retention_ms), now,
-            f"retention time {retention_ms}ms breach",
-        )
-
-    def _delete_retention_size_breached(self, now: int) -> int:
-        retention_bytes = self.config.retention_bytes
-        size = self.size_in_bytes
-        if retention_bytes < 0 or size < retention_bytes:
-            return 0
-        excess = size - retention_bytes
-
-        def over_size(seg: LogSegment, _nxt: LogSegment | None) -> bool:
-            nonlocal excess
-            if excess - seg.size >= 0:
-                excess -= seg.size
-                return True
-            return False
-
-        return self._delete_segments(self._deletable_segments(over_size), now,
-                                     f"retention size in bytes {retention_bytes} breach")
 
     def delete_log_start_offset_breached(self, now_ms: int | None = None) -> int:
         """Delete the segments that lie wholly below the log start offset."""
         now = self._time() if now_ms is None else now_ms
         start = self.log_start_offset
-        return self._delete_segments(
-            self._deletable_segments(lambda _seg, nxt: nxt is not None and nxt.base_offset <= start), now,
-            f"log start offset {start} breach",
-        )
+        return self._delete_segments(retention.below_log_start_offset(start), now, f"log start offset {start} breach")
 
-    def _deletable_segments(self, predicate: Callable[[LogSegment, LogSegment | None], bool]) -> list[LogSegment]:
-        # Oldest first, stopping at the first segment that must stay.
-        out: list[LogSegment] = []
-        segs = self._local.segments
-        for i, seg in enumerate(segs):
-            nxt = segs[i + 1] if i + 1 < len(segs) else None
-            upper = nxt.base_offset if nxt is not None else self._local.log_end_offset
-            # Never past the HW (the log start offset must not exceed it), and an empty
-            # active segment is never deleted (it would only be created again).
-            if self._high_watermark < upper or not predicate(seg, nxt) or (nxt is None and seg.size == 0):
-                break
-            out.append(seg)
-        return out
-
-    def _delete_segments(self, segs: list[LogSegment], now: int, reason: str) -> int:
+    def _delete_segments(self, predicate: retention.SegmentPredicate, now: int, reason: str) -> int:
+        local = self._local
+        segs = retention.deletable_segments(local.segments, local.log_end_offset, self._high_watermark, predicate)
         if not segs:
             return 0
-        local = self._local
         if len(segs) == len(local.segments):
             self.roll()  # a log always keeps one segment: start an empty one at the LEO
-        self._pending_file_deletes.append((now + self.config.file_delete_delay_ms, local.remove_oldest(len(segs))))
+        self._pending_file_deletes.add(now + self.config.file_delete_delay_ms, local.remove_oldest(len(segs)))
         first = local.segments[0].base_offset
         self._advance_log_start_offset(first)
         self.producer_state.delete_snapshots_before(first)
@@ -684,16 +650,12 @@ class Log:
 
         The caller unlinks them (``unlink_files``), typically in an executor.
         """
-        now = self._time() if now_ms is None else now_ms
-        due = [p for t, paths in self._pending_file_deletes if everything or t <= now for p in paths]
-        self._pending_file_deletes = [(t, ps) for t, ps in self._pending_file_deletes
-                                      if not (everything or t <= now)]
-        return due
+        return self._pending_file_deletes.take_due(self._time() if now_ms is None else now_ms, everything)
 
     @property
     def next_file_delete_ms(self) -> int | None:
         """When the next pending ``.deleted`` file is due, if any."""
-        return min((t for t, _ in self._pending_file_deletes), default=None)
+        return self._pending_file_deletes.next_due_ms
 
     # ------------------------------------------------------------------ log cleaner support
     # The cleaner runs on its own thread; these two methods are what it calls on the thread that
@@ -738,7 +700,7 @@ class Log:
         paths = self._local.replace_segments(old, base, cleaned)
         if paths is None:
             return False
-        self._pending_file_deletes.append((self._time() + self.config.file_delete_delay_ms, paths))
+        self._pending_file_deletes.add(self._time() + self.config.file_delete_delay_ms, paths)
         return True
 
     # ------------------------------------------------------------------ truncation / lifecycle
@@ -850,15 +812,3 @@ class Log:
     def rename_dir(self, new_dir: str) -> None:
         """Move the closed log's directory (e.g. to ``...-delete``)."""
         self._local.rename_dir(new_dir)
-
-
-def unlink_files(paths: list[str]) -> int:
-    """Remove files that may already be gone (blocking; run it in an executor); returns count."""
-    removed = 0
-    for p in paths:
-        try:
-            os.unlink(p)
-            removed += 1
-        except FileNotFoundError:
-            pass
-    return removed
