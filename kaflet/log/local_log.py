@@ -112,10 +112,6 @@ class LocalLog:
 
     # ------------------------------------------------------------------ append and roll
 
-    def should_roll(self, size: int, max_ts: int, max_offset: int, now: int) -> bool:
-        """Whether an append of ``size`` bytes up to ``max_offset`` needs a new active segment."""
-        return self.segments[-1].should_roll(self.config, size, max_ts, max_offset, now)
-
     def append(self, seg: LogSegment, last: int, max_ts: int, shallow: int,
                data: bytes | bytearray | memoryview) -> None:
         """Write batches whose offsets are final to the active segment ``seg``; on an OSError the

@@ -424,9 +424,12 @@ class Log:
         ps.map_end_offset = last + 1
 
     def _maybe_roll(self, size: int, max_ts: int, max_offset: int, first_offset: int, now: int) -> LogSegment:
-        if self._local.should_roll(size, max_ts, max_offset, now):
+        # The active segment asked directly: this runs on every append.
+        local = self._local
+        seg = local.segments[-1]
+        if seg.should_roll(local.config, size, max_ts, max_offset, now):
             return self.roll(first_offset)
-        return self._local.active_segment
+        return seg
 
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         """Start a new active segment at max(expected_next_offset, LEO)."""
