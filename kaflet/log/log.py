@@ -167,6 +167,9 @@ class Log:
         self._executor = executor
         self._writer = metadata_writer
         self._time = now_ms
+        # Also the LocalLog's (``update_config`` changes both): a plain attribute, as the produce
+        # and fetch paths read it on every request.
+        self.config = config
         self._local = LocalLog(directory, config, now_ms)
         self._flush_task: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[None]] = set()
@@ -208,10 +211,6 @@ class Log:
     def dir(self) -> str:
         """The partition directory (``rename_dir`` moves it)."""
         return self._local.dir
-
-    @property
-    def config(self) -> LogConfig:
-        return self._local.config
 
     @property
     def log_end_offset(self) -> int:
@@ -283,6 +282,7 @@ class Log:
 
     def update_config(self, config: LogConfig) -> None:
         """Apply changed topic configs (takes effect for following appends/rolls)."""
+        self.config = config
         self._local.update_config(config)
 
     def latest_epoch(self) -> int:
