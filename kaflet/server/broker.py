@@ -606,7 +606,9 @@ class Broker:
         from kaflet.server.handlers import write_txn_markers
 
         (codes,) = await write_txn_markers.write_markers(
-            self, [(job.producer_id, job.producer_epoch, job.coordinator_epoch, job.commit, partitions)])
+            self.replica_manager, [(job.producer_id, job.producer_epoch, job.coordinator_epoch, job.commit,
+                                    partitions)], self.config["request.timeout.ms"],
+            self.group_coordinator.complete_txn)
         return dict(zip(partitions, codes, strict=True))
 
     async def _connect_for_markers(self, broker_id: int) -> BrokerClient:
