@@ -33,6 +33,7 @@ from kaflet.log.disk_load import DiskLoadProtector, DiskLoadSettings
 from kaflet.log.log_manager import LogManager
 from kaflet.metadata import zkdata
 from kaflet.metadata.embedded import EmbeddedTree
+from kaflet.metadata.metadata_cache import MetadataCache
 from kaflet.metadata.tree import MetadataTree, NodeExistsError, NoNodeError, SessionLostError
 from kaflet.metadata.zookeeper import ZooKeeperTree
 from kaflet.metrics.exporter import MetricsExporter
@@ -58,7 +59,6 @@ from kaflet.server.dispatcher import Dispatcher
 from kaflet.server.fetch_session import FetchManager, FetchSessionCache
 from kaflet.server.gateway_auth import GatewayAuth
 from kaflet.server.inter_broker_security import inter_broker_settings
-from kaflet.server.metadata_cache import MetadataCache
 from kaflet.server.topic_admin import TopicAdmin, wait_until
 
 log = logging.getLogger("kaflet.broker")

@@ -32,6 +32,7 @@ from collections.abc import Callable
 from kaflet.gateway.partitions import PartitionTable
 from kaflet.log.disk_load import ColdReads
 from kaflet.log.segment import FileRegion
+from kaflet.metadata.metadata_cache import MetadataCache
 from kaflet.metrics.stats import BrokerMetrics
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode, KafkaError
@@ -56,7 +57,6 @@ from kaflet.server.fetch_session import (
     SessionFetchResponse,
     TopicKey,
 )
-from kaflet.server.metadata_cache import MetadataCache
 from kaflet.server.request_context import RequestContext
 
 API_KEY = ApiKey.FETCH
