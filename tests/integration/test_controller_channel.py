@@ -17,6 +17,7 @@ import pytest
 from kaflet.controller.channel import BrokerEndpointNotAvailableError, ControllerChannel
 from kaflet.metadata.zkdata import BrokerInfo, EndPoint
 from kaflet.network.client import BrokerClient, InterBrokerSettings
+from kaflet.network.connector import InterBrokerConnector
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
@@ -49,8 +50,8 @@ async def _unused_local(api_key: ApiKey, request: Any) -> Any:
 
 @pytest.fixture
 async def channel() -> AsyncIterator[ControllerChannel]:
-    ch = ControllerChannel(0, InterBrokerSettings(request_timeout_s=10, connect_timeout_s=2), _unused_local,
-                           api_versions=VERSIONS, backoff_s=0.05, max_backoff_s=0.2)
+    ch = ControllerChannel(0, InterBrokerConnector(InterBrokerSettings(connect_timeout_s=2)), _unused_local,
+                           request_timeout_s=10, api_versions=VERSIONS, backoff_s=0.05, max_backoff_s=0.2)
     try:
         yield ch
     finally:
@@ -258,7 +259,7 @@ async def test_unencodable_request_is_dropped_not_retried(channel: ControllerCha
 
 
 async def test_close_stops_every_sender(kaflet_broker: BrokerProcess) -> None:
-    ch = ControllerChannel(0, InterBrokerSettings(), _unused_local, api_versions=VERSIONS)
+    ch = ControllerChannel(0, InterBrokerConnector(InterBrokerSettings()), _unused_local, api_versions=VERSIONS)
     ch.add_broker(_info(REMOTE_ID, kaflet_broker.port or 0))
     ch.add_broker(_info(1002, 1))  # nothing listens on port 1: retried until closed
     got = _Collector(1)
