@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+import tracemalloc
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -23,6 +24,7 @@ from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
 from kaflet.protocol.header import parse_request_header
 from tests.support.broker_process import BrokerProcess
+from tests.support.hostile import HUGE, HugeFramePeer
 
 VERSIONS = {ApiKey.METADATA: 9, ApiKey.CREATE_TOPICS: 5}
 REMOTE_ID = 1001
@@ -199,6 +201,38 @@ async def test_resends_after_the_broker_is_restarted(fresh_broker: BrokerProcess
     assert len(retries) >= 2
     assert any("after" in r.getMessage() and "failed attempt" in r.getMessage() for r in caplog.records
                if r.levelno == logging.INFO)
+
+
+async def test_a_broker_announcing_two_gigabytes_is_dropped_and_the_request_resent(
+        fresh_broker: BrokerProcess, channel: ControllerChannel, caplog: pytest.LogCaptureFixture) -> None:
+    """A hostile peer on a broker's address answers with a 2 GiB size: the channel closes each
+    such connection without allocating it, warns once, and resends until the broker is back."""
+    caplog.set_level(logging.DEBUG, logger="kaflet.controller")
+    await asyncio.to_thread(fresh_broker.start)
+    port = fresh_broker.port or 0
+    await asyncio.to_thread(fresh_broker.stop)
+    peer = HugeFramePeer()
+    await peer.start(port)
+    channel.add_broker(_info(REMOTE_ID, port))
+    got = _Collector(1)
+    tracemalloc.start()
+    try:
+        channel.send(REMOTE_ID, ApiKey.CREATE_TOPICS, _create_topic("after-hostile"), got.callback("create"))
+        await peer.wait_answered(3)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+        await peer.close()
+    print(f"controller channel: peak traced allocation {peak / 2**20:.2f} MiB over {peer.answered} answers "
+          f"of {HUGE} bytes")
+    assert peak < 16 * 2**20
+    assert not got.responses
+
+    await asyncio.to_thread(fresh_broker.start)
+    [(_, response)] = await got.wait()
+    assert response.topics[0].error_code == 0
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and f"announced a response of {HUGE} bytes" in warnings[0], warnings
 
 
 async def test_remove_broker_stops_retrying(channel: ControllerChannel, caplog: pytest.LogCaptureFixture) -> None:
