@@ -500,7 +500,8 @@ class Broker:
             # Alone, the controller only ever talks to this broker, in-process: any listener
             # serves as the name its requests carry.
             return InterBrokerConnector(InterBrokerSettings(listener=self.advertised[0].listener), unusable=str(exc))
-        return InterBrokerConnector(settings, broker_info=self.metadata_cache.brokers.get)
+        # Looked up at each call: an UpdateMetadata replaces the cache's broker map.
+        return InterBrokerConnector(settings, broker_info=lambda broker_id: self.metadata_cache.brokers.get(broker_id))
 
     @property
     def inter_broker(self) -> InterBrokerConnector:
