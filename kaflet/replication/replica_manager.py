@@ -31,9 +31,9 @@ from kaflet.log.config import LogConfig
 from kaflet.log.log_manager import LogManager
 from kaflet.metadata.topic_names import is_valid
 from kaflet.metadata.zkdata import ZERO_UUID, uuid_to_str
-from kaflet.network.client import BrokerConnectionError
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
+from kaflet.protocol.broker_connection import BrokerConnectionError
 from kaflet.protocol.errors import ErrorCode
 from kaflet.replication.append import (
     AppendEntry,
