@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Iterator
@@ -24,7 +25,7 @@ from confluent_kafka.admin import AdminClient
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
-from tests.support import filesystems
+from tests.support import cli, filesystems
 from tests.support.broker_process import BrokerProcess
 from tests.support.raw_client import log_dir_errors
 from tests.support.topics import create_topic
@@ -159,6 +160,18 @@ def test_a_failed_dir_goes_offline_and_the_other_keeps_serving(tmp_path: Path,
         assert all(leaders[p] == 1 or leaders[p] >= 0 for p in elsewhere), leaders
         assert log_dir_errors(broker.bootstrap) == {str(healthy): ErrorCode.NONE,
                                                str(disk.point): ErrorCode.KAFKA_STORAGE_ERROR}
+        # kafka-log-dirs.sh's view of it: the dir's error, the other dir's replicas.
+        proc = cli.run("log-dirs", "--describe", "--bootstrap-server", broker.bootstrap, "--json")
+        assert proc.returncode == 0, proc.stderr
+        described = json.loads(proc.stdout.splitlines()[-1])
+        (b,) = described["brokers"]
+        by_dir = {d["logDir"]: d for d in b["logDirs"]}
+        assert by_dir[str(disk.point)]["error"] == "org.apache.kafka.common.errors.KafkaStorageException"
+        assert by_dir[str(disk.point)]["partitions"] == []
+        assert by_dir[str(healthy)]["error"] is None
+        assert sorted(p["partition"] for p in by_dir[str(healthy)]["partitions"]) == [f"jbod-{p}" for p in elsewhere]
+        table = cli.run("log-dirs", "--describe", "--bootstrap-server", broker.bootstrap).stdout
+        assert f"{disk.point}  offline (KAFKA_STORAGE_ERROR)" in table, table
         after, refused = _produce(broker.bootstrap, "jbod", 40, 4, size=1000, timeout_ms=3000, tag="a")
         assert {p for p, _ in after.values()} == set(elsewhere)
         out = broker.new_log()
