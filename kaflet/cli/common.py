@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ClusterMetadata, TopicMetadata
+
+if TYPE_CHECKING:
+    from kaflet.network.raw_connection import RawConnection
 
 DEFAULT_TIMEOUT_S = 10.0
 
@@ -145,6 +149,28 @@ def unreachable_message(bootstrap: str, timeout_s: float, detail: str = "") -> s
     """Sentence used whenever no broker answered in time."""
     msg = f"Could not reach a broker at {bootstrap} within {timeout_s:g} s; is it running?"
     return f"{msg} ({detail})" if detail else msg
+
+
+@contextlib.contextmanager
+def raw_connection_errors(bootstrap: str, timeout_s: float) -> Iterator[None]:
+    """The failures of kaflet.network.raw_connection as one-line CliErrors."""
+    # Imported here: the protocol codec it needs costs every other command start-up time.
+    from kaflet.network.raw_connection import BrokerUnreachableError, RawConnectionError
+
+    try:
+        yield
+    except BrokerUnreachableError as exc:
+        raise CliError(unreachable_message(bootstrap, timeout_s, exc.reason)) from exc
+    except RawConnectionError as exc:
+        raise CliError(str(exc)) from exc
+
+
+def raw_connect(host: str, port: int, conf: Mapping[str, Any], timeout_s: float, bootstrap: str) -> RawConnection:
+    """kaflet's own connection to host:port, secured as `conf` says; failures are CliErrors."""
+    from kaflet.network.raw_connection import connect
+
+    with raw_connection_errors(bootstrap, timeout_s):
+        return connect(host, port, conf, timeout_s)
 
 
 def describe_kafka_error(err: KafkaError | KafkaException | BaseException, *, topic: str | None = None,

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import socket
-import struct
 from typing import Any
 
 import click
@@ -14,6 +12,8 @@ from kaflet.cli.common import (
     CliError,
     bootstrap_option,
     config_file_option,
+    raw_connect,
+    raw_connection_errors,
     timeout_option,
     unreachable_message,
 )
@@ -99,45 +99,29 @@ class _Configs(Admin):
 
     # The cluster-wide broker default is the BROKER resource with an empty name, which the
     # client libraries refuse to send; it goes over our own connection instead (plain for
-    # PLAINTEXT, TLS and/or SASL from --command-config otherwise: kaflet.cli.raw_connection).
+    # PLAINTEXT, TLS and/or SASL from --command-config otherwise: kaflet.network.raw_connection).
 
     def _raw(self, api_key: int, version: int, request: Any, address: tuple[str, int] | None = None) -> Any:
-        from kaflet.cli.raw_connection import connect, security_protocol
+        from kaflet.network.raw_connection import security_protocol
 
-        plaintext = security_protocol(self.conf) == "PLAINTEXT"
         if address is None:
+            with raw_connection_errors(self.bootstrap, self.timeout_s):
+                plaintext = security_protocol(self.conf) == "PLAINTEXT"
             if plaintext:
                 self.metadata()  # the usual "is the broker up?" probe, with the usual error
             host, _, port = self.bootstrap.split(",")[0].strip().rpartition(":")
         else:
             host, port = address[0], str(address[1])
-        if plaintext:
-            return self._plain_raw(api_key, version, request, host, port)
-        # Secured listeners: TLS and SASL as --command-config says; its errors are already worded.
         try:
             port_no = int(port)
         except ValueError as exc:
             raise CliError(unreachable_message(self.bootstrap, self.timeout_s, str(exc))) from exc
-        with connect(host, port_no, self.conf, self.timeout_s, self.bootstrap) as conn:
+        # TLS and SASL as --command-config says; its errors are already worded.
+        with raw_connect(host, port_no, self.conf, self.timeout_s, self.bootstrap) as conn:
             try:
                 return conn.request(api_key, version, request)
             except (OSError, ValueError) as exc:
                 raise CliError(unreachable_message(self.bootstrap, self.timeout_s, str(exc))) from exc
-
-    def _plain_raw(self, api_key: int, version: int, request: Any, host: str, port: str) -> Any:
-        from kaflet.protocol import codec
-
-        body = bytes(request.encode(version=version))
-        client_id = b"kaflet-configs"
-        header = struct.pack(">hhih", api_key, version, 1, len(client_id)) + client_id
-        try:
-            with socket.create_connection((host.strip("[]"), int(port)), timeout=self.timeout_s) as sock:
-                sock.sendall(struct.pack(">i", len(header) + len(body)) + header + body)
-                size = struct.unpack(">i", _read(sock, 4))[0]
-                data = _read(sock, size)
-        except (OSError, ValueError) as exc:
-            raise CliError(unreachable_message(self.bootstrap, self.timeout_s, str(exc))) from exc
-        return codec.response_class(api_key).decode(data[4:], version=version)
 
     def describe_default(self) -> list[Entry]:
         return self.describe(ConfigResource.Type.BROKER, "")
@@ -153,16 +137,6 @@ class _Configs(Admin):
         result = self._raw(_INCREMENTAL_ALTER_CONFIGS, 0, req).responses[0]
         if result.error_code:
             raise CliError(f"{result.error_message or 'IncrementalAlterConfigs failed'} (error {result.error_code}).")
-
-
-def _read(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("connection closed by the broker")
-        buf += chunk
-    return bytes(buf)
 
 
 def _print_entries(title: str, entries: list[Entry], only_source: int | None) -> None:

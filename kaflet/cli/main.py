@@ -23,6 +23,7 @@ _LAZY_COMMANDS = {
     "dump-log": ("kaflet.cli.dump_log", "dump_log"),
     "dev-cluster": ("kaflet.cli.dev_cluster", "dev_cluster"),
     "leader-election": ("kaflet.cli.leader_election", "leader_election"),
+    "log-dirs": ("kaflet.cli.log_dirs", "log_dirs"),
     "reassign-partitions": ("kaflet.cli.reassign_partitions", "reassign_partitions"),
     "transactions": ("kaflet.cli.transactions", "transactions"),
     # The management service is a separate application on top of the client tools.

@@ -50,17 +50,13 @@ def _value(key: str, text: str) -> float:
 
 def alter(raw: RawCall, entity_type: str, name: str | None, add: dict[str, str], delete: list[str]) -> None:
     """Set and remove quotas of one entity (name None: the default entity)."""
-    from kaflet.protocol import codec
+    from kaflet.protocol import client_quotas
 
-    req_cls = codec.request_class(_ALTER_CLIENT_QUOTAS)
-    entry = req_cls.EntryData
-    ops = [entry.OpData(key=k, value=_value(k, v), remove=False) for k, v in add.items()]
-    ops += [entry.OpData(key=k, value=0.0, remove=True) for k in delete]
-    req = req_cls(entries=[entry(entity=[entry.EntityData(entity_type=ENTITY_TYPES[entity_type], entity_name=name)],
-                                 ops=ops)], validate_only=False)
-    result = raw(_ALTER_CLIENT_QUOTAS, 0, req).entries[0]
-    if result.error_code:
-        raise CliError(f"{result.error_message or 'AlterClientQuotas failed'} (error {result.error_code}).")
+    req = client_quotas.alter_request(ENTITY_TYPES[entity_type], name, {k: _value(k, v) for k, v in add.items()},
+                                      delete)
+    refusal = client_quotas.alter_refusal(raw(_ALTER_CLIENT_QUOTAS, client_quotas.ALTER_CLIENT_QUOTAS_VERSION, req))
+    if refusal:
+        raise CliError(refusal)
 
 
 def describe(raw: RawCall, entity_type: str, name: str | None, default: bool) -> list[tuple[list[tuple[str, str | None]],

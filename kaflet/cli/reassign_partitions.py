@@ -28,7 +28,14 @@ from typing import Any
 import click
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
-from kaflet.cli.common import Admin, CliError, bootstrap_option, config_file_option, timeout_option
+from kaflet.cli.common import (
+    Admin,
+    CliError,
+    bootstrap_option,
+    config_file_option,
+    raw_connect,
+    timeout_option,
+)
 from kaflet.metadata.assignment import BrokerMetadata, assign_replicas_to_brokers
 from kaflet.metadata.errors import AdminError
 from kaflet.protocol import codec
@@ -152,15 +159,13 @@ class _Reassigner(Admin):
     """The admin helper plus the two KIP-455 requests, sent to the controller."""
 
     def _to_controller(self, api_key: ApiKey, request: Any) -> Any:
-        from kaflet.cli.raw_connection import connect
-
         for _ in range(_CONTROLLER_RETRIES):
             md = self.metadata()
             broker = md.brokers.get(md.controller_id)
             if broker is None or broker.host is None:
                 time.sleep(0.5)  # an election is under way
                 continue
-            with connect(broker.host, broker.port, self.conf, self.timeout_s, self.bootstrap) as conn:
+            with raw_connect(broker.host, broker.port, self.conf, self.timeout_s, self.bootstrap) as conn:
                 try:
                     resp = conn.request(api_key, 0, request)
                 except (OSError, ValueError) as exc:

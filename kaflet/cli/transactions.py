@@ -7,7 +7,7 @@ The actions are Kafka's TransactionsCommand's, as flags: `--list`, `--describe`,
 confluent-kafka's AdminClient has none of the requests behind them (ListTransactions,
 DescribeTransactions, DescribeProducers, WriteTxnMarkers), so the metadata comes from the
 AdminClient and the requests go over our own connections to the brokers that must answer them
-(kaflet.cli.raw_connection: TLS and SASL as `--command-config` says), each at the highest
+(kaflet.network.raw_connection: TLS and SASL as `--command-config` says), each at the highest
 version both sides support (ApiVersions).
 
 A hanging transaction is one open on a partition (DescribeProducers shows a current
@@ -27,8 +27,15 @@ from typing import Any
 
 import click
 
-from kaflet.cli.common import Admin, CliError, bootstrap_option, config_file_option, timeout_option
-from kaflet.cli.raw_connection import RawConnection, connect
+from kaflet.cli.common import (
+    Admin,
+    CliError,
+    bootstrap_option,
+    config_file_option,
+    raw_connect,
+    timeout_option,
+)
+from kaflet.network.raw_connection import RawConnection
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode, error_name
@@ -95,7 +102,7 @@ class Cluster:
         if address is None:
             raise CliError(f"Broker {broker_id} is not in the cluster (brokers: "
                            f"{', '.join(str(b) for b in sorted(self.brokers)) or 'none'}).")
-        conn = connect(address[0], address[1], self.admin.conf, self.admin.timeout_s, self.admin.bootstrap)
+        conn = raw_connect(address[0], address[1], self.admin.conf, self.admin.timeout_s, self.admin.bootstrap)
         try:
             resp = self._call(conn, broker_id, ApiKey.API_VERSIONS, 0, codec.request_class(ApiKey.API_VERSIONS)())
         except BaseException:

@@ -7,7 +7,9 @@ connection fails the sender reconnects with back-off and resends the same reques
 succeeds or the broker is removed (the controller removes a broker whose registration is gone).
 
 The controller's own broker is served in-process: its sender hands each request object to the
-`LocalDelivery` callable instead of a socket, still one at a time and in order.
+`LocalDelivery` callable instead of a socket, still one at a time and in order. The others are
+reached through the broker's `BrokerConnector` (kaflet/protocol/broker_connection.py), so the
+controller never touches sockets itself.
 """
 
 from __future__ import annotations
@@ -21,8 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kaflet.metadata.zkdata import BrokerInfo
-from kaflet.network.client import BrokerClient, BrokerConnectionError, InterBrokerSettings, api_name
-from kaflet.protocol.api_keys import ApiKey
+from kaflet.protocol.api_keys import ApiKey, api_name
+from kaflet.protocol.broker_connection import BrokerConnection, BrokerConnectionError, BrokerConnector
 
 log = logging.getLogger("kaflet.controller")
 
@@ -60,17 +62,19 @@ class _BrokerState:
         self.broker = broker
         self.queue: asyncio.Queue[_Item] = asyncio.Queue()
         self.task: asyncio.Task[None] | None = None
-        self.client: BrokerClient | None = None
+        self.client: BrokerConnection | None = None
 
 
 class ControllerChannel:
     """One ordered request queue and sender task per live broker; the local broker in-process."""
 
-    def __init__(self, controller_id: int, settings: InterBrokerSettings, local_delivery: LocalDelivery, *,
-                 api_versions: Mapping[int, int] | None = None, backoff_s: float = 0.1,
-                 max_backoff_s: float = 1.0) -> None:
+    def __init__(self, controller_id: int, connector: BrokerConnector, local_delivery: LocalDelivery, *,
+                 request_timeout_s: float = 30.0, api_versions: Mapping[int, int] | None = None,
+                 backoff_s: float = 0.1, max_backoff_s: float = 1.0) -> None:
+        """`request_timeout_s` is controller.socket.timeout.ms."""
         self.controller_id = controller_id
-        self.settings = settings
+        self.connector = connector
+        self.request_timeout_s = request_timeout_s
         self._local_delivery = local_delivery
         self._versions = dict(CONTROLLER_API_VERSIONS)
         self._versions.update(api_versions or {})
@@ -103,13 +107,14 @@ class ControllerChannel:
             sender = self._send_local(state)
             where = "in-process"
         else:
-            ep = broker.endpoint(self.settings.listener)
+            listener = self.connector.listener
+            ep = broker.endpoint(listener)
             if ep is None:
                 raise BrokerEndpointNotAvailableError(
-                    f"broker {broker.id} has no endpoint for the inter-broker listener {self.settings.listener} "
+                    f"broker {broker.id} has no endpoint for the inter-broker listener {listener} "
                     f"(it registered {', '.join(e.listener for e in broker.endpoints) or 'none'})")
             sender = self._send_remote(state, ep.host or "localhost", ep.port)
-            where = f"{ep.host or 'localhost'}:{ep.port} ({self.settings.listener})"
+            where = f"{ep.host or 'localhost'}:{ep.port} ({listener})"
         state.task = asyncio.create_task(sender, name=f"controller-{self.controller_id}-to-broker-{broker.id}")
         self._brokers[broker.id] = state
         log.info("Controller %d: added broker %d to the channel, at %s", self.controller_id, broker.id, where)
@@ -188,7 +193,6 @@ class ControllerChannel:
     async def _send_until_answered(self, state: _BrokerState, host: str, port: int, item: _Item,
                                    body: bytes) -> Any:
         """The decoded response, after as many reconnects and resends as it takes."""
-        settings = self.settings
         broker_id = state.broker.id
         failures = 0
         backoff = self._backoff_s
@@ -196,9 +200,9 @@ class ControllerChannel:
         while True:
             try:
                 if state.client is None:
-                    state.client = await BrokerClient.connect(
-                        host, port, settings.security, client_id=f"controller-{self.controller_id}",
-                        connect_timeout_s=settings.connect_timeout_s, request_timeout_s=settings.request_timeout_s)
+                    state.client = await self.connector.connect(
+                        host, port, client_id=f"controller-{self.controller_id}",
+                        request_timeout_s=self.request_timeout_s)
                     log.info("Controller %d connected to broker %d at %s:%d for sending state change requests%s",
                              self.controller_id, broker_id, host, port,
                              f" after {failures} failed attempt(s)" if failures else "")

@@ -391,6 +391,11 @@ class ControllerContext:
     def put_partition_leadership_info(self, tp: TopicPartition, state: LeaderAndIsr) -> None:
         self._leadership[tp] = state
 
+    def partition_leader(self, tp: TopicPartition) -> int:
+        """The partition's leader as last read or written (NO_LEADER when its state is unknown)."""
+        st = self._leadership.get(tp)
+        return NO_LEADER if st is None else st.leader
+
     @property
     def partitions_leadership_info(self) -> dict[TopicPartition, LeaderAndIsr]:
         return dict(self._leadership)

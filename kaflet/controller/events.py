@@ -13,11 +13,12 @@ import collections
 import enum
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from kaflet.controller.context import ReplicaAssignment, TopicPartition
+from kaflet.metadata.tree import EventType, WatchCallback, WatchEvent
 from kaflet.protocol.errors import ErrorCode
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "AutoPreferredReplicaLeaderElection",
     "BrokerChange",
     "BrokerModifications",
+    "ChangeWatches",
     "ControlledShutdown",
     "ControllerChange",
     "ControllerEvent",
@@ -51,6 +53,7 @@ __all__ = [
     "UncleanLeaderElectionEnable",
     "UpdateMetadataResponseReceived",
     "ZkPartitionReassignment",
+    "answer",
 ]
 
 log = logging.getLogger(__name__)
@@ -71,11 +74,53 @@ class ElectionTrigger(enum.Enum):
     ADMIN_CLIENT = "AdminClientTriggered"
 
 
+_T = TypeVar("_T")
+
+
+def answer(future: asyncio.Future[_T] | None, value: _T) -> None:
+    """Give a caller waiting on an event its result, unless it already has one (the event was
+    preempted, or the caller gave up)."""
+    if future is not None and not future.done():
+        future.set_result(value)
+
+
 class ControllerEvent:
     """Base class: an event for the controller's queue."""
 
     def preempt(self) -> None:
         """Answer a waiting caller when the event is dropped unprocessed."""
+
+
+_K = TypeVar("_K", bound=Hashable)
+
+
+class ChangeWatches(Generic[_K]):
+    """Data watches on one znode per key (a broker, a topic, a partition's state) that put
+    ``make(key)`` on the controller's queue when the node changes while the key is registered
+    (Kafka's registered ZNodeChangeHandlers).
+
+    One callback is kept per key, so that re-arming a watch never doubles it.
+    """
+
+    def __init__(self, make: Callable[[_K], ControllerEvent], enqueue: Callable[[ControllerEvent], None]) -> None:
+        self._make = make
+        self._enqueue = enqueue
+        self._callbacks: dict[_K, WatchCallback] = {}
+        #: The keys whose node changes are acted on.
+        self.registered: set[_K] = set()
+
+    def watch(self, key: _K) -> WatchCallback:
+        """The callback to arm a watch on ``key``'s node with."""
+        existing = self._callbacks.get(key)
+        if existing is not None:
+            return existing
+
+        def on_change(event: WatchEvent) -> None:
+            if event.type is EventType.CHANGED and key in self.registered:
+                self._enqueue(self._make(key))
+
+        self._callbacks[key] = on_change
+        return on_change
 
 
 @dataclass(slots=True)

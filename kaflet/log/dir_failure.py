@@ -18,6 +18,7 @@ import asyncio
 import errno
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 log = logging.getLogger("kaflet.log")
@@ -25,6 +26,10 @@ log = logging.getLogger("kaflet.log")
 #: Errors of the process or the machine, not of a directory: EMFILE/ENFILE (descriptors),
 #: ENOMEM/ENOBUFS (memory), EAGAIN/EINTR (try again).
 RESOURCE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS, errno.EAGAIN, errno.EINTR})
+
+
+#: At most one warning per log dir in this many seconds while a resource is exhausted.
+RESOURCE_WARNING_INTERVAL_S = 10.0
 
 
 def is_resource_exhaustion(exc: BaseException) -> bool:
@@ -37,6 +42,8 @@ class LogDirFailureChannel:
 
     def __init__(self) -> None:
         self._offline: dict[str, str] = {}
+        #: log dir -> (when the last resource warning was logged, failures not logged since)
+        self._exhausted: dict[str, tuple[float, int]] = {}
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._listener: Callable[[str], None] | None = None
@@ -63,11 +70,23 @@ class LogDirFailureChannel:
         with self._lock:
             return dict(self._offline)
 
+    def _warn_exhausted(self, log_dir: str, what: str, exc: BaseException) -> None:
+        # Every append fails alike while the resource is short: one line per dir and interval.
+        now = time.monotonic()
+        with self._lock:
+            last, suppressed = self._exhausted.get(log_dir, (-RESOURCE_WARNING_INTERVAL_S, 0))
+            if now - last < RESOURCE_WARNING_INTERVAL_S:
+                self._exhausted[log_dir] = (last, suppressed + 1)
+                return
+            self._exhausted[log_dir] = (now, 0)
+        more = f" ({suppressed} more such failures since the last warning)" if suppressed else ""
+        log.warning("%s failed in %s: %s; the directory stays online (not a disk fault)%s", what, log_dir, exc, more)
+
     def maybe_add_offline_log_dir(self, log_dir: str, what: str, exc: BaseException) -> bool:
         """Record that ``what`` failed in ``log_dir`` with ``exc``: unless the error is resource
         exhaustion, the directory goes offline (once; True then)."""
         if is_resource_exhaustion(exc):
-            log.warning("%s failed in %s: %s; the directory stays online (not a disk fault)", what, log_dir, exc)
+            self._warn_exhausted(log_dir, what, exc)
             return False
         reason = f"{what} failed: {exc}"
         with self._lock:

@@ -457,6 +457,8 @@ class Log:
     async def _flush_quietly(self, offset: int) -> None:
         try:
             await self.flush_until(offset)
+        except OSError:
+            pass  # the failure channel logged it; the next flush retries (or the dir is offline)
         except Exception:  # logged; the next flush retries
             log.exception("%s: background flush failed", self.dir)
 

@@ -4,7 +4,7 @@
 A kaflet broker with the gateway on reads that entity as the application's quota on the topic
 (kaflet/gateway/quotas.py); Logi-Kafka reads the same ZooKeeper node the request writes. The
 Kafka client libraries have no ClientQuotas call, so the request goes over kaflet's own
-connection (kaflet.cli.raw_connection, secured as the cluster's admin settings say).
+connection (kaflet.network.raw_connection, secured as the cluster's admin settings say).
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from kaflet.cli.common import CliError
-from kaflet.cli.quotas import alter
-from kaflet.cli.raw_connection import connect
+from kaflet.network.raw_connection import RawConnectionError, connect
+from kaflet.protocol.api_keys import ApiKey
+from kaflet.protocol.client_quotas import ALTER_CLIENT_QUOTAS_VERSION, alter_refusal, alter_request
 
 PRODUCER_BYTE_RATE = "producer_byte_rate"
 CONSUMER_BYTE_RATE = "consumer_byte_rate"
@@ -55,22 +55,25 @@ class AdminQuotaWriter:
     def write(self, cluster: ClusterConnection, app_id: str, topic: str,
               producer_byte_rate: float | None, consumer_byte_rate: float | None) -> None:
         rates = {PRODUCER_BYTE_RATE: producer_byte_rate, CONSUMER_BYTE_RATE: consumer_byte_rate}
-        add = {k: repr(float(v)) for k, v in rates.items() if v is not None}
-        delete = [k for k, v in rates.items() if v is None]
+        request = alter_request("client-id", quota_entity_name(app_id, topic),
+                                {k: float(v) for k, v in rates.items() if v is not None},
+                                [k for k, v in rates.items() if v is None])
         errors = []
         for server in [s.strip() for s in cluster.bootstrap_servers.split(",") if s.strip()]:
             host, _, port = server.rpartition(":")
             try:
-                conn = connect(host, int(port), cluster.client_config, self.timeout_s, cluster.bootstrap_servers)
-            except (CliError, ValueError) as exc:
+                conn = connect(host, int(port), cluster.client_config, self.timeout_s)
+            except (RawConnectionError, ValueError) as exc:
                 errors.append(f"{server}: {exc}")
                 continue  # unreachable: another bootstrap server may answer
             try:
                 with conn:
-                    alter(conn.request, "clients", quota_entity_name(app_id, topic), add, delete)
-                return
-            except CliError as exc:  # the broker answered and refused
-                raise QuotaWriteError(f"{server} refused the quota: {exc}") from None
+                    refusal = alter_refusal(conn.request(ApiKey.ALTER_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS_VERSION,
+                                                         request))
             except (OSError, ValueError) as exc:
                 errors.append(f"{server}: {exc}")
+                continue
+            if refusal:  # the broker answered and refused
+                raise QuotaWriteError(f"{server} refused the quota: {refusal}")
+            return
         raise QuotaWriteError("; ".join(errors) or f"no bootstrap server in {cluster.bootstrap_servers!r}")

@@ -6,15 +6,22 @@ Requests are pipelined: each gets the next correlation id and goes out at once; 
 broker answers a connection's requests in order, so every response must match the oldest
 request in flight, and anything else is a broken connection.
 
-Failures are one exception type, `BrokerConnectionError` (a ConnectionError): the connection
-could not be opened, authentication failed, the peer closed it, a response did not decode, or
-a request timed out. As in Kafka's NetworkClient, a timed-out request or an undecodable response
-closes the connection and every other request in flight fails with it; the caller reconnects.
+Failures are one exception type, `BrokerConnectionError` (kaflet/protocol/broker_connection.py,
+whose interfaces `BrokerClient` implements): the connection could not be opened, authentication
+failed, the peer closed it, a response did not decode or was larger than the bound, or a request
+timed out. As in Kafka's NetworkClient, each of them closes the connection and every other
+request in flight fails with it; the caller reconnects.
 
-The connection is an `asyncio.BufferedProtocol`, so the transport receives straight into our
-buffers: small responses land in one reusable buffer, a large one (a replica fetch) gets a
-buffer of its own and is handed over without a copy (`send_raw`). No task is created, so
-closing leaves nothing behind.
+Responses are bounded (`max_response_bytes`): a peer that announces a larger one has its
+connection closed before anything is allocated for it. Kafka's inter-broker clients accept any
+size (NetworkReceive.UNLIMITED); kaflet bounds it by what a kaflet or Kafka broker can answer
+(`InterBrokerSettings.max_response_bytes`), so a confused or hostile peer cannot make this
+broker allocate gigabytes.
+
+The connection is an `asyncio.BufferedProtocol`, so the transport receives straight into the
+buffers of the framer (kaflet/protocol/framing.py): small responses land in one reusable buffer,
+a large one (a replica fetch) gets a buffer of its own and is handed over without a copy
+(`send_raw`). No task is created, so closing leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -28,29 +35,25 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kaflet.protocol import codec
-from kaflet.protocol.api_keys import ApiKey
+from kaflet.protocol.api_keys import api_name
+from kaflet.protocol.broker_connection import (
+    BrokerAuthenticationError,
+    BrokerConnectionError,
+    RequestTimeoutError,
+)
+from kaflet.protocol.framing import FrameReader, FrameSizeError, size_prefix
 from kaflet.protocol.header import encode_request_header, parse_response_header
 from kaflet.protocol.primitives import DecodeError
 from kaflet.security.sasl_client import SaslClientError, run_async, sasl_exchange
 from kaflet.security.tls import error_reason
 
-_SIZE = struct.Struct(">i")
-#: Responses up to this size are received in one reusable buffer; larger ones get their own.
-_STAGING = 65536
+_CORRELATION_ID = struct.Struct(">i")
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
-
-class BrokerConnectionError(ConnectionError):
-    """The connection to the other broker failed or was closed; every request in flight fails with it."""
-
-
-class BrokerAuthenticationError(BrokerConnectionError):
-    """The TLS handshake or SASL authentication with the other broker failed."""
-
-
-class RequestTimeoutError(BrokerConnectionError):
-    """No response within the request timeout; the connection was closed (Kafka's NetworkClient does so)."""
+#: The bound of a response with Kafka's defaults: socket.request.max.bytes (100 MiB) +
+#: replica.fetch.response.max.bytes (10 MiB); see InterBrokerSettings.max_response_bytes.
+DEFAULT_MAX_RESPONSE_BYTES = 104857600 + 10485760
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +98,12 @@ class InterBrokerSettings:
     security: ClientSecurity = PLAINTEXT
     request_timeout_s: float = 30.0
     connect_timeout_s: float = CONNECT_TIMEOUT_S
+    #: The largest response accepted from another broker. A fetch response carries at most
+    #: replica.fetch.response.max.bytes of records, or one larger batch, which a leader only
+    #: has when it fitted in a request (socket.request.max.bytes); every other inter-broker
+    #: response answers a request bounded by socket.request.max.bytes and is not larger than
+    #: it. Their sum covers both, the smaller term being the headroom for framing.
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
 
 
 def _connect_error(exc: BaseException, address: str, timeout_s: float) -> BrokerConnectionError | None:
@@ -113,14 +122,6 @@ def _connect_error(exc: BaseException, address: str, timeout_s: float) -> Broker
     return None
 
 
-def api_name(api_key: int) -> str:
-    """The API's name for log lines and errors (FETCH, LEADER_AND_ISR, ...)."""
-    try:
-        return ApiKey(api_key).name
-    except ValueError:
-        return f"API {api_key}"
-
-
 class _InFlight:
     __slots__ = ("correlation_id", "api_key", "version", "future", "timer")
 
@@ -135,18 +136,15 @@ class _InFlight:
 class _Wire(asyncio.BufferedProtocol):
     """Framing and in-flight bookkeeping of one connection, driven by the transport's callbacks."""
 
-    def __init__(self, address: str) -> None:
+    def __init__(self, address: str, max_response_bytes: int) -> None:
         self.address = address
         self.loop = asyncio.get_running_loop()
         self.transport: asyncio.Transport | None = None
         self.inflight: collections.deque[_InFlight] = collections.deque()
         self.error: BrokerConnectionError | None = None
         self.lost = self.loop.create_future()
-        self._staging = bytearray(_STAGING)
-        self._start = 0
-        self._end = 0
-        self._frame: bytearray | None = None  # a large response being received into its own buffer
-        self._frame_pos = 0
+        # A response holds at least its correlation id.
+        self._reader = FrameReader(max_response_bytes, min_size=4)
         self._paused = False
         self._drain: asyncio.Future[None] | None = None
 
@@ -161,44 +159,26 @@ class _Wire(asyncio.BufferedProtocol):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        if self._frame is not None:
-            return memoryview(self._frame)[self._frame_pos:]
-        if self._start == self._end:
-            self._start = self._end = 0
-        elif self._start:
-            # Move the partial frame to the front, so the rest of it fits behind it.
-            n = self._end - self._start
-            self._staging[:n] = self._staging[self._start : self._end]
-            self._start, self._end = 0, n
-        return memoryview(self._staging)[self._end:]
+        return self._reader.buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
-        if self._frame is not None:
-            self._frame_pos += nbytes
-            if self._frame_pos == len(self._frame):
-                frame, self._frame = self._frame, None
-                self._deliver(memoryview(frame))
-            return
-        self._end += nbytes
-        buf = self._staging
-        while self.error is None and self._end - self._start >= 4:
-            size = _SIZE.unpack_from(buf, self._start)[0]
-            if size < 4:
-                self.fail(BrokerConnectionError(f"{self.address} sent a response of invalid size {size}"))
+        reader = self._reader
+        reader.received(nbytes)
+        while self.error is None:
+            try:
+                frame = reader.next_frame()
+            except FrameSizeError as exc:
+                if exc.size < exc.min_size:
+                    self.fail(BrokerConnectionError(f"{self.address} sent a response of invalid size {exc.size}"))
+                else:
+                    self.fail(BrokerConnectionError(
+                        f"{self.address} announced a response of {exc.size} bytes, more than the {exc.max_size} "
+                        "accepted from another broker (socket.request.max.bytes + "
+                        "replica.fetch.response.max.bytes); closing the connection"))
                 return
-            have = self._end - self._start - 4
-            if have >= size:
-                begin = self._start + 4
-                self._start = begin + size
-                self._deliver(memoryview(bytes(buf[begin : begin + size])))
-            elif size + 4 > len(buf):
-                frame = bytearray(size)
-                frame[:have] = buf[self._start + 4 : self._end]
-                self._frame, self._frame_pos = frame, have
-                self._start = self._end = 0
+            if frame is None:
                 return
-            else:
-                return
+            self._deliver(frame)
 
     def eof_received(self) -> bool:
         return False  # close; connection_lost fails what is in flight
@@ -223,7 +203,7 @@ class _Wire(asyncio.BufferedProtocol):
     # -- requests ---------------------------------------------------------------------------
 
     def _deliver(self, frame: memoryview) -> None:
-        correlation_id = _SIZE.unpack_from(frame, 0)[0]
+        correlation_id = _CORRELATION_ID.unpack_from(frame, 0)[0]
         if not self.inflight or self.inflight[0].correlation_id != correlation_id:
             expected = self.inflight[0].correlation_id if self.inflight else None
             self.fail(BrokerConnectionError(f"{self.address} answered correlation id {correlation_id}, "
@@ -268,7 +248,6 @@ class _Wire(asyncio.BufferedProtocol):
                 req.future.set_exception(self.failure())
         if self._drain is not None and not self._drain.done():
             self._drain.set_result(None)
-        self._frame = None
         if self.transport is not None:
             self.transport.abort()
 
@@ -285,7 +264,8 @@ class BrokerClient:
     @classmethod
     async def connect(cls, host: str, port: int, security: ClientSecurity = PLAINTEXT, *,
                       client_id: str = "kaflet", connect_timeout_s: float = CONNECT_TIMEOUT_S,
-                      request_timeout_s: float = 30.0) -> BrokerClient:
+                      request_timeout_s: float = 30.0,
+                      max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES) -> BrokerClient:
         """Connect, then TLS and SASL as `security` says, all within `connect_timeout_s`.
 
         Raises BrokerConnectionError (BrokerAuthenticationError when TLS or SASL fail).
@@ -293,7 +273,7 @@ class BrokerClient:
         host = host.strip("[]")
         address = f"{host}:{port}"
         loop = asyncio.get_running_loop()
-        wire = _Wire(address)
+        wire = _Wire(address, max_response_bytes)
         client = cls(wire, client_id, request_timeout_s)
         try:
             async with asyncio.timeout(connect_timeout_s):
@@ -356,7 +336,7 @@ class BrokerClient:
         req.timer = wire.loop.call_later(timeout, wire.timed_out, req, timeout)
         wire.inflight.append(req)
         assert wire.transport is not None
-        wire.transport.writelines((_SIZE.pack(len(header) + len(body)), header, body))
+        wire.transport.writelines((size_prefix(len(header) + len(body)), header, body))
         frame = await req.future
         try:
             _, offset = parse_response_header(frame, api_key, version)

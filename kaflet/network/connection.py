@@ -22,7 +22,6 @@ import asyncio
 import logging
 import socket
 import ssl
-import struct
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
@@ -30,12 +29,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from kaflet.network.channel import Channel, FileRegionLike, TlsChannel, TlsError
+from kaflet.protocol.framing import FrameReader, FrameSizeError, size_prefix
 from kaflet.security.principal import ANONYMOUS, KafkaPrincipal
 
 log = logging.getLogger("kaflet.network")
 
-_SIZE = struct.Struct(">i")
-_READ_CHUNK = 65536
 #: Deferred responses a connection may owe before it stops reading (the requests behind them
 #: wait in the socket buffer, as all of them do under Kafka's one-at-a-time rule).
 MAX_DEFERRED = 8
@@ -123,10 +121,7 @@ class Connection:
         #: (Kafka mutes a throttled client's channel after sending its response).
         self.throttled_until = 0.0
         self._auth_deadline: float | None = time.monotonic() + self.security.auth_timeout_s
-        self._buf = bytearray(_READ_CHUNK)
-        self._view = memoryview(self._buf)
-        self._start = 0
-        self._end = 0
+        self._reader = FrameReader(max_request_bytes)
         self.task: asyncio.Task[None] | None = None
         #: Completions of deferred responses, oldest first, and the task that sends them.
         self._owed: deque[asyncio.Task[Sequence[Chunk] | None]] = deque()
@@ -271,55 +266,27 @@ class Connection:
             return min(self.max_request_bytes, self.security.sasl_max_receive)
         return self.max_request_bytes
 
-    async def _fill(self, need: int) -> bool:
-        """Make at least `need` bytes available in the buffer; False on EOF."""
-        while self._end - self._start < need:
-            if self._start and self._end == self._start:
-                self._start = self._end = 0
-            if len(self._buf) - self._start < need:
-                # compact so the frame prefix fits at the front
-                remaining = self._end - self._start
-                self._buf[0:remaining] = self._buf[self._start : self._end]
-                self._start, self._end = 0, remaining
-            n = await self.channel.recv_into(self._view[self._end :])
-            if n == 0:
-                if self._end != self._start:
-                    raise FrameError("connection closed in the middle of a request")
-                return False
-            self._end += n
-        return True
-
     async def _read_frame(self) -> memoryview | None:
-        if not await self._fill(4):
-            return None
-        size = _SIZE.unpack_from(self._buf, self._start)[0]
-        limit = self._frame_limit
-        if size < 0 or size > limit:
-            if size > 0 and limit < self.max_request_bytes:
-                raise FrameError(f"frame of {size} bytes before authentication is larger than "
-                                 f"sasl.server.max.receive.size ({limit})")
-            raise FrameError(
-                f"request size {size} is larger than socket.request.max.bytes ({self.max_request_bytes})"
-                if size > 0 else f"invalid request size {size}"
-            )
-        self._start += 4
-        buffered = self._end - self._start
-        if size <= buffered:
-            frame = bytes(self._view[self._start : self._start + size])
-            self._start += size
-            return memoryview(frame)
-        # A large frame is received straight into its own buffer.
-        frame_buf = bytearray(size)
-        frame_buf[:buffered] = self._view[self._start : self._end]
-        self._start = self._end = 0
-        view = memoryview(frame_buf)
-        got = buffered
-        while got < size:
-            n = await self.channel.recv_into(view[got:])
+        reader = self._reader
+        reader.max_size = self._frame_limit
+        while True:
+            try:
+                frame = reader.next_frame()
+            except FrameSizeError as exc:
+                if exc.size > 0 and exc.max_size < self.max_request_bytes:
+                    raise FrameError(f"frame of {exc.size} bytes before authentication is larger than "
+                                     f"sasl.server.max.receive.size ({exc.max_size})") from None
+                raise FrameError(
+                    f"request size {exc.size} is larger than socket.request.max.bytes ({self.max_request_bytes})"
+                    if exc.size > 0 else f"invalid request size {exc.size}") from None
+            if frame is not None:
+                return frame
+            n = await self.channel.recv_into(reader.buffer())
             if n == 0:
-                raise FrameError("connection closed in the middle of a request")
-            got += n
-        return view
+                if reader.pending:
+                    raise FrameError("connection closed in the middle of a request")
+                return None
+            reader.received(n)
 
     async def _write(self, chunks: Sequence[Chunk]) -> None:
         total = 0
@@ -330,7 +297,7 @@ class Connection:
             else:
                 total += c.size
                 regions = True
-        pending = bytearray(_SIZE.pack(total))
+        pending = bytearray(size_prefix(total))
         if not regions:
             for c in chunks:
                 pending += c  # type: ignore[arg-type]

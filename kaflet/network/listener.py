@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import itertools
 import logging
+import os
 import socket
 import time
 from collections.abc import Awaitable, Callable
@@ -76,25 +78,45 @@ class Listener:
     async def _accept_loop(self) -> None:
         loop = asyncio.get_running_loop()
         assert self._sock is not None
-        while True:
-            try:
-                sock, addr = await loop.sock_accept(self._sock)
-            except asyncio.CancelledError:
-                raise
-            except OSError as exc:
-                if self._sock is None or self._sock.fileno() < 0:
-                    return
-                log.warning("accept failed on %s: %s", self.name, exc)
-                await asyncio.sleep(0.1)
-                continue
-            configure_socket(sock, self.send_buf, self.recv_buf)
-            conn_id = f"{self.host}:{self.port}-{addr[0]}:{addr[1]}-{next(self._ids)}"
-            conn = Connection(sock, (addr[0], addr[1]), self.name, self.handler, self.max_request_bytes, conn_id,
-                              self.security)
-            task = asyncio.create_task(conn.serve(), name=f"conn-{conn_id}")
-            conn.task = task
-            self.connections[conn] = task
-            task.add_done_callback(self._forget(conn))
+        reserve = _DescriptorReserve()
+        refused = 0  # connections closed at once since descriptors ran out
+        try:
+            while True:
+                try:
+                    sock, addr = await loop.sock_accept(self._sock)
+                except asyncio.CancelledError:
+                    raise
+                except OSError as exc:
+                    if self._sock is None or self._sock.fileno() < 0:
+                        return
+                    if exc.errno in (errno.EMFILE, errno.ENFILE) and reserve.accept_and_close(self._sock):
+                        # The client sees its connection closed and retries, rather than
+                        # hanging in the backlog, and the loop does not spin on the error.
+                        if not refused:
+                            log.warning("out of file descriptors (%s): closing new connections on %s until "
+                                        "some are free", exc.strerror, self.name)
+                        refused += 1
+                    else:
+                        log.warning("accept failed on %s: %s", self.name, exc)
+                    await asyncio.sleep(0.1)
+                    continue
+                if refused:
+                    log.info("accepting connections on %s again (%d closed while out of file descriptors)",
+                             self.name, refused)
+                    refused = 0
+                self._serve_connection(sock, addr)
+        finally:
+            reserve.close()
+
+    def _serve_connection(self, sock: socket.socket, addr: tuple[str, int]) -> None:
+        configure_socket(sock, self.send_buf, self.recv_buf)
+        conn_id = f"{self.host}:{self.port}-{addr[0]}:{addr[1]}-{next(self._ids)}"
+        conn = Connection(sock, (addr[0], addr[1]), self.name, self.handler, self.max_request_bytes, conn_id,
+                          self.security)
+        task = asyncio.create_task(conn.serve(), name=f"conn-{conn_id}")
+        conn.task = task
+        self.connections[conn] = task
+        task.add_done_callback(self._forget(conn))
 
     def _forget(self, conn: Connection) -> Callable[[asyncio.Task[None]], None]:
         def done(_task: asyncio.Task[None]) -> None:
@@ -135,3 +157,38 @@ class Listener:
         for task in list(self.connections.values()):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+
+
+class _DescriptorReserve:
+    """One descriptor held back for the listener: when the process is out of descriptors, it
+    is released to accept one waiting connection and close it at once, then taken again."""
+
+    def __init__(self) -> None:
+        self._fd = self._take()
+
+    @staticmethod
+    def _take() -> int:
+        try:
+            return os.open(os.devnull, os.O_RDONLY)
+        except OSError:
+            return -1
+
+    def accept_and_close(self, listening: socket.socket) -> bool:
+        """Accept and close one pending connection; False when there is no reserve to use."""
+        if self._fd < 0:
+            self._fd = self._take()
+            return False
+        os.close(self._fd)
+        try:
+            conn, _ = listening.accept()
+            conn.close()
+        except OSError:
+            pass  # nothing was waiting any more
+        finally:
+            self._fd = self._take()
+        return True
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1

@@ -76,3 +76,11 @@ def is_flexible(api_key: int, version: int) -> bool:
     """Whether this API version uses compact types and tagged fields."""
     first = FLEXIBLE_FROM.get(api_key)
     return first is not None and version >= first
+
+
+def api_name(api_key: int) -> str:
+    """The API's name for log lines and errors (FETCH, LEADER_AND_ISR, ...)."""
+    try:
+        return ApiKey(api_key).name
+    except ValueError:
+        return f"API {api_key}"

@@ -47,9 +47,9 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple, Protocol
 
-from kaflet.network.client import BrokerConnectionError
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
+from kaflet.protocol.broker_connection import BrokerConnectionError
 from kaflet.protocol.errors import ErrorCode, KafkaError, error_name
 from kaflet.protocol.fetch import (
     FetchedPartition,

@@ -31,10 +31,18 @@ from kaflet.log.config import LogConfig
 from kaflet.log.log_manager import LogManager
 from kaflet.metadata.topic_names import is_valid
 from kaflet.metadata.zkdata import ZERO_UUID, uuid_to_str
-from kaflet.network.client import BrokerConnectionError
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
+from kaflet.protocol.broker_connection import BrokerConnectionError
 from kaflet.protocol.errors import ErrorCode
+from kaflet.replication.append import (
+    AppendEntry,
+    MarkerSpec,
+    PartitionAppendResult,
+    PendingAppends,
+    append_marker_to,
+    append_records,
+)
 from kaflet.replication.config import ReplicationConfig
 from kaflet.replication.fetcher import (
     BrokerEndpoint,
@@ -144,6 +152,27 @@ class ReplicaManager:
     def get(self, topic: str, partition: int) -> Partition | None:
         """The hosted partition, or None (a ``PartitionLookup``)."""
         return self.partitions.get((topic, partition))
+
+    # -- the write path -----------------------------------------------------------------------
+
+    def append_records(self, entries: Sequence[AppendEntry], required_acks: int, *,
+                       internal_topics_allowed: bool = False, started: float | None = None) -> PendingAppends:
+        """Append each entry's records to its partition led here: the one way records of
+        clients and coordinators go into a log (``append.append_records``)."""
+        return append_records(self.get, entries, required_acks, internal_topics_allowed=internal_topics_allowed,
+                              started=started)
+
+    def append_txn_markers(self, markers: Sequence[MarkerSpec], started: float | None = None
+                           ) -> tuple[list[list[PartitionAppendResult]], PendingAppends]:
+        """Append each COMMIT/ABORT marker to its partitions led here (WriteTxnMarkers): one
+        result per partition of each marker, in order, and what still waits to be flushed and
+        replicated (markers are written with acks=all)."""
+        pending = PendingAppends([], time.monotonic() if started is None else started)
+        out = []
+        for spec in markers:
+            out.append([append_marker_to(self.partitions.get(tp), spec, pending) for tp in spec[4]])
+        pending.results.extend(r for results in out for r in results)
+        return out, pending
 
     def hosts_topic(self, topic: str) -> bool:
         """Whether any partition of the topic is hosted here."""

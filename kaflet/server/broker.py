@@ -33,14 +33,17 @@ from kaflet.log.disk_load import DiskLoadProtector, DiskLoadSettings
 from kaflet.log.log_manager import LogManager
 from kaflet.metadata import zkdata
 from kaflet.metadata.embedded import EmbeddedTree
+from kaflet.metadata.metadata_cache import MetadataCache
 from kaflet.metadata.tree import MetadataTree, NodeExistsError, NoNodeError, SessionLostError
 from kaflet.metadata.zookeeper import ZooKeeperTree
 from kaflet.metrics.exporter import MetricsExporter
 from kaflet.metrics.stats import BrokerMetrics
-from kaflet.network.client import BrokerClient, BrokerConnectionError, ClientSecurity, InterBrokerSettings
+from kaflet.network.client import InterBrokerSettings
+from kaflet.network.connector import InterBrokerConnector
 from kaflet.network.listener import Listener
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
+from kaflet.protocol.broker_connection import BrokerConnection, BrokerConnectionError
 from kaflet.protocol.errors import ErrorCode
 from kaflet.quota.manager import KafkaQuotaManager, QuotaManager, QuotaSettings
 from kaflet.quota.store import QuotaConfigStore
@@ -58,7 +61,6 @@ from kaflet.server.dispatcher import Dispatcher
 from kaflet.server.fetch_session import FetchManager, FetchSessionCache
 from kaflet.server.gateway_auth import GatewayAuth
 from kaflet.server.inter_broker_security import inter_broker_settings
-from kaflet.server.metadata_cache import MetadataCache
 from kaflet.server.topic_admin import TopicAdmin, wait_until
 
 log = logging.getLogger("kaflet.broker")
@@ -85,6 +87,7 @@ class Broker:
         self.replica_manager: ReplicaManager = None  # type: ignore[assignment]
         self.isr_manager: ZkIsrManager = None  # type: ignore[assignment]
         self._inter_broker: InterBrokerSettings | None = None
+        self._connector: InterBrokerConnector | None = None
         #: Kafka's controller, on every broker; active on one of them (always this one when alone).
         self.controller: KafkaController = None  # type: ignore[assignment]
         #: True with zookeeper.connect: one broker of a cluster (else the embedded tree, alone).
@@ -222,9 +225,10 @@ class Broker:
         await self.config_admin.load_topic_configs(self._local_topics())
         self._open_logs()
         self.isr_manager = ZkIsrManager(self.tree)
+        self._connector = self._inter_broker_connector()
         self.replica_manager = ReplicaManager(
             self.broker_id, self.log_manager, config=ReplicationConfig.from_broker(cfg.values),
-            isr_writer=self.isr_manager, connector=self._connect_to_leader, leader_endpoint=self._leader_endpoint,
+            isr_writer=self.isr_manager, connector=self._connect_to_leader, leader_endpoint=self.inter_broker.endpoint,
             partition_known=lambda topic, index: self.metadata_cache.partition(topic, index) is not None,
             follower_quota=self.config_admin.replication_quotas.follower)
         self.replica_manager.metadata_updater = self._update_metadata
@@ -267,7 +271,7 @@ class Broker:
         await self._register_at_start()
         self.controller = KafkaController(
             self.broker_id, self.tree, self._controller_channel,
-            ControllerConfig.from_broker_config(cfg.values, self._inter_broker_listener()))
+            ControllerConfig.from_broker_config(cfg.values, self.inter_broker.listener))
         await self.controller.startup()
         # Serving before the controller's requests arrive: in a cluster they come over these
         # listeners. The start-up line below still waits for them (bounded).
@@ -503,27 +507,30 @@ class Broker:
         tree.on_state_change = self._on_zookeeper_state
         return tree
 
-    def _inter_broker_listener(self) -> str:
-        if self._inter_broker is not None:
-            return self._inter_broker.listener
+    def _inter_broker_connector(self) -> InterBrokerConnector:
+        """The one InterBrokerConnector: the fetchers, the controller channel, the marker writer
+        and controlled shutdown all connect through it."""
         try:
-            return self._inter_broker_settings().listener
-        except ConfigError:
+            # Worked out here for a broker alone too, where it is no error if there is none: it
+            # only needs one once it connects to another broker.
+            settings = self._inter_broker or inter_broker_settings(self.config)
+        except ConfigError as exc:
             # Alone, the controller only ever talks to this broker, in-process: any listener
             # serves as the name its requests carry.
-            return self.advertised[0].listener
+            return InterBrokerConnector(InterBrokerSettings(listener=self.advertised[0].listener), unusable=str(exc))
+        # Looked up at each call: an UpdateMetadata replaces the cache's broker map.
+        return InterBrokerConnector(settings, broker_info=lambda broker_id: self.metadata_cache.brokers.get(broker_id))
+
+    @property
+    def inter_broker(self) -> InterBrokerConnector:
+        """How this broker connects to the others (made during start())."""
+        assert self._connector is not None, "the broker has not started"
+        return self._connector
 
     def _controller_channel(self, config: ControllerConfig) -> ControllerChannel:
         """The channel factory of the controller: called each time this broker becomes it."""
-        try:
-            settings = self._inter_broker_settings()
-        except ConfigError:
-            settings = InterBrokerSettings(listener=self._inter_broker_listener(),
-                                           security=ClientSecurity("PLAINTEXT"))
-        settings = InterBrokerSettings(listener=settings.listener, security=settings.security,
-                                       request_timeout_s=config.controller_socket_timeout_ms / 1000,
-                                       connect_timeout_s=settings.connect_timeout_s)
-        return ControllerChannel(self.broker_id, settings, self.deliver_local)
+        return ControllerChannel(self.broker_id, self.inter_broker, self.deliver_local,
+                                 request_timeout_s=config.controller_socket_timeout_ms / 1000)
 
     def _ready(self) -> bool:
         """This broker knows the cluster (an UpdateMetadata arrived) and leads (or follows)
@@ -560,32 +567,9 @@ class Broker:
 
     # -- replication: the replica manager's connections to the broker -----------------------
 
-    def _inter_broker_settings(self) -> InterBrokerSettings:
-        # Worked out on first use, so a broker that runs alone never needs an inter-broker listener.
-        if self._inter_broker is None:
-            self._inter_broker = inter_broker_settings(self.config)
-        return self._inter_broker
-
-    def _leader_endpoint(self, broker_id: int) -> tuple[str, int] | None:
-        """A live broker's inter-broker endpoint from the metadata cache."""
-        info = self.metadata_cache.brokers.get(broker_id)
-        if info is None:
-            return None
-        try:
-            ep = info.endpoint(self._inter_broker_settings().listener)
-        except ConfigError:
-            return None
-        return (ep.host or "", ep.port) if ep is not None else None
-
     async def _connect_to_leader(self, leader: BrokerEndpoint) -> LeaderConnection:
-        try:
-            settings = self._inter_broker_settings()
-        except ConfigError as exc:
-            raise BrokerConnectionError(f"no usable inter-broker listener: {exc}") from None
-        return await BrokerClient.connect(
-            leader.host, leader.port, settings.security, client_id=f"broker-{self.broker_id}-fetcher",
-            connect_timeout_s=settings.connect_timeout_s,
-            request_timeout_s=self.config["replica.socket.timeout.ms"] / 1000)
+        return await self.inter_broker.connect(leader.host, leader.port, client_id=f"broker-{self.broker_id}-fetcher",
+                                               request_timeout_s=self.config["replica.socket.timeout.ms"] / 1000)
 
     def _producer_id_expiration_ms(self) -> int:
         """producer.id.expiration.ms as it is now (a dynamic broker config in Kafka 3.x)."""
@@ -606,20 +590,16 @@ class Broker:
         from kaflet.server.handlers import write_txn_markers
 
         (codes,) = await write_txn_markers.write_markers(
-            self, [(job.producer_id, job.producer_epoch, job.coordinator_epoch, job.commit, partitions)])
+            self.replica_manager, [(job.producer_id, job.producer_epoch, job.coordinator_epoch, job.commit,
+                                    partitions)], self.config["request.timeout.ms"],
+            self.group_coordinator.complete_txn)
         return dict(zip(partitions, codes, strict=True))
 
-    async def _connect_for_markers(self, broker_id: int) -> BrokerClient:
+    async def _connect_for_markers(self, broker_id: int) -> BrokerConnection:
         """A connection to another broker's inter-broker listener for WriteTxnMarkers (markers
         for this broker's own partitions go in-process)."""
-        settings = self._inter_broker_settings()
-        info = self.metadata_cache.brokers.get(broker_id)
-        ep = info.endpoint(settings.listener) if info is not None else None
-        if ep is None:
-            raise BrokerConnectionError(f"broker {broker_id} has no {settings.listener} endpoint")
-        return await BrokerClient.connect(
-            ep.host or "", ep.port, settings.security, client_id=f"broker-{self.broker_id}-txn-markers",
-            connect_timeout_s=settings.connect_timeout_s, request_timeout_s=self.config["request.timeout.ms"] / 1000)
+        return await self.inter_broker.connect_to(broker_id, client_id=f"broker-{self.broker_id}-txn-markers",
+                                                  request_timeout_s=self.config["request.timeout.ms"] / 1000)
 
     def _update_metadata(self, request: Any) -> list[tuple[str, int]]:
         deleted = self.metadata_cache.update_metadata(request)
@@ -750,13 +730,10 @@ class Broker:
         controller_id = self.metadata_cache.controller_id
         if self.controller.is_active:
             return await self.controller.controlled_shutdown(self.broker_id, self.broker_epoch)
-        address = self._leader_endpoint(controller_id) if controller_id >= 0 else None
-        if address is None:
+        if controller_id < 0 or self.inter_broker.endpoint(controller_id) is None:
             return int(ErrorCode.NOT_CONTROLLER), []
-        settings = self._inter_broker_settings()
-        client = await BrokerClient.connect(
-            address[0], address[1], settings.security, client_id=f"broker-{self.broker_id}-shutdown",
-            connect_timeout_s=settings.connect_timeout_s,
+        client = await self.inter_broker.connect_to(
+            controller_id, client_id=f"broker-{self.broker_id}-shutdown",
             request_timeout_s=self.config["controller.socket.timeout.ms"] / 1000)
         try:
             request = codec.request_class(ApiKey.CONTROLLED_SHUTDOWN)(

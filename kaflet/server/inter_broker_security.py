@@ -7,7 +7,8 @@ connection needs: a client TLS context from the listener's ssl.* configs (with
 `listener.name.<l>.` overrides, as the server side reads them), and for SASL the mechanism
 `sasl.mechanism.inter.broker.protocol` (which must be enabled on that listener) with the
 `username`/`password` of the listener's JAAS config for that mechanism. Every problem is a
-ConfigError with one line naming the key.
+ConfigError with one line naming the key. The largest response taken from another broker
+follows socket.request.max.bytes and replica.fetch.response.max.bytes (InterBrokerSettings).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ def inter_broker_settings(config: BrokerConfig) -> InterBrokerSettings:
         listener=listener,
         security=ClientSecurity(protocol, ssl_context, mechanism, username, password),
         request_timeout_s=config["request.timeout.ms"] / 1000,
+        max_response_bytes=config["socket.request.max.bytes"] + config["replica.fetch.response.max.bytes"],
     )
 
 

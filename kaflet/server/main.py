@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import resource
 import signal
 import sys
 
@@ -47,9 +48,26 @@ async def serve(config: BrokerConfig) -> int:
     return 1 if broker.halt_reason is not None else 0
 
 
+def raise_open_file_limit() -> None:
+    """Raise the soft limit of open files to the hard one, as the JVM does for Kafka
+    (MaxFDLimit): every segment holds descriptors, and the soft default (often 1024) runs out
+    with a few hundred partitions."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == hard or (hard != resource.RLIM_INFINITY and hard <= soft):
+        return
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ValueError, OSError) as exc:
+        logging.getLogger("kaflet.broker").warning("cannot raise the open file limit from %d: %s", soft, exc)
+        return
+    logging.getLogger("kaflet.broker").info("open file limit raised from %d to %s", soft,
+                                            "unlimited" if hard == resource.RLIM_INFINITY else hard)
+
+
 def run(config: BrokerConfig) -> int:
     """Run a broker in this process; returns the exit status (1 when it could not start or
     stopped by itself because its log directories failed)."""
+    raise_open_file_limit()
     try:
         return asyncio.run(serve(config))
     except BrokerStartError as exc:

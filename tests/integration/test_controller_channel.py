@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+import tracemalloc
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -17,11 +18,13 @@ import pytest
 from kaflet.controller.channel import BrokerEndpointNotAvailableError, ControllerChannel
 from kaflet.metadata.zkdata import BrokerInfo, EndPoint
 from kaflet.network.client import BrokerClient, InterBrokerSettings
+from kaflet.network.connector import InterBrokerConnector
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
 from kaflet.protocol.header import parse_request_header
 from tests.support.broker_process import BrokerProcess
+from tests.support.hostile import HUGE, HugeFramePeer
 
 VERSIONS = {ApiKey.METADATA: 9, ApiKey.CREATE_TOPICS: 5}
 REMOTE_ID = 1001
@@ -49,8 +52,8 @@ async def _unused_local(api_key: ApiKey, request: Any) -> Any:
 
 @pytest.fixture
 async def channel() -> AsyncIterator[ControllerChannel]:
-    ch = ControllerChannel(0, InterBrokerSettings(request_timeout_s=10, connect_timeout_s=2), _unused_local,
-                           api_versions=VERSIONS, backoff_s=0.05, max_backoff_s=0.2)
+    ch = ControllerChannel(0, InterBrokerConnector(InterBrokerSettings(connect_timeout_s=2)), _unused_local,
+                           request_timeout_s=10, api_versions=VERSIONS, backoff_s=0.05, max_backoff_s=0.2)
     try:
         yield ch
     finally:
@@ -200,6 +203,38 @@ async def test_resends_after_the_broker_is_restarted(fresh_broker: BrokerProcess
                if r.levelno == logging.INFO)
 
 
+async def test_a_broker_announcing_two_gigabytes_is_dropped_and_the_request_resent(
+        fresh_broker: BrokerProcess, channel: ControllerChannel, caplog: pytest.LogCaptureFixture) -> None:
+    """A hostile peer on a broker's address answers with a 2 GiB size: the channel closes each
+    such connection without allocating it, warns once, and resends until the broker is back."""
+    caplog.set_level(logging.DEBUG, logger="kaflet.controller")
+    await asyncio.to_thread(fresh_broker.start)
+    port = fresh_broker.port or 0
+    await asyncio.to_thread(fresh_broker.stop)
+    peer = HugeFramePeer()
+    await peer.start(port)
+    channel.add_broker(_info(REMOTE_ID, port))
+    got = _Collector(1)
+    tracemalloc.start()
+    try:
+        channel.send(REMOTE_ID, ApiKey.CREATE_TOPICS, _create_topic("after-hostile"), got.callback("create"))
+        await peer.wait_answered(3)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+        await peer.close()
+    print(f"controller channel: peak traced allocation {peak / 2**20:.2f} MiB over {peer.answered} answers "
+          f"of {HUGE} bytes")
+    assert peak < 16 * 2**20
+    assert not got.responses
+
+    await asyncio.to_thread(fresh_broker.start)
+    [(_, response)] = await got.wait()
+    assert response.topics[0].error_code == 0
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and f"announced a response of {HUGE} bytes" in warnings[0], warnings
+
+
 async def test_remove_broker_stops_retrying(channel: ControllerChannel, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="kaflet.controller")
     accepted = 0
@@ -258,7 +293,7 @@ async def test_unencodable_request_is_dropped_not_retried(channel: ControllerCha
 
 
 async def test_close_stops_every_sender(kaflet_broker: BrokerProcess) -> None:
-    ch = ControllerChannel(0, InterBrokerSettings(), _unused_local, api_versions=VERSIONS)
+    ch = ControllerChannel(0, InterBrokerConnector(InterBrokerSettings()), _unused_local, api_versions=VERSIONS)
     ch.add_broker(_info(REMOTE_ID, kaflet_broker.port or 0))
     ch.add_broker(_info(1002, 1))  # nothing listens on port 1: retried until closed
     got = _Collector(1)

@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,8 +22,10 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from kaflet.protocol import codec
+from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
-from tests.support import filesystems
+from tests.support import cli, filesystems
 from tests.support.broker_process import BrokerProcess
 from tests.support.raw_client import log_dir_errors
 from tests.support.topics import create_topic
@@ -156,6 +160,18 @@ def test_a_failed_dir_goes_offline_and_the_other_keeps_serving(tmp_path: Path,
         assert all(leaders[p] == 1 or leaders[p] >= 0 for p in elsewhere), leaders
         assert log_dir_errors(broker.bootstrap) == {str(healthy): ErrorCode.NONE,
                                                str(disk.point): ErrorCode.KAFKA_STORAGE_ERROR}
+        # kafka-log-dirs.sh's view of it: the dir's error, the other dir's replicas.
+        proc = cli.run("log-dirs", "--describe", "--bootstrap-server", broker.bootstrap, "--json")
+        assert proc.returncode == 0, proc.stderr
+        described = json.loads(proc.stdout.splitlines()[-1])
+        (b,) = described["brokers"]
+        by_dir = {d["logDir"]: d for d in b["logDirs"]}
+        assert by_dir[str(disk.point)]["error"] == "org.apache.kafka.common.errors.KafkaStorageException"
+        assert by_dir[str(disk.point)]["partitions"] == []
+        assert by_dir[str(healthy)]["error"] is None
+        assert sorted(p["partition"] for p in by_dir[str(healthy)]["partitions"]) == [f"jbod-{p}" for p in elsewhere]
+        table = cli.run("log-dirs", "--describe", "--bootstrap-server", broker.bootstrap).stdout
+        assert f"{disk.point}  offline (KAFKA_STORAGE_ERROR)" in table, table
         after, refused = _produce(broker.bootstrap, "jbod", 40, 4, size=1000, timeout_ms=3000, tag="a")
         assert {p for p, _ in after.values()} == set(elsewhere)
         out = broker.new_log()
@@ -171,3 +187,63 @@ def test_a_failed_dir_goes_offline_and_the_other_keeps_serving(tmp_path: Path,
         missing = {v[:7] for v in everything if stored.get(v) != everything[v]}
         assert not missing, f"{len(missing)} acknowledged records lost or moved: {sorted(missing)[:10]}"
         broker.stop()
+
+
+def test_running_out_of_descriptors_is_not_a_disk_fault(tmp_path: Path, brokers: list[BrokerProcess]) -> None:
+    """EMFILE refuses the work that needs a descriptor (a segment roll), closes new connections
+    at once instead of leaving them in the backlog, takes no dir offline, and everything
+    resumes when descriptors are back."""
+    import resource
+
+    from tests.support.raw_client import RawClient
+
+    broker = BrokerProcess(tmp_path / "broker", {"log.segment.bytes": "20000"})
+    brokers.append(broker)
+    broker.start()
+    create_topic(broker.bootstrap, "fds", 1)
+    acked, refused = _produce(broker.bootstrap, "fds", 30, 1, size=1000)
+    assert len(acked) == 30 and not refused
+    pid = broker.pid
+    assert pid is not None
+    _, hard = resource.prlimit(pid, resource.RLIMIT_NOFILE)
+    # A producer connected before descriptors run out; then none is left for the next
+    # segment's files, and its records wait (KAFKA_STORAGE_ERROR is retriable).
+    late: dict[bytes, tuple[int, int]] = {}
+    refused_late: list[str] = []
+    p = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True, "acks": "all",
+                  "linger.ms": 5, "message.timeout.ms": 60_000, "retry.backoff.ms": 200})
+
+    def done(err: KafkaError | None, msg: Any) -> None:
+        if err is None:
+            late[msg.value()] = (msg.partition(), msg.offset())
+        else:
+            refused_late.append(err.name())
+
+    p.produce("fds", b"e-first", partition=0, on_delivery=done)
+    assert p.flush(10) == 0
+    resource.prlimit(pid, resource.RLIMIT_NOFILE, (len(os.listdir(f"/proc/{pid}/fd")), hard))
+    for i in range(100):
+        p.produce("fds", b"e%05d-" % i + b"x" * 1000, partition=0, on_delivery=done)
+    p.poll(0)
+    deadline = time.monotonic() + 20
+    while "not a disk fault" not in broker.new_log() and time.monotonic() < deadline:
+        p.poll(0.2)
+    assert "not a disk fault" in broker.new_log(), broker.new_log()[-3000:]
+    # A new client is closed at once rather than left hanging.
+    with pytest.raises(OSError):
+        c = RawClient(broker.bootstrap, timeout=5)
+        try:
+            c.request(ApiKey.API_VERSIONS, 0, codec.request_class(ApiKey.API_VERSIONS)())
+        finally:
+            c.close()
+    resource.prlimit(pid, resource.RLIMIT_NOFILE, (hard, hard))
+    assert p.flush(60) == 0
+    assert len(late) == 101 and not refused_late, refused_late
+    assert log_dir_errors(broker.bootstrap) == {str(tmp_path / "broker"): ErrorCode.NONE}
+    stored = _read(broker.bootstrap, "fds", [0])
+    everything = {**acked, **late}
+    assert all(stored.get(v) == everything[v] for v in everything)
+    out = broker.new_log()
+    assert "is offline" not in out and "Traceback" not in out, out[-3000:]
+    assert "closing new connections" in out and "accepting connections on PLAINTEXT again" in out
+    broker.stop()

@@ -3,9 +3,11 @@ keeps serving a producer that runs alongside."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 import struct
+import sys
 import threading
 import time
 import uuid
@@ -14,7 +16,9 @@ import pytest
 from confluent_kafka import Producer
 
 from kaflet.protocol import codec
+from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.records import Record, build_batch
+from tests.support.hostile import HUGE, HugeFramePeer
 from tests.support.raw_client import RawClient
 from tests.support.topics import create_topic
 
@@ -52,6 +56,39 @@ def _produce_body(topic: str, records: bytes, version: int = 7, acks: int = -1) 
     req = cls(transactional_id=None, acks=acks, timeout_ms=5000, topic_data=[
         cls.TopicProduceData(name=topic, partition_data=[cls.TopicProduceData.PartitionProduceData(index=0, records=records)])])
     return bytes(req.encode(version=version))
+
+
+# Runs `kaflet` and then reports its peak RSS (KiB) on stderr's last line.
+_CLI_WITH_PEAK_RSS = """
+import resource, sys
+from kaflet.cli.main import main
+try:
+    main()
+finally:
+    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)
+"""
+
+
+async def test_cli_refuses_a_response_announcing_two_gigabytes(kaflet_broker):
+    """`kaflet configs` meets a peer (in front of a real broker) that answers its DescribeConfigs
+    with a 2 GiB size: one error line, the connection closed, and no such allocation."""
+    peer = HugeFramePeer(hostile_apis={ApiKey.DESCRIBE_CONFIGS}, upstream=("127.0.0.1", kaflet_broker.port))
+    port = await peer.start()
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", _CLI_WITH_PEAK_RSS, "configs", "--bootstrap-server", f"127.0.0.1:{port}",
+            "--describe", "--entity-type", "brokers", "--entity-default",
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        _, err = await asyncio.wait_for(proc.communicate(), 60)
+        await peer.wait_answered(1)
+    finally:
+        await peer.close()
+    *lines, peak_kib = err.decode().strip().splitlines()
+    print(f"kaflet configs: peak RSS {int(peak_kib) / 1024:.1f} MiB")
+    assert proc.returncode == 1
+    assert len(lines) == 1 and lines[0].startswith("Error: "), lines
+    assert f"announced a response of {HUGE} bytes, more than receive.message.max.bytes (100000000)" in lines[0]
+    assert int(peak_kib) * 1024 < 256 * 2**20
 
 
 def test_garbage_frames_close_only_that_connection(kaflet_broker, busy_producer):

@@ -32,6 +32,7 @@ from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode as E
 from kaflet.protocol.records import iter_batches
 from tests.support.broker_process import BrokerProcess, running_broker
+from tests.support.hostile import HUGE, HugeFramePeer, peak_rss_bytes
 from tests.support.raw_client import RawClient
 from tests.support.replication import leader_and_isr, update_metadata
 
@@ -187,3 +188,49 @@ async def test_follower_copies_the_leader_and_a_new_leader_truncates_the_old(bro
     await _eventually(lambda: checkpoint.read_text().split() == ["0", "2", "0", "0", "1", "60"])
     log1 = b1.new_log()
     assert "truncating replicated-0 to offset 60" in log1
+
+
+async def test_a_leader_announcing_two_gigabytes_is_dropped_and_replication_resumes(
+        brokers: dict[int, BrokerProcess]) -> None:
+    """A hostile peer on the leader's address answers the follower's fetches with a 2 GiB size:
+    the follower closes each such connection before allocating anything for it, says so in one
+    log line, backs off and reconnects; once the real leader is back, replication resumes
+    without the follower being told anything."""
+    b1, b2 = brokers[1], brokers[2]
+    await _elect(brokers, [1, 2], leader=1, epoch=0, isr=[1, 2])
+    before = [b"before-%d" % i for i in range(20)]
+    _produce(b1.bootstrap, before, acks="all")
+    await _eventually(lambda: _segment_batches(b2) == _segment_batches(b1))
+
+    # Both stop; the peer takes the leader's address and the follower starts again, following
+    # broker 1 there: the hostile answers are the first failures its fetcher meets.
+    b2.stop()
+    b1.stop()
+    peer = HugeFramePeer()
+    await peer.start(b1.port or 0)
+    try:
+        b2.start()
+        assert b2.pid is not None
+        await _elect(brokers, [2], leader=1, epoch=0, isr=[1, 2])
+        peak_before = peak_rss_bytes(b2.pid)
+        await peer.wait_answered(3)  # each connection closed by the follower, which came back
+        peak_after = peak_rss_bytes(b2.pid)
+    finally:
+        await peer.close()
+    print(f"follower peak RSS {peak_before / 2**20:.1f} MiB before, {peak_after / 2**20:.1f} MiB after "
+          f"{peer.answered} answers of {HUGE} bytes")
+    # A 2 GiB buffer is zero-filled when made: it would be in the peak RSS.
+    assert peak_after - peak_before < 32 * 2**20
+    refused = [line for line in b2.new_log().splitlines() if f"announced a response of {HUGE} bytes" in line]
+    assert len(refused) == 1 and "WARNING" in refused[0], refused  # then DEBUG while it lasts
+
+    # The leader comes back on its address (told it leads again); the follower's fetcher
+    # reconnects by itself and copies what the leader takes now. (acks=1, not idempotent: each
+    # broker here hands out producer ids from its own tree, so a new producer may get one from
+    # broker 2 that broker 1's log already holds.)
+    b1.start()
+    await _elect(brokers, [1], leader=1, epoch=0, isr=[1, 2])
+    after = [b"after-%d" % i for i in range(20)]
+    _produce(b1.bootstrap, after, acks="1")
+    await _eventually(lambda: _segment_batches(b2) == _segment_batches(b1))
+    assert _consume(b1.bootstrap, 40) == before + after

@@ -128,7 +128,7 @@ async def register_broker(tree: MetadataTree, broker_id: int, rack: str | None =
     return stat.czxid
 
 
-async def until(cond: Callable[[], Any], timeout: float = 5.0, what: str = "condition") -> None:
+async def until(cond: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> None:
     """Poll ``cond`` (a function, possibly async) until true."""
     deadline = time.monotonic() + timeout
     while True:

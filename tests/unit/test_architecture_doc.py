@@ -143,3 +143,55 @@ def test_every_module_the_page_names_exists() -> None:
     gone = sorted(n for n in named
                   if not (REPO / n if n.startswith(("tests/", "benchmarks/")) else PACKAGE / n).is_file())
     assert not gone, f"modules named in {DOC.name} that do not exist: {gone}"
+
+
+_QUALIFIED = re.compile(r"([A-Z][A-Za-z0-9]+)\.([a-z_][a-z_0-9]*)(?:\(\))?")
+
+
+def _kaflet_classes() -> dict[str, list[type]]:
+    """Every class defined in the package, by name."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    out: dict[str, list[type]] = {}
+    for info in pkgutil.walk_packages([str(PACKAGE)], "kaflet."):
+        if info.name.startswith("kaflet.manager.migrations"):
+            continue  # Alembic scripts run only under Alembic
+        module = importlib.import_module(info.name)
+        for name, value in vars(module).items():
+            if inspect.isclass(value) and value.__module__ == info.name:
+                out.setdefault(name, []).append(value)
+    return out
+
+
+def _has(cls: type, attr: str) -> bool:
+    """A method, class attribute or field of ``cls``, or an attribute its methods set."""
+    import inspect
+
+    if hasattr(cls, attr) or attr in getattr(cls, "__annotations__", {}):
+        return True
+    return re.search(rf"self\.{attr}\b(: [^=]+)? =", inspect.getsource(cls)) is not None
+
+
+def test_every_method_the_docs_name_exists() -> None:
+    """``Class.method`` in the docs (kaflet's classes; Kafka's are named in prose, not so)
+    names a method or attribute the class has, and every module path in cluster.md exists."""
+    classes = _kaflet_classes()
+    problems = []
+    checked = 0
+    for doc in (DOC, REPO / "docs" / "cluster.md"):
+        codes = [c for line in _prose_lines(doc.read_text(encoding="utf-8")) for c in _CODE.findall(line)]
+        for code in codes:
+            m = _QUALIFIED.fullmatch(code)
+            if m is None or m.group(1) not in classes:
+                continue
+            checked += 1
+            cls_name, attr = m.groups()
+            if not any(_has(c, attr) for c in classes[cls_name]):
+                problems.append(f"{doc.name}: `{code}`")
+        problems += [f"{doc.name}: module `{c}`" for c in codes
+                     if re.fullmatch(r"[a-z_]+(/[a-z_0-9]+)*/[a-z_0-9]+\.py", c)
+                     and not (REPO / c if c.startswith(("tests/", "benchmarks/", "kaflet/")) else PACKAGE / c).is_file()]
+    assert checked > 20
+    assert not problems, sorted(set(problems))

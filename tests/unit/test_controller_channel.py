@@ -12,6 +12,7 @@ import pytest
 from kaflet.controller.channel import ControllerChannel
 from kaflet.metadata.zkdata import BrokerInfo, EndPoint
 from kaflet.network.client import InterBrokerSettings
+from kaflet.network.connector import InterBrokerConnector
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 
@@ -46,7 +47,7 @@ class _LocalBroker:
 
 async def test_local_delivery_in_order_one_at_a_time(caplog: pytest.LogCaptureFixture) -> None:
     local = _LocalBroker()
-    channel = ControllerChannel(LOCAL_ID, InterBrokerSettings(), local.deliver)
+    channel = ControllerChannel(LOCAL_ID, InterBrokerConnector(InterBrokerSettings()), local.deliver)
     # The local broker needs no reachable endpoint: it is never connected to.
     channel.add_broker(BrokerInfo(id=LOCAL_ID, endpoints=(EndPoint("PLAINTEXT", "127.0.0.1", 1),)))
     answered: list[tuple[int, Any]] = []
@@ -80,7 +81,7 @@ async def test_local_delivery_in_order_one_at_a_time(caplog: pytest.LogCaptureFi
 
 async def test_unknown_api_version_is_refused() -> None:
     local = _LocalBroker()
-    channel = ControllerChannel(LOCAL_ID, InterBrokerSettings(), local.deliver)
+    channel = ControllerChannel(LOCAL_ID, InterBrokerConnector(InterBrokerSettings()), local.deliver)
     with pytest.raises(ValueError, match="no version for API"):
         channel.send(LOCAL_ID, ApiKey.FETCH, object())
     await channel.close()

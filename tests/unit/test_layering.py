@@ -30,6 +30,10 @@ LAYERS: list[set[str]] = [
     {"manager"},
 ]
 RANK = {pkg: i for i, layer in enumerate(LAYERS) for pkg in layer}
+# Imports of a lower layer that the docs still forbid: the controller, replication and the
+# coordinators reach other brokers through kaflet/protocol/broker_connection.py's interfaces,
+# handed in by the composition root, never through network/ (sockets, the inter-broker client).
+FORBIDDEN = {"controller": {"network"}, "replication": {"network"}, "coordinator": {"network"}}
 ROOT = Path(kaflet.__file__).parent
 
 
@@ -45,8 +49,9 @@ def _module_of(path: Path, root: Path) -> list[str]:
     return ["kaflet", *parts]
 
 
-def _imported_packages(path: Path, root: Path) -> Iterator[tuple[int, str]]:
-    """(line, top-level kaflet package) of every import of a kaflet module in ``path``."""
+def _imported_modules(path: Path, root: Path) -> Iterator[tuple[int, list[str]]]:
+    """(line, dotted name split, without "kaflet") of every import of a kaflet module in ``path``;
+    a ``from`` import gives one per name it takes, appended to its module (it may be a module)."""
     module = _module_of(path, root)
     is_package = path.name == "__init__.py"
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
@@ -59,13 +64,22 @@ def _imported_packages(path: Path, root: Path) -> Iterator[tuple[int, str]]:
                 name = [*base, *(node.module.split(".") if node.module else [])]
             else:
                 name = (node.module or "").split(".")
-            # ``from kaflet import server``: the names are the modules.
-            targets = [[*name, alias.name] for alias in node.names] if name == ["kaflet"] else [name]
+            # The names may be modules (``from kaflet import server``, ``from . import zk_client``).
+            targets = [[*name, alias.name] for alias in node.names]
         else:
             continue
         for target in targets:
             if target[0] == "kaflet" and len(target) > 1:
-                yield node.lineno, target[1]
+                yield node.lineno, target[1:]
+
+
+def _imported_packages(path: Path, root: Path) -> Iterator[tuple[int, str]]:
+    """(line, top-level kaflet package) of every import of a kaflet module in ``path``."""
+    seen: set[tuple[int, str]] = set()
+    for line, target in _imported_modules(path, root):
+        if (line, target[0]) not in seen:
+            seen.add((line, target[0]))
+            yield line, target[0]
 
 
 def upward_imports(root: Path) -> list[str]:
@@ -111,12 +125,33 @@ def test_no_import_cycles_between_packages() -> None:
     assert package_cycles(ROOT) == []
 
 
+def test_the_controller_replication_and_coordinators_do_not_import_network() -> None:
+    offenders = [
+        f"{path.relative_to(ROOT.parent)}:{line}: kaflet.{target}"
+        for path in ROOT.rglob("*.py")
+        for line, target in _imported_packages(path, ROOT) if target in FORBIDDEN.get(_package_of(path, ROOT), ())
+    ]
+    assert offenders == []
+
+
 def test_nothing_below_server_imports_server() -> None:
     below = {pkg for pkg, rank in RANK.items() if rank < RANK["server"]}
     offenders = [
         f"{path.relative_to(ROOT.parent)}:{line}"
         for path in ROOT.rglob("*.py") if _package_of(path, ROOT) in below
         for line, target in _imported_packages(path, ROOT) if target in ("server", "cli", "embedded_broker")
+    ]
+    assert offenders == []
+
+
+def test_controller_components_get_narrow_seams_not_the_controller() -> None:
+    """Reassignment, leader elections, topic deletion and the state machines are handed the
+    context, the ZooKeeper client, the state machines and callables; none of them imports the
+    KafkaController module (which would let it reach the whole controller)."""
+    offenders = [
+        f"{path.relative_to(ROOT.parent)}:{line}"
+        for path in (ROOT / "controller").glob("*.py") if path.name != "controller.py"
+        for line, target in _imported_modules(path, ROOT) if target[:2] == ["controller", "controller"]
     ]
     assert offenders == []
 
@@ -145,13 +180,15 @@ def test_checker_sees_type_checking_relative_and_function_imports(tmp_path: Path
 
 def test_the_manager_uses_no_broker_internals() -> None:
     """kaflet/manager is a separate service: it reaches brokers over the wire only (the client
-    tools' connection and the protocol codec), never the broker's own packages."""
+    tools' connection and the protocol codec), never the broker's own packages nor the CLI's."""
     broker_side = {"server", "coordinator", "replication", "controller", "log", "metadata", "network", "quota",
-                   "gateway", "embedded_broker"}
+                   "gateway", "embedded_broker", "cli"}
+    client_side = {"network.raw_connection"}  # the tools' connection, which the CLI uses too
     offenders = [
-        f"{path.relative_to(ROOT.parent)}:{line}: kaflet.{target}"
+        f"{path.relative_to(ROOT.parent)}:{line}: kaflet.{'.'.join(target)}"
         for path in (ROOT / "manager").rglob("*.py")
-        for line, target in _imported_packages(path, ROOT) if target in broker_side
+        for line, target in _imported_modules(path, ROOT)
+        if target[0] in broker_side and ".".join(target[:2]) not in client_side
     ]
     assert offenders == []
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from kaflet.metadata.metadata_cache import MetadataCache
 from kaflet.metadata.zkdata import EndPoint, uuid_to_str
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
-from kaflet.server.metadata_cache import MetadataCache
 
 R = codec.request_class(ApiKey.UPDATE_METADATA)
 T = R.UpdateMetadataTopicState

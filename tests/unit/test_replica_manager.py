@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from kaflet.log.log_manager import LogManager
+from kaflet.metadata.metadata_cache import MetadataCache
 from kaflet.metadata.zkdata import uuid_to_str
 from kaflet.protocol.errors import ErrorCode as E
 from kaflet.protocol.records import Record, build_batch
@@ -19,7 +20,6 @@ from kaflet.replication.config import ReplicationConfig
 from kaflet.replication.delayed_produce import wait_for_acks
 from kaflet.replication.partition import Partition
 from kaflet.replication.replica_manager import ReplicaManager
-from kaflet.server.metadata_cache import MetadataCache
 from tests.support.replication import TOPIC_ID, leader_and_isr, stop_replica, update_metadata
 
 T = "orders"

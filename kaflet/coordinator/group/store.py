@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from kaflet.coordinator.group import schemas
-from kaflet.protocol.errors import ErrorCode, KafkaError
+from kaflet.protocol.errors import ErrorCode
 from kaflet.protocol.primitives import DecodeError
 from kaflet.protocol.records import Record, build_batch, decode_records, iter_batches
-from kaflet.replication.delayed_produce import wait_for_acks
+from kaflet.replication.append import AppendEntry, append_records
 from kaflet.replication.partition import Partition
 
 log = logging.getLogger("kaflet.coordinator")
@@ -134,23 +134,10 @@ class OffsetsTopicStore:
                                 is_transactional=True)
         else:
             batch = build_batch(recs)
-        try:
-            result = part.append(memoryview(batch), -1)
-        except KafkaError as exc:
-            return exc.code
-        except ValueError:  # the log was closed under us (shutdown, deletion)
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER
-        except OSError:
-            log.exception("append to %s-%d failed", self.topic, partition)
-            return ErrorCode.KAFKA_STORAGE_ERROR
-        if result.flush_needed:
-            try:
-                await part.log.flush_until(result.last_offset + 1)
-            except OSError:
-                log.exception("fsync of %s-%d failed", self.topic, partition)
-                return ErrorCode.KAFKA_STORAGE_ERROR
-        (error,) = await wait_for_acks([(part, result.last_offset + 1)], self.commit_timeout_ms)
-        return error
+        pending = append_records(self._partition, [AppendEntry(self.topic, partition, memoryview(batch))], -1,
+                                 internal_topics_allowed=True)
+        (result,) = await pending.wait(self.commit_timeout_ms)
+        return result.error
 
     async def load(self, partition: int) -> LoadedPartition:
         """Replay the partition up to its log end offset, as Kafka's loader does: a broker that

@@ -19,9 +19,9 @@ from typing import Any
 
 from kaflet.coordinator.transaction.coordinator import MarkerJob
 from kaflet.coordinator.transaction.schemas import TopicPartition
-from kaflet.network.client import BrokerClient, BrokerConnectionError
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
+from kaflet.protocol.broker_connection import BrokerConnection, BrokerConnectionError
 from kaflet.protocol.errors import ErrorCode
 
 log = logging.getLogger("kaflet.coordinator.transaction")
@@ -35,8 +35,9 @@ _FATAL = frozenset({E.CORRUPT_MESSAGE, E.MESSAGE_TOO_LARGE, E.RECORD_LIST_TOO_LA
 
 #: The leader of a partition: a broker id, -1 while it has none, None when the partition is gone.
 LeaderLookup = Callable[[str, int], int | None]
-#: Connects to a broker by id (its inter-broker endpoint); raises BrokerConnectionError.
-Connect = Callable[[int], Awaitable[BrokerClient]]
+#: Connects to a broker by id (its inter-broker endpoint; the broker's InterBrokerConnector);
+#: raises BrokerConnectionError.
+Connect = Callable[[int], Awaitable[BrokerConnection]]
 #: (this broker's id, writes a job's markers to those of its partitions this broker leads,
 #: in-process: an error code per partition)
 LocalDelivery = tuple[int, Callable[[MarkerJob, list[TopicPartition]], Awaitable[dict[TopicPartition, ErrorCode]]]]
@@ -66,7 +67,7 @@ class TxnMarkerSender:
         # a lone broker whose listeners all need credentials it does not have still writes them.
         self._local = local
         self._backoff_s = backoff_s
-        self._clients: dict[int, BrokerClient] = {}
+        self._clients: dict[int, BrokerConnection] = {}
         self._connecting: dict[int, asyncio.Lock] = {}
 
     def close(self) -> None:
@@ -74,7 +75,7 @@ class TxnMarkerSender:
             client.close()
         self._clients.clear()
 
-    async def _client(self, broker_id: int) -> BrokerClient:
+    async def _client(self, broker_id: int) -> BrokerConnection:
         lock = self._connecting.setdefault(broker_id, asyncio.Lock())
         async with lock:
             client = self._clients.get(broker_id)

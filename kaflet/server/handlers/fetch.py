@@ -26,13 +26,13 @@ never goes there: their records stay file regions.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable
 
 from kaflet.gateway.partitions import PartitionTable
 from kaflet.log.disk_load import ColdReads
 from kaflet.log.segment import FileRegion
+from kaflet.metadata.metadata_cache import MetadataCache
 from kaflet.metrics.stats import BrokerMetrics
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode, KafkaError
@@ -45,6 +45,7 @@ from kaflet.protocol.fetch import (
 )
 from kaflet.protocol.legacy_records import MAGIC_V0, MAGIC_V1, down_convert
 from kaflet.protocol.records import COMPRESSION_ZSTD
+from kaflet.replication.delayed_fetch import wait_for_data
 from kaflet.replication.follower_fetch import fetch_upper_bound, record_follower_fetch, should_leader_throttle
 from kaflet.replication.partition import Partition
 from kaflet.replication.quota import ReplicaQuota
@@ -56,7 +57,6 @@ from kaflet.server.fetch_session import (
     SessionFetchResponse,
     TopicKey,
 )
-from kaflet.server.metadata_cache import MetadataCache
 from kaflet.server.request_context import RequestContext
 
 API_KEY = ApiKey.FETCH
@@ -119,7 +119,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> SessionFetchResponse:
         if waiting is None:
             # Each partition of the broker appears once (requests name a partition once).
             waiting = {part: i for i, (_, part, _) in enumerate(local) if part is not None}
-        woken = await _wait_for_data(waiting, remaining, is_follower)
+        woken = await wait_for_data(waiting, remaining, is_follower)
         if not woken:
             break  # timed out: nothing was appended, the answers stand
         # Only the partitions appended to (or removed) since the last pass can answer differently.
@@ -396,44 +396,3 @@ def _current_leaders(answer: list[ResponsePartition], cache: MetadataCache, list
         if endpoint is not None and endpoint.host is not None:
             nodes[pinfo.leader] = NodeEndpoint(pinfo.leader, endpoint.host, endpoint.port, broker.rack)
     return list(nodes.values())
-
-
-class _Waiter:
-    """Wakes a waiting fetch at the first append to one of its partitions, and notes which
-    partitions were appended to until it looks."""
-
-    __slots__ = ("future", "woken", "wake")
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.future: asyncio.Future[None] = loop.create_future()
-        self.woken: list[Partition] = []
-        self.wake = self._wake  # one bound method, so every partition holds the same callback
-
-    def _wake(self, part: Partition) -> None:
-        self.woken.append(part)
-        if not self.future.done():
-            self.future.set_result(None)
-
-    def expire(self) -> None:
-        if not self.future.done():
-            self.future.set_result(None)
-
-
-async def _wait_for_data(partitions: dict[Partition, int], timeout: float, follower: bool) -> list[Partition]:
-    """Wait until what the fetch may read grows in one of the partitions (or one is removed),
-    at most ``timeout`` seconds; returns the partitions that changed (none: timed out)."""
-    loop = asyncio.get_running_loop()
-    waiter = _Waiter(loop)
-    wake = waiter.wake
-    for part in partitions:
-        part.data_waiter(wake, follower)
-    # A plain timer on the waiter's own future: every follower fetch waits here between two
-    # appends, and asyncio.wait_for would add a second future and its callbacks each time.
-    timer = loop.call_later(timeout, waiter.expire)
-    try:
-        await waiter.future
-    finally:
-        timer.cancel()
-        for part in partitions:
-            part.forget_waiter(wake, follower)
-    return waiter.woken

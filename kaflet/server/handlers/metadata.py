@@ -11,13 +11,13 @@ import uuid
 from typing import Any
 
 from kaflet.gateway.partitions import PartitionTable
+from kaflet.metadata.metadata_cache import TopicInfo
 from kaflet.metadata.topic_names import invalid_reason
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
 from kaflet.protocol.response import Response
 from kaflet.security.acl import CLUSTER_NAME, AclOperation, ResourceType
-from kaflet.server.metadata_cache import TopicInfo
 from kaflet.server.request_context import RequestContext
 
 API_KEY = ApiKey.METADATA

@@ -10,18 +10,15 @@ else CLUSTER_AUTHORIZATION_FAILED for every partition.
 
 from __future__ import annotations
 
-import logging
-import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
 
 from kaflet.coordinator.group.store import GROUP_METADATA_TOPIC
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
-from kaflet.protocol.errors import ErrorCode, KafkaError
+from kaflet.protocol.errors import ErrorCode
 from kaflet.protocol.response import Response
-from kaflet.replication.delayed_produce import wait_for_acks
-from kaflet.replication.partition import Partition
+from kaflet.replication.append import MarkerSpec
+from kaflet.replication.replica_manager import ReplicaManager
 from kaflet.security.acl import AclOperation
 from kaflet.server.request_context import RequestContext
 
@@ -29,24 +26,21 @@ API_KEY = ApiKey.WRITE_TXN_MARKERS
 MIN_VERSION = 0
 MAX_VERSION = 1  # v2 carries the transaction version of KIP-890 (TV2), which kaflet does not implement
 
-log = logging.getLogger("kaflet.write_txn_markers")
-
 
 async def handle(ctx: RequestContext, body: memoryview) -> Response:
     req = codec.decode_request(API_KEY, ctx.version, body)
-    return await process(ctx.broker, req, ctx.authorize_cluster(AclOperation.CLUSTER_ACTION))
-
-
-async def process(broker: Any, req: Any, allowed: bool = True) -> Response:
-    """Append the markers of a WriteTxnMarkers request object and answer it once they are
-    replicated."""
     R = codec.response_class(API_KEY)
     MR = R.WritableTxnMarkerResult
     TR = MR.WritableTxnMarkerTopicResult
     PR = TR.WritableTxnMarkerPartitionResult
     specs = [(m.producer_id, m.producer_epoch, m.coordinator_epoch, bool(m.transaction_result),
               [(t.name, index) for t in m.topics for index in t.partition_indexes]) for m in req.markers]
-    codes = await write_markers(broker, specs, allowed)
+    broker = ctx.broker
+    if ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
+        codes = await write_markers(broker.replica_manager, specs, broker.config["request.timeout.ms"],
+                                    broker.group_coordinator.complete_txn)
+    else:
+        codes = [[ErrorCode.CLUSTER_AUTHORIZATION_FAILED] * len(spec[4]) for spec in specs]
     markers = []
     for m, marker_codes in zip(req.markers, codes, strict=True):
         it = iter(marker_codes)
@@ -56,55 +50,19 @@ async def process(broker: Any, req: Any, allowed: bool = True) -> Response:
     return R(markers=markers)
 
 
-#: One marker to write: producer id, producer epoch, coordinator epoch, commit?, its partitions.
-MarkerSpec = tuple[int, int, int, bool, Sequence[tuple[str, int]]]
-
-
-async def write_markers(broker: Any, markers: Sequence[MarkerSpec], allowed: bool = True) -> list[list[ErrorCode]]:
+async def write_markers(replicas: ReplicaManager, markers: Sequence[MarkerSpec], timeout_ms: int,
+                        complete_group_txn: Callable[[int, int, bool], None]) -> list[list[ErrorCode]]:
     """Append each marker to its partitions this broker leads and wait until they are
-    replicated: one error code per partition, in order. Used for the wire (``process``) and,
+    replicated: one error code per partition, in order. Used for the wire (``handle``) and,
     without building request and response objects, by this broker's own transaction
-    coordinator (``Broker._write_txn_markers_local``)."""
-    started = time.monotonic()
-    # (codes of the marker, index, partition, offset the high watermark must reach) per appended marker
-    pending: list[tuple[list[ErrorCode], int, Partition, int]] = []
-    out: list[list[ErrorCode]] = []
-    for producer_id, producer_epoch, coordinator_epoch, commit, partitions in markers:
-        codes: list[ErrorCode] = []
-        for topic, index in partitions:
-            code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-            if allowed:
-                code, appended = await _append(broker, topic, index, producer_id, producer_epoch, coordinator_epoch,
-                                               commit)
-                if appended is not None:
-                    pending.append((codes, len(codes), appended[0], appended[1]))
-            codes.append(code)
-        out.append(codes)
-    if pending:
-        remaining_ms = broker.config["request.timeout.ms"] - int((time.monotonic() - started) * 1000)
-        errors = await wait_for_acks([(part, offset) for _, _, part, offset in pending], remaining_ms)
-        for (codes, i, _, _), error in zip(pending, errors, strict=True):
-            if error != ErrorCode.NONE:
-                codes[i] = error
-    return out
-
-
-async def _append(broker: Any, topic: str, index: int, producer_id: int, producer_epoch: int, coordinator_epoch: int,
-                  commit: bool) -> tuple[ErrorCode, tuple[Partition, int] | None]:
-    partition = broker.replica_manager.get(topic, index)
-    if partition is None:
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
-    try:
-        appended = partition.append_txn_marker(producer_id, producer_epoch, coordinator_epoch, commit)
-        if appended.flush_needed:
-            await partition.log.flush_until(appended.last_offset + 1)
-    except KafkaError as exc:
-        return exc.code, None
-    except OSError as exc:
-        log.error("marker append to %s-%d failed: %s", topic, index, exc)
-        return ErrorCode.KAFKA_STORAGE_ERROR, None
-    coordinator = broker.group_coordinator
-    if topic == GROUP_METADATA_TOPIC and coordinator is not None:
-        # Kafka's scheduleHandleTxnCompletion: the transaction's offsets become visible (or go).
-        coordinator.complete_txn(index, producer_id, commit)
-    return ErrorCode.NONE, (partition, appended.last_offset + 1)
+    coordinator (``Broker._write_txn_markers_local``). A marker in ``__consumer_offsets`` makes
+    the transaction's offsets visible (or drops them) at once: ``complete_group_txn(partition,
+    producer id, commit)``, Kafka's scheduleHandleTxnCompletion."""
+    results, pending = replicas.append_txn_markers(markers)
+    for spec, marker_results in zip(markers, results, strict=True):
+        producer_id, _, _, commit, partitions = spec
+        for (topic, index), res in zip(partitions, marker_results, strict=True):
+            if topic == GROUP_METADATA_TOPIC and res.error == ErrorCode.NONE:
+                complete_group_txn(index, producer_id, commit)
+    await pending.wait(timeout_ms)
+    return [[res.error for res in marker_results] for marker_results in results]
