@@ -8,6 +8,10 @@ segments (roll, read, fsync, truncation, swaps) and ``retention`` says which seg
 Every I/O error of those parts comes back here and is reported once (``_io_failed``), so a
 failing disk takes its log dir offline whatever step found it.
 
+Why a little over 800 lines: it keeps every public method and attribute the rest of kaflet and
+the tests use (about fifty, most with the docstring that is their contract); the work behind
+them is in the modules above.
+
 Threading: every method except the executor part of ``flush_until`` runs on the event loop
 thread.  Appends write to the page cache and never fsync.
 
