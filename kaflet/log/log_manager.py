@@ -58,8 +58,10 @@ from kaflet.log.cleaner_manager import LogCleaner
 from kaflet.log.config import LogConfig
 from kaflet.log.dir_failure import LogDirFailureChannel, is_resource_exhaustion
 from kaflet.log.errors import KafkaStorageError
-from kaflet.log.log import Log, parse_topic_partition, unlink_files
+from kaflet.log.local_log import parse_topic_partition
+from kaflet.log.log import Log
 from kaflet.log.metadata_writer import MetadataWriter
+from kaflet.log.retention import unlink_files
 
 log = logging.getLogger(__name__)
 

@@ -32,8 +32,17 @@ from typing import NamedTuple
 import crc32c
 
 from kaflet.log.checkpoints import write_atomic
+from kaflet.log.transaction_index import AbortedTxn, TransactionIndex
 from kaflet.protocol.errors import ErrorCode
-from kaflet.protocol.records import INT32_MAX, BatchHeader
+from kaflet.protocol.records import (
+    BATCH_HEADER_SIZE,
+    INT32_MAX,
+    BatchHeader,
+    Record,
+    RecordError,
+    build_batch,
+    parse_records,
+)
 
 from .errors import ProducerStateError
 
@@ -385,6 +394,39 @@ class ProducerStateManager:
         for off in self.snapshot_offsets():
             if off < offset:
                 _unlink(self.snapshot_path(off))
+
+
+def control_marker(batch: bytes | bytearray | memoryview) -> tuple[int, int] | None:
+    """(control type, coordinator epoch) of an end-transaction marker batch, as ``update`` takes
+    it; None if the control batch is no such marker."""
+    try:
+        rec = parse_records(memoryview(batch)[BATCH_HEADER_SIZE:], 1)[0]
+    except (RecordError, ValueError, IndexError):
+        return None
+    if rec.key is None or len(rec.key) < 4 or rec.value is None or len(rec.value) < 6:
+        return None
+    ctype = struct.unpack_from(">h", rec.key, 2)[0]
+    if ctype not in (CONTROL_ABORT, CONTROL_COMMIT):
+        return None
+    return ctype, struct.unpack_from(">i", rec.value, 2)[0]
+
+
+def end_txn_marker_batch(base_offset: int, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                         commit: bool, leader_epoch: int, now: int) -> bytes:
+    """The batch of a COMMIT or ABORT marker (one control record), as ``control_marker`` reads it."""
+    record = Record(0, 0, struct.pack(">hh", 0, CONTROL_COMMIT if commit else CONTROL_ABORT),
+                    struct.pack(">hi", 0, coordinator_epoch))
+    return build_batch([record], base_offset=base_offset, producer_id=producer_id, producer_epoch=producer_epoch,
+                       base_timestamp=now, is_transactional=True, is_control=True,
+                       partition_leader_epoch=leader_epoch)
+
+
+def index_aborted_txn(completed: CompletedTxn | None, state: ProducerStateManager, txn_index: TransactionIndex) -> None:
+    """Give an aborted transaction its entry in ``txn_index``, the one of the segment holding its
+    marker (Kafka's LogSegment.updateTxnIndex), with its LSO in ``state``; a commit gets none."""
+    if completed is not None and completed.aborted:
+        txn_index.append(AbortedTxn(completed.producer_id, completed.first_offset, completed.last_offset,
+                                    state.last_stable_offset(completed)))
 
 
 def _unlink(path: str) -> None:

@@ -5,7 +5,7 @@ producer id, first offset, last offset (the marker's) and the last stable offset
 marker was written.  Kafka creates the file lazily on the first entry and keeps the last
 offsets strictly increasing.  kaflet departs from the lazy creation: every segment it creates gets
 its ``.txnindex`` at once (empty until an abort), so a missing file after a crash or an operator's
-mistake means "lost" and start-up rebuilds it (``Log._check_txn_indexes``); Kafka reads an empty
+mistake means "lost" and start-up rebuilds it (``LogLoader._check_txn_indexes``); Kafka reads an empty
 file as no entries.  Entries are also held in memory (aborts are rare and small), so a
 read_committed fetch costs no file access.
 """

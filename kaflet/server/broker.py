@@ -399,7 +399,7 @@ class Broker:
 
     def _local_topics(self) -> set[str]:
         """The topics with a partition directory in the log dirs."""
-        from kaflet.log.log import parse_topic_partition
+        from kaflet.log.local_log import parse_topic_partition
 
         topics = set()
         for d in self.log_dirs:

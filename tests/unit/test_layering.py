@@ -191,3 +191,34 @@ def test_the_manager_uses_no_broker_internals() -> None:
         if target[0] in broker_side and ".".join(target[:2]) not in client_side
     ]
     assert offenders == []
+
+
+# A partition's log, split as Kafka's storage module (docs/architecture.md, "Storage"): each part
+# imports only parts of a lower rank, so the pure ones (the validator, retention's predicates)
+# stay free of the segment list and of the Log that puts the parts together.
+LOG_PARTS = {"log_validator": 0, "retention": 0, "local_log": 0, "log_loader": 1, "log": 2}
+
+
+def _imported_log_modules(path: Path) -> set[str]:
+    """The kaflet.log modules ``path`` imports, however it spells the import."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            names = [alias.name.split(".") for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            base = node.module.split(".")
+            names = [[*base, alias.name] for alias in node.names] if base == ["kaflet", "log"] else [base]
+        else:
+            continue
+        out.update(n[2] for n in names if n[:2] == ["kaflet", "log"] and len(n) > 2)
+    return out
+
+
+def test_the_parts_of_a_partition_log_import_downward() -> None:
+    offenders = [
+        f"log/{part}.py imports log/{other}.py"
+        for part, rank in LOG_PARTS.items()
+        for other in _imported_log_modules(ROOT / "log" / f"{part}.py")
+        if other in LOG_PARTS and LOG_PARTS[other] >= rank
+    ]
+    assert offenders == []

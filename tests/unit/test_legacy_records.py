@@ -225,7 +225,7 @@ def test_crc_and_wrapper_rules() -> None:
 
 def test_v1_producer_log_append_time_is_carried_to_v2() -> None:
     """The producer-set LogAppendTime bit reaches the v2 batch, where the log refuses it as
-    Kafka does (Log._validate_records: INVALID_TIMESTAMP on a LogAppendTime topic)."""
+    Kafka does (log_validator._check_records: INVALID_TIMESTAMP on a LogAppendTime topic)."""
     ms = decode_message_set(encode_message_set([LegacyRecord(0, 5, None, b"v")], 1, 0, 1, 5), 1 << 20)
     assert ms.timestamp_type == 1
     assert parse_batch_header(to_record_batch(ms)).timestamp_type == 1
