@@ -85,6 +85,10 @@ class MetadataCache:
         name = self.topics_by_id.get(topic_id)
         return self.topics.get(name) if name else None
 
+    def live_brokers(self) -> list[BrokerInfo]:
+        """The brokers the last UpdateMetadata listed as alive."""
+        return list(self.brokers.values())
+
     def partition(self, topic: str, index: int) -> PartitionInfo | None:
         """The cached state of one partition, or None."""
         info = self.topics.get(topic)
