@@ -44,6 +44,7 @@ from kaflet.network.listener import Listener
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.broker_connection import BrokerConnection, BrokerConnectionError
+from kaflet.protocol.controller_messages import ControllerRequest, ControllerResponse, UpdateMetadataRequest
 from kaflet.protocol.errors import ErrorCode
 from kaflet.quota.manager import KafkaQuotaManager, QuotaManager, QuotaSettings
 from kaflet.quota.store import QuotaConfigStore
@@ -632,7 +633,7 @@ class Broker:
         return await self.inter_broker.connect_to(broker_id, client_id=f"broker-{self.broker_id}-txn-markers",
                                                   request_timeout_s=self.config["request.timeout.ms"] / 1000)
 
-    def _update_metadata(self, request: Any) -> list[tuple[str, int]]:
+    def _update_metadata(self, request: UpdateMetadataRequest) -> list[tuple[str, int]]:
         deleted = self.metadata_cache.update_metadata(request)
         for topic in {t for t, _ in deleted} - self.metadata_cache.topics.keys():
             self.config_admin.forget_topic(topic)
@@ -692,7 +693,7 @@ class Broker:
                 self.txn_coordinator.on_resigned(index)  # Kafka resigns on every StopReplica
         self._changed()  # DeleteTopics waits for this broker's replicas to go
 
-    async def deliver_local(self, api_key: ApiKey, request: Any) -> Any:
+    async def deliver_local(self, api_key: ApiKey, request: ControllerRequest) -> ControllerResponse:
         """The controller's requests to this broker, in-process (a controller ``LocalDelivery``):
         the request object in, the response object out, as the handlers answer them."""
         return await self._controller_requests.process(api_key, request)

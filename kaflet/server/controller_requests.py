@@ -10,10 +10,18 @@ CLUSTER_AUTHORIZATION_FAILED.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
+from kaflet.protocol.controller_messages import (
+    ControllerRequest,
+    ControllerResponse,
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+    StopReplicaRequest,
+    UpdateMetadataRequest,
+)
 from kaflet.protocol.errors import ErrorCode
 from kaflet.protocol.response import Response
 from kaflet.replication.replica_manager import (
@@ -44,27 +52,30 @@ class ControllerRequests:
         self._load_topic_configs = load_topic_configs
         self._broker_epoch = broker_epoch
 
-    async def process(self, api_key: int, request: Any) -> Any:
-        """Answer a controller request object with its response object."""
-        replicas, epoch = self._replicas, self._broker_epoch()
+    async def process(self, api_key: int, request: ControllerRequest) -> ControllerResponse:
+        """Answer a controller request object (of the API ``api_key`` names) with its response."""
         if api_key == ApiKey.LEADER_AND_ISR:
-            # New logs take their topic's configs, read from the tree first.
-            await self._load_topic_configs(
-                t.topic_name for t in request.topic_states
-                if any(not self._has_log(t.topic_name, ps.partition_index) for ps in t.partition_states))
-            await replicas.create_logs(request, epoch)
-            return replicas.become_leader_or_follower(request, epoch)
+            return await self.leader_and_isr(cast(LeaderAndIsrRequest, request))
         if api_key == ApiKey.STOP_REPLICA:
-            return replicas.stop_replicas(request, epoch)
-        return replicas.maybe_update_metadata_cache(request, epoch)
+            return self._replicas.stop_replicas(cast(StopReplicaRequest, request), self._broker_epoch())
+        return self._replicas.maybe_update_metadata_cache(cast(UpdateMetadataRequest, request), self._broker_epoch())
+
+    async def leader_and_isr(self, request: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
+        # New logs take their topic's configs, read from the tree first.
+        await self._load_topic_configs(
+            t.topic_name for t in request.topic_states
+            if any(not self._has_log(t.topic_name, ps.partition_index) for ps in t.partition_states))
+        # The epoch is read after the await: a new ZooKeeper session may have changed it.
+        await self._replicas.create_logs(request, self._broker_epoch())
+        return self._replicas.become_leader_or_follower(request, self._broker_epoch())
 
 
-def _refusal(api_key: int, request: Any, error: ErrorCode) -> Any:
+def _refusal(api_key: int, request: ControllerRequest, error: ErrorCode) -> ControllerResponse:
     """The response refusing a controller request with ``error``."""
     if api_key == ApiKey.LEADER_AND_ISR:
-        return leader_and_isr_error_response(request, error)
+        return leader_and_isr_error_response(cast(LeaderAndIsrRequest, request), error)
     if api_key == ApiKey.STOP_REPLICA:
-        return stop_replica_error_response(request, error)
+        return stop_replica_error_response(cast(StopReplicaRequest, request), error)
     return update_metadata_response(error)
 
 
