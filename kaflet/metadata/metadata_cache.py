@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any
 
 from kaflet.metadata.zkdata import BrokerInfo, EndPoint, uuid_from_str, uuid_to_str
+from kaflet.protocol.controller_messages import UpdateMetadataRequest
 
 log = logging.getLogger("kaflet.metadata_cache")
 
@@ -85,12 +85,16 @@ class MetadataCache:
         name = self.topics_by_id.get(topic_id)
         return self.topics.get(name) if name else None
 
+    def live_brokers(self) -> list[BrokerInfo]:
+        """The brokers the last UpdateMetadata listed as alive."""
+        return list(self.brokers.values())
+
     def partition(self, topic: str, index: int) -> PartitionInfo | None:
         """The cached state of one partition, or None."""
         info = self.topics.get(topic)
         return info.partitions.get(index) if info is not None else None
 
-    def update_metadata(self, request: Any) -> list[tuple[str, int]]:
+    def update_metadata(self, request: UpdateMetadataRequest) -> list[tuple[str, int]]:
         """Apply an UpdateMetadata request (v7 codec object; the caller has checked its epochs),
         as Kafka's MetadataCache.updateMetadata: the live brokers (with every listener's
         endpoint and the rack) and the controller id are replaced, partition states are

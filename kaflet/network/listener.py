@@ -27,7 +27,6 @@ class Listener:
         name: str,
         host: str,
         port: int,
-        handler: Handler,
         *,
         max_request_bytes: int,
         idle_ms: int,
@@ -38,7 +37,6 @@ class Listener:
         self.name = name
         self.host = host
         self.port = port
-        self.handler = handler
         self.max_request_bytes = max_request_bytes
         self.idle_ms = idle_ms
         self.send_buf = send_buf
@@ -49,10 +47,10 @@ class Listener:
         self._tasks: list[asyncio.Task[None]] = []
         self._ids = itertools.count()
 
-    async def start(self) -> None:
+    async def start(self, handler: Handler) -> None:
         """Bind and start accepting; an unusable address raises OSError with its reason."""
         self.bind()
-        self.serve()
+        self.serve(handler)
 
     def bind(self) -> None:
         """Bind the listening socket (resolving port 0) without accepting yet."""
@@ -69,13 +67,13 @@ class Listener:
         self.port = sock.getsockname()[1]
         self._sock = sock
 
-    def serve(self) -> None:
-        """Start accepting connections on the bound socket."""
-        self._tasks.append(asyncio.create_task(self._accept_loop(), name=f"accept-{self.name}"))
+    def serve(self, handler: Handler) -> None:
+        """Start accepting connections on the bound socket, each request handled by ``handler``."""
+        self._tasks.append(asyncio.create_task(self._accept_loop(handler), name=f"accept-{self.name}"))
         if self.idle_ms > 0:
             self._tasks.append(asyncio.create_task(self._reap_idle(), name=f"idle-{self.name}"))
 
-    async def _accept_loop(self) -> None:
+    async def _accept_loop(self, handler: Handler) -> None:
         loop = asyncio.get_running_loop()
         assert self._sock is not None
         reserve = _DescriptorReserve()
@@ -104,14 +102,14 @@ class Listener:
                     log.info("accepting connections on %s again (%d closed while out of file descriptors)",
                              self.name, refused)
                     refused = 0
-                self._serve_connection(sock, addr)
+                self._serve_connection(sock, addr, handler)
         finally:
             reserve.close()
 
-    def _serve_connection(self, sock: socket.socket, addr: tuple[str, int]) -> None:
+    def _serve_connection(self, sock: socket.socket, addr: tuple[str, int], handler: Handler) -> None:
         configure_socket(sock, self.send_buf, self.recv_buf)
         conn_id = f"{self.host}:{self.port}-{addr[0]}:{addr[1]}-{next(self._ids)}"
-        conn = Connection(sock, (addr[0], addr[1]), self.name, self.handler, self.max_request_bytes, conn_id,
+        conn = Connection(sock, (addr[0], addr[1]), self.name, handler, self.max_request_bytes, conn_id,
                           self.security)
         task = asyncio.create_task(conn.serve(), name=f"conn-{conn_id}")
         conn.task = task

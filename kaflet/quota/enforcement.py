@@ -88,10 +88,10 @@ class _Timed:
 
 
 class QuotaEnforcer:
-    """Runs a handler under the broker's QuotaManager (`broker.quota_manager`)."""
+    """Runs a handler under the broker's QuotaManager."""
 
-    def __init__(self, broker: Any) -> None:
-        self.broker = broker
+    def __init__(self, manager: QuotaManager) -> None:
+        self.manager = manager
 
     async def handle(self, ctx: RequestContext, module: ModuleType, body: memoryview,
                      request_size: int) -> tuple[Response, int]:
@@ -107,8 +107,8 @@ class QuotaEnforcer:
 
     async def _handle(self, ctx: RequestContext, module: ModuleType, body: memoryview,
                       request_size: int) -> tuple[Response, int]:
-        manager: QuotaManager | None = getattr(self.broker, "quota_manager", None)
-        if manager is None or not ctx.conn.authenticated:
+        manager = self.manager
+        if not ctx.conn.authenticated:
             # Before authentication there is no user to charge (SASL handshakes are exempt, as in Kafka).
             return await module.handle(ctx, body), 0
         timed = _Timed(module.handle(ctx, body)) if manager.active(QuotaType.REQUEST) else None

@@ -25,7 +25,6 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from kaflet.log.config import LogConfig
 from kaflet.log.log_manager import LogManager
@@ -34,6 +33,15 @@ from kaflet.metadata.zkdata import ZERO_UUID, uuid_to_str
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.broker_connection import BrokerConnectionError
+from kaflet.protocol.controller_messages import (
+    LeaderAndIsrPartitionState,
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+    StopReplicaRequest,
+    StopReplicaResponse,
+    UpdateMetadataRequest,
+    UpdateMetadataResponse,
+)
 from kaflet.protocol.errors import ErrorCode
 from kaflet.replication.append import (
     AppendEntry,
@@ -69,7 +77,7 @@ LeadershipCallback = Callable[[Sequence[Partition], Sequence[Partition]], None]
 #: (topic, partition, deleted) of every replica a StopReplica stopped.
 StoppedCallback = Callable[[Sequence[tuple[str, int, bool]]], None]
 #: Applies an UpdateMetadata request to the metadata cache; returns the partitions removed.
-MetadataUpdater = Callable[[Any], list[tuple[str, int]]]
+MetadataUpdater = Callable[[UpdateMetadataRequest], list[tuple[str, int]]]
 #: A live broker's inter-broker endpoint (host, port), from the metadata cache; None if unknown.
 EndpointLookup = Callable[[int], tuple[str, int] | None]
 #: Whether the metadata cache knows a partition.
@@ -86,7 +94,7 @@ def _is_stale_broker_epoch(request_epoch: int, broker_epoch: int) -> bool:
     return request_epoch != UNKNOWN_BROKER_EPOCH and request_epoch < broker_epoch
 
 
-def leader_and_isr_error_response(request: Any, error: ErrorCode) -> Any:
+def leader_and_isr_error_response(request: LeaderAndIsrRequest, error: ErrorCode) -> LeaderAndIsrResponse:
     """A LeaderAndIsr response with ``error`` for the request and each of its partitions."""
     R = codec.response_class(ApiKey.LEADER_AND_ISR)
     T = R.LeaderAndIsrTopicError
@@ -97,7 +105,8 @@ def leader_and_isr_error_response(request: Any, error: ErrorCode) -> Any:
         for t in request.topic_states])
 
 
-def stop_replica_error_response(request: Any, error: ErrorCode, per_partition: bool = True) -> Any:
+def stop_replica_error_response(request: StopReplicaRequest, error: ErrorCode, per_partition: bool = True
+                                ) -> StopReplicaResponse:
     """A StopReplica response with ``error`` (and for each partition unless ``per_partition`` is off)."""
     R = codec.response_class(ApiKey.STOP_REPLICA)
     parts = [R.StopReplicaPartitionError(topic_name=t.topic_name, partition_index=p.partition_index, error_code=error)
@@ -105,7 +114,7 @@ def stop_replica_error_response(request: Any, error: ErrorCode, per_partition: b
     return R(error_code=error, partition_errors=parts)
 
 
-def update_metadata_response(error: ErrorCode) -> Any:
+def update_metadata_response(error: ErrorCode) -> UpdateMetadataResponse:
     return codec.response_class(ApiKey.UPDATE_METADATA)(error_code=error)
 
 
@@ -188,7 +197,7 @@ class ReplicaManager:
 
     # -- LeaderAndIsr -------------------------------------------------------------------------
 
-    async def create_logs(self, request: Any, broker_epoch: int) -> None:
+    async def create_logs(self, request: LeaderAndIsrRequest, broker_epoch: int) -> None:
         """Create, off the event loop, the logs a LeaderAndIsr v5 request will give this broker
         (``LogManager.create_logs``), before ``become_leader_or_follower`` applies it; a
         request it will refuse creates nothing."""
@@ -203,7 +212,7 @@ class ReplicaManager:
             if ps.partition_index >= 0 and self.broker_id in ps.replicas
             and (t.topic_name, ps.partition_index) not in self.partitions and (ps.is_new or not any_offline))
 
-    def become_leader_or_follower(self, request: Any, broker_epoch: int) -> Any:
+    def become_leader_or_follower(self, request: LeaderAndIsrRequest, broker_epoch: int) -> LeaderAndIsrResponse:
         """Apply a LeaderAndIsr v5 request (Kafka's ``becomeLeaderOrFollower``); returns the
         response object."""
         if _is_stale_broker_epoch(request.broker_epoch, broker_epoch):
@@ -217,8 +226,8 @@ class ReplicaManager:
         self.controller_epoch = request.controller_epoch
         live_leaders = {b.broker_id: (b.host_name, b.port) for b in request.live_leaders}
         errors: dict[tuple[str, int], ErrorCode] = {}
-        to_lead: list[tuple[tuple[str, int], str | None, Any]] = []
-        to_follow: list[tuple[tuple[str, int], str | None, Any]] = []
+        to_lead: list[tuple[tuple[str, int], str | None, LeaderAndIsrPartitionState]] = []
+        to_follow: list[tuple[tuple[str, int], str | None, LeaderAndIsrPartitionState]] = []
         for t in request.topic_states:
             topic_id = _topic_id(t.topic_id)
             for ps in t.partition_states:
@@ -290,7 +299,7 @@ class ReplicaManager:
             return None
         return part
 
-    def _make_leaders(self, states: list[tuple[tuple[str, int], str | None, Any]],
+    def _make_leaders(self, states: list[tuple[tuple[str, int], str | None, LeaderAndIsrPartitionState]],
                       errors: dict[tuple[str, int], ErrorCode]) -> list[Partition]:
         """Kafka's ``makeLeaders``: stop fetching, then lead at the new epoch."""
         self.fetcher_manager.remove_fetcher_for_partitions(tp for tp, _, _ in states)
@@ -308,7 +317,7 @@ class ReplicaManager:
                 became.append(part)
         return became
 
-    def _make_followers(self, states: list[tuple[tuple[str, int], str | None, Any]],
+    def _make_followers(self, states: list[tuple[tuple[str, int], str | None, LeaderAndIsrPartitionState]],
                         live_leaders: dict[int, tuple[str, int]],
                         errors: dict[tuple[str, int], ErrorCode]) -> list[Partition]:
         """Kafka's ``makeFollowers``: follow the new leader (when it is alive), then fetch from it."""
@@ -337,7 +346,7 @@ class ReplicaManager:
 
     # -- StopReplica --------------------------------------------------------------------------
 
-    def stop_replicas(self, request: Any, broker_epoch: int) -> Any:
+    def stop_replicas(self, request: StopReplicaRequest, broker_epoch: int) -> StopReplicaResponse:
         """Apply a StopReplica v3 request (Kafka's ``stopReplicas``); returns the response object."""
         if _is_stale_broker_epoch(request.broker_epoch, broker_epoch):
             log.info("ignoring StopReplica with broker epoch %d older than this broker's %d",
@@ -399,7 +408,7 @@ class ReplicaManager:
 
     # -- UpdateMetadata -----------------------------------------------------------------------
 
-    def maybe_update_metadata_cache(self, request: Any, broker_epoch: int) -> Any:
+    def maybe_update_metadata_cache(self, request: UpdateMetadataRequest, broker_epoch: int) -> UpdateMetadataResponse:
         """Apply an UpdateMetadata v7 request through ``metadata_updater`` after the epoch checks
         (Kafka's ``maybeUpdateMetadataCache``); returns the response object."""
         if _is_stale_broker_epoch(request.broker_epoch, broker_epoch):

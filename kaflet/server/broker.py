@@ -44,6 +44,7 @@ from kaflet.network.listener import Listener
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.broker_connection import BrokerConnection, BrokerConnectionError
+from kaflet.protocol.controller_messages import ControllerRequest, ControllerResponse, UpdateMetadataRequest
 from kaflet.protocol.errors import ErrorCode
 from kaflet.quota.manager import KafkaQuotaManager, QuotaManager, QuotaSettings
 from kaflet.quota.store import QuotaConfigStore
@@ -54,13 +55,24 @@ from kaflet.replication.partition import Partition
 from kaflet.replication.replica_manager import ReplicaManager
 from kaflet.security.authorizer import Authorizer, AuthorizerConfigError, create_authorizer
 from kaflet.security.scram_store import ScramCredentialStore
-from kaflet.server import broker_metrics, controller_requests, listener_security
+from kaflet.server import broker_metrics, listener_security
 from kaflet.server.config import BrokerConfig, ConfigError, Endpoint, parse_endpoints
 from kaflet.server.config_admin import ConfigAdmin
+from kaflet.server.controller_requests import ControllerRequests
 from kaflet.server.dispatcher import Dispatcher
 from kaflet.server.fetch_session import FetchManager, FetchSessionCache
 from kaflet.server.gateway_auth import GatewayAuth
 from kaflet.server.inter_broker_security import inter_broker_settings
+from kaflet.server.services import (
+    Accounting,
+    Admin,
+    Cluster,
+    Coordinators,
+    RunState,
+    Services,
+    Settings,
+    Storage,
+)
 from kaflet.server.topic_admin import TopicAdmin, wait_until
 
 log = logging.getLogger("kaflet.broker")
@@ -77,9 +89,9 @@ class Broker:
         self.config = config
         self.cluster_id = ""
         self.broker_id = config["broker.id"]
-        #: The czxid of this broker's registration: controller requests for an earlier one are stale.
-        self.broker_epoch = -1
-        self.stopping = False
+        #: The broker epoch, `stopping` and the gateway's partition numbering: what the handlers
+        #: read at each request because it changes while the broker runs.
+        self.state = RunState()
         self.started = False
         self.metadata_cache = MetadataCache()
         self.tree: MetadataTree = None  # type: ignore[assignment]
@@ -116,8 +128,6 @@ class Broker:
         self.quota_manager: QuotaManager = KafkaQuotaManager(quota_settings)
         #: The Logi-Kafka gateway's features are on (gateway.url set).
         self.gateway_enabled = bool(config["gateway.url"])
-        #: Client numbering of topics with disabled partitions (use_partition_view); None: none.
-        self.partition_router: PartitionRouter | None = None
         #: The counters behind the Prometheus endpoint (metrics.listener); None: none are kept.
         self.metrics: BrokerMetrics | None = broker_metrics.build_metrics(config)
         self.metrics_exporter: MetricsExporter | None = None
@@ -193,10 +203,9 @@ class Broker:
                 raise BrokerStartError(f"cannot create log directory {d}: {exc.strerror}") from None
         self.log_dirs = log_dirs
 
-        dispatcher = Dispatcher(self)
         for ep in endpoints:
             lst = Listener(
-                ep.listener, ep.host, ep.port, dispatcher,
+                ep.listener, ep.host, ep.port,
                 max_request_bytes=cfg["socket.request.max.bytes"], idle_ms=cfg["connections.max.idle.ms"],
                 send_buf=cfg["socket.send.buffer.bytes"], recv_buf=cfg["socket.receive.buffer.bytes"],
                 security=security[ep.listener],
@@ -269,14 +278,20 @@ class Broker:
             # ACLs are loaded before the first request is served, so none slips through unchecked.
             await self.authorizer.start(self.tree)
         await self._register_at_start()
+        log_manager = self.log_manager
+        self._controller_requests = ControllerRequests(
+            self.replica_manager, lambda topic, index: log_manager.get_log(topic, index) is not None,
+            self.config_admin.load_topic_configs, lambda: self.state.broker_epoch)
         self.controller = KafkaController(
             self.broker_id, self.tree, self._controller_channel,
             ControllerConfig.from_broker_config(cfg.values, self.inter_broker.listener))
+        # Every part the handlers use exists now; they get them from here on, never the Broker.
+        dispatcher = Dispatcher(self._services())
         await self.controller.startup()
         # Serving before the controller's requests arrive: in a cluster they come over these
         # listeners. The start-up line below still waits for them (bounded).
         for lst in self.listeners:
-            lst.serve()
+            lst.serve(dispatcher)
         await self._wait_until_ready()
         self._tasks.append(asyncio.create_task(self.log_manager.run_background(self._stop_background),
                                                name="log-manager"))
@@ -286,6 +301,23 @@ class Broker:
                  self.broker_id, self.cluster_id, where, ", ".join(log_dirs))
         self.config.report_unknown()
 
+    def _services(self) -> Services:
+        """What the handlers are given (server/services.py)."""
+        cfg = self.config
+        return Services(
+            cluster=Cluster(self.broker_id, self.cluster_id, self.metadata_cache, self.wait_for_metadata),
+            settings=Settings(fetch_max_bytes=cfg["fetch.max.bytes"],
+                              auto_create_topics_enable=cfg["auto.create.topics.enable"],
+                              request_timeout_ms=cfg["request.timeout.ms"]),
+            storage=Storage(self.replica_manager, self.log_manager, self.fetch_manager,
+                            self.config_admin.replication_quotas.leader, self.disk_load_protector),
+            coordinators=Coordinators(self.group_coordinator, self.txn_coordinator, self.producer_ids),
+            admin=Admin(self.topic_admin, self.config_admin, self.controller, self._controller_requests,
+                        self.quota_configs, self.scram_credentials),
+            authorizer=self.authorizer,
+            accounting=Accounting(self.metrics, self.quota_manager, self.track_traffic, self.session_report),
+            state=self.state)
+
     def start_session_report(self, service: ManagementService) -> None:
         """Report the connections to `service` every session.report.ms until the broker stops."""
         if self.session_report is not None:
@@ -294,7 +326,7 @@ class Broker:
 
     def use_partition_view(self, view: PartitionView) -> None:
         """Hide the partitions `view` disables from clients (the gateway's partition cache)."""
-        self.partition_router = PartitionRouter(view, self.metadata_cache.partition_count)
+        self.state.partition_router = PartitionRouter(view, self.metadata_cache.partition_count)
 
     def leader_share(self, topic: str) -> tuple[int, int]:
         """(partitions of the topic this broker leads, partitions of the topic); (0, 0): unknown."""
@@ -454,7 +486,7 @@ class Broker:
         await self.tree.create(path, zkdata.broker_json(info), ephemeral=True, make_parents=True)
         stat = await self.tree.exists(path)
         if stat is not None:
-            self.broker_epoch = stat.czxid
+            self.state.broker_epoch = stat.czxid
         self.metadata_cache.brokers = {self.broker_id: info}
 
     async def _register_at_start(self) -> None:
@@ -601,7 +633,7 @@ class Broker:
         return await self.inter_broker.connect_to(broker_id, client_id=f"broker-{self.broker_id}-txn-markers",
                                                   request_timeout_s=self.config["request.timeout.ms"] / 1000)
 
-    def _update_metadata(self, request: Any) -> list[tuple[str, int]]:
+    def _update_metadata(self, request: UpdateMetadataRequest) -> list[tuple[str, int]]:
         deleted = self.metadata_cache.update_metadata(request)
         for topic in {t for t, _ in deleted} - self.metadata_cache.topics.keys():
             self.config_admin.forget_topic(topic)
@@ -630,7 +662,7 @@ class Broker:
         """Kafka's LogDirFailureHandler: stop serving the dir's partitions, then tell the
         controller (a ``/log_dir_event_notification`` znode), which moves their leadership; with
         no dir left (or the dir of the embedded metadata gone) the broker stops."""
-        if self.stopping:
+        if self.state.stopping:
             return
         self.replica_manager.handle_log_dir_failure(log_dir)
         self._changed()
@@ -661,15 +693,15 @@ class Broker:
                 self.txn_coordinator.on_resigned(index)  # Kafka resigns on every StopReplica
         self._changed()  # DeleteTopics waits for this broker's replicas to go
 
-    async def deliver_local(self, api_key: ApiKey, request: Any) -> Any:
+    async def deliver_local(self, api_key: ApiKey, request: ControllerRequest) -> ControllerResponse:
         """The controller's requests to this broker, in-process (a controller ``LocalDelivery``):
         the request object in, the response object out, as the handlers answer them."""
-        return await controller_requests.process(self, api_key, request)
+        return await self._controller_requests.process(api_key, request)
 
     # -- ZooKeeper session ------------------------------------------------------------------
 
     def _on_zookeeper_state(self, state: str) -> None:
-        if self.stopping:
+        if self.state.stopping:
             return
         if state == "LOST":
             # Kafka's session expiry: ephemeral nodes (registration, /controller) are gone.
@@ -681,7 +713,7 @@ class Broker:
 
     async def _on_new_session(self) -> None:
         try:
-            while not self.stopping:
+            while not self.state.stopping:
                 try:
                     await self._register_broker()
                     break
@@ -691,7 +723,7 @@ class Broker:
                 except SessionLostError:
                     await asyncio.sleep(0.5)
             self._session_lost = False
-            log.info("re-registered broker %d with broker epoch %d", self.broker_id, self.broker_epoch)
+            log.info("re-registered broker %d with broker epoch %d", self.broker_id, self.state.broker_epoch)
             self.controller.on_session_reestablished()
             await self.config_admin.resync()
             if self.gateway is not None:
@@ -729,7 +761,7 @@ class Broker:
     async def _send_controlled_shutdown(self) -> tuple[int, list[tuple[str, int]]]:
         controller_id = self.metadata_cache.controller_id
         if self.controller.is_active:
-            return await self.controller.controlled_shutdown(self.broker_id, self.broker_epoch)
+            return await self.controller.controlled_shutdown(self.broker_id, self.state.broker_epoch)
         if controller_id < 0 or self.inter_broker.endpoint(controller_id) is None:
             return int(ErrorCode.NOT_CONTROLLER), []
         client = await self.inter_broker.connect_to(
@@ -737,7 +769,7 @@ class Broker:
             request_timeout_s=self.config["controller.socket.timeout.ms"] / 1000)
         try:
             request = codec.request_class(ApiKey.CONTROLLED_SHUTDOWN)(
-                broker_id=self.broker_id, broker_epoch=self.broker_epoch)
+                broker_id=self.broker_id, broker_epoch=self.state.broker_epoch)
             response = await client.send(ApiKey.CONTROLLED_SHUTDOWN, 3, request)
         finally:
             await client.aclose()
@@ -748,10 +780,10 @@ class Broker:
     async def stop(self, controlled: bool = True) -> None:
         """Stop accepting, finish in-flight requests, flush, checkpoint, mark a clean shutdown
         (``controlled``: in a cluster, move leaderships away first if controlled.shutdown.enable)."""
-        if self.stopping:
+        if self.state.stopping:
             await self._stopped.wait()
             return
-        self.stopping = True
+        self.state.stopping = True
         if controlled and self.clustered and self.started and self.config["controlled.shutdown.enable"]:
             # Still serving: clients follow the leaderships as they move away.
             await self._controlled_shutdown()

@@ -16,7 +16,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Coroutine, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from kaflet.metrics.stats import BrokerMetrics
 from kaflet.network.connection import Chunk, Connection, DeferredResponse, FrameError, HandlerResult
@@ -30,9 +30,7 @@ from kaflet.security.sasl import SaslAuthenticationError
 from kaflet.security.session import SaslState
 from kaflet.server.handlers import HANDLERS, api_versions
 from kaflet.server.request_context import RequestContext
-
-if TYPE_CHECKING:
-    from kaflet.server.broker import Broker
+from kaflet.server.services import Services
 
 log = logging.getLogger("kaflet.requests")
 auth_log = logging.getLogger("kaflet.security")
@@ -44,9 +42,10 @@ _TRAFFIC_APIS = (ApiKey.PRODUCE, ApiKey.FETCH)
 class Dispatcher:
     """Routes each request frame to its API's handler."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.quotas = QuotaEnforcer(broker)
+    def __init__(self, services: Services) -> None:
+        self.services = services
+        self.accounting = services.accounting
+        self.quotas = QuotaEnforcer(services.accounting.quotas)
 
     async def __call__(self, conn: Connection, frame: memoryview) -> HandlerResult:
         started = time.monotonic()
@@ -81,8 +80,9 @@ class Dispatcher:
                 f"unsupported version {header.api_version} of {ApiKey(header.api_key).name} "
                 f"(supported: {module.MIN_VERSION}-{module.MAX_VERSION})"
             )
-        ctx = RequestContext(self.broker, conn, header)
-        if self.broker.track_traffic and header.api_key in _TRAFFIC_APIS:
+        ctx = RequestContext(self.services, conn, header)
+        accounting = self.accounting
+        if accounting.track_traffic and header.api_key in _TRAFFIC_APIS:
             ctx.traffic = {}
         body_view = frame[header.body_offset :]
         try:
@@ -90,14 +90,14 @@ class Dispatcher:
             response, throttle_ms = await self.quotas.handle(ctx, module, body_view, len(frame))
         except Exception as exc:
             raise _frame_error(exc, header, conn) from None
-        report = self.broker.session_report
+        report = accounting.session_report
         if ctx.traffic and report is not None:
             report.note(header.api_key, header.api_version, conn.principal.name, conn.peer[0], header.client_id,
                         list(ctx.traffic))
         if isinstance(response, DeferredResponse):
             # Only handed out with no quota in force (RequestContext.may_defer): throttle 0.
             return DeferredResponse(self._complete(ctx, response.completion, started))
-        metrics = self.broker.metrics
+        metrics = accounting.metrics
         if metrics is not None:
             _record(metrics, ctx, throttle_ms, started)
         return self._encode(header, conn, response, throttle_ms)
@@ -109,7 +109,7 @@ class Dispatcher:
             response = await completion
         except Exception as exc:
             raise _frame_error(exc, header, conn) from None
-        metrics = self.broker.metrics
+        metrics = self.accounting.metrics
         if metrics is not None:
             _record(metrics, ctx, 0, started)
         return self._encode(header, conn, response, 0)

@@ -14,14 +14,14 @@ from kaflet.security.authorizer import Action
 
 if TYPE_CHECKING:
     from kaflet.network.connection import Connection
-    from kaflet.server.broker import Broker
+    from kaflet.server.services import Services
 
 
 @dataclass(slots=True)
 class RequestContext:
-    """The broker, the connection and the parsed header of one request."""
+    """The broker's services, the connection and the parsed header of one request."""
 
-    broker: Broker
+    services: Services
     conn: Connection
     header: RequestHeader
     #: Produce and Fetch fill in the bytes they moved per topic when the broker tracks traffic
@@ -48,21 +48,21 @@ class RequestContext:
         Not while a quota may apply: Kafka mutes a throttled connection after the response,
         and the throttle time is only known once the request is complete.
         """
-        manager = getattr(self.broker, "quota_manager", None)
-        return self.conn.authenticated and (
-            manager is None or not (manager.active(QuotaType.REQUEST) or manager.active(QuotaType.PRODUCE)
-                                    or manager.active_per_topic(QuotaType.PRODUCE)))
+        manager = self.services.accounting.quotas
+        return self.conn.authenticated and not (
+            manager.active(QuotaType.REQUEST) or manager.active(QuotaType.PRODUCE)
+            or manager.active_per_topic(QuotaType.PRODUCE))
 
     def partition_table(self, topic: str) -> PartitionTable | None:
         """The client numbering of a topic with disabled partitions; None: clients see them all."""
-        router = self.broker.partition_router
+        router = self.services.state.partition_router
         return None if router is None else router.table(topic)
 
     # -- authorization (Kafka's AuthHelper). Without an authorizer everything is allowed. ------
 
     def authorize(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
         """May the connection's principal perform `operation` on this (literal) resource?"""
-        authorizer = self.broker.authorizer
+        authorizer = self.services.authorizer
         if authorizer is None:
             return True
         return authorizer.authorize(self.conn.principal, self.conn.peer[0],
@@ -74,7 +74,7 @@ class RequestContext:
     def authorized(self, operation: AclOperation, resource_type: ResourceType, names: Iterable[str]) -> set[str]:
         """The names (of resources of one type) the principal may perform `operation` on."""
         unique = list(dict.fromkeys(names))
-        authorizer = self.broker.authorizer
+        authorizer = self.services.authorizer
         if authorizer is None:
             return set(unique)
         results = authorizer.authorize(self.conn.principal, self.conn.peer[0],
@@ -83,7 +83,7 @@ class RequestContext:
 
     def authorize_by_resource_type(self, operation: AclOperation, resource_type: ResourceType) -> bool:
         """May the principal perform `operation` on at least one resource of the type?"""
-        authorizer = self.broker.authorizer
+        authorizer = self.services.authorizer
         if authorizer is None:
             return True
         return authorizer.authorize_by_resource_type(self.conn.principal, self.conn.peer[0], operation,
@@ -92,7 +92,7 @@ class RequestContext:
     def authorized_operations(self, resource_type: ResourceType, name: str) -> set[int]:
         """The operation codes the principal holds on a resource (the *AuthorizedOperations fields)."""
         ops = SUPPORTED_OPERATIONS[resource_type]
-        authorizer = self.broker.authorizer
+        authorizer = self.services.authorizer
         if authorizer is None:
             return {int(op) for op in ops}
         results = authorizer.authorize(self.conn.principal, self.conn.peer[0],

@@ -66,9 +66,10 @@ class EveryRequestThrottled(QuotaManager):
 async def throttling_broker() -> AsyncIterator[Broker]:
     data_dir = tempfile.mkdtemp(prefix="kaflet-throttle-")
     broker = Broker(BrokerConfig({"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": data_dir}))
+    # Before start(): the handlers are given the broker's quota manager once, at the end of it.
+    broker.quota_manager = EveryRequestThrottled()
     try:
         await broker.start()
-        broker.quota_manager = EveryRequestThrottled()
         yield broker
     finally:
         await broker.stop()

@@ -156,6 +156,20 @@ def test_controller_components_get_narrow_seams_not_the_controller() -> None:
     assert offenders == []
 
 
+def test_only_the_composition_root_and_its_callers_import_the_broker() -> None:
+    """Handlers get a `Services` (kaflet/server/services.py), never the Broker: no handler, nor
+    the request path around them, imports kaflet/server/broker.py (nothing below server/ may
+    import server/ at all)."""
+    request_path = {ROOT / "server" / name for name in
+                    ("dispatcher.py", "request_context.py", "services.py", "controller_requests.py")}
+    offenders = [
+        f"{path.relative_to(ROOT.parent)}:{line}"
+        for path in [*(ROOT / "server" / "handlers").rglob("*.py"), *sorted(request_path)]
+        for line, target in _imported_modules(path, ROOT) if target[:2] == ["server", "broker"]
+    ]
+    assert offenders == []
+
+
 def test_checker_sees_type_checking_relative_and_function_imports(tmp_path: Path) -> None:
     root = tmp_path / "kaflet"
     for pkg in ("log", "server", "replication"):

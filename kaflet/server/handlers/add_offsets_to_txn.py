@@ -25,7 +25,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
         return R(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, req.group_id):
         return R(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    tp = (GROUP_METADATA_TOPIC, ctx.broker.group_coordinator.partition_for(req.group_id))
-    code = await ctx.broker.txn_coordinator.add_partitions(req.transactional_id, req.producer_id,
+    tp = (GROUP_METADATA_TOPIC, ctx.services.coordinators.groups.partition_for(req.group_id))
+    code = await ctx.services.coordinators.transactions.add_partitions(req.transactional_id, req.producer_id,
                                                             req.producer_epoch, {tp})
     return R(error_code=fenced_error(code, ctx.version, 2))

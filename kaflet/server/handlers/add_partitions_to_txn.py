@@ -43,7 +43,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
     else:
         allowed = {name: not is_internal(name) and ctx.authorize(AclOperation.WRITE, ResourceType.TOPIC, name)
                    for name, _ in wanted}
-        cache = ctx.broker.metadata_cache
+        cache = ctx.services.cluster.metadata
         for tp in wanted:
             if not allowed[tp[0]]:
                 errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
@@ -52,7 +52,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
         if errors:
             errors.update({tp: ErrorCode.OPERATION_NOT_ATTEMPTED for tp in wanted if tp not in errors})
         else:
-            code = await ctx.broker.txn_coordinator.add_partitions(
+            code = await ctx.services.coordinators.transactions.add_partitions(
                 txn_id, req.v3_and_below_producer_id, req.v3_and_below_producer_epoch, {real[tp] for tp in wanted})
             code = fenced_error(code, ctx.version, 2)
             errors = {tp: code for tp in wanted}

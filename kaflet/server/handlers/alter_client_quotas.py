@@ -19,7 +19,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
     entries = [([(e.entity_type, e.entity_name) for e in entry.entity],
                 [QuotaOp(op.key, float(op.value), bool(op.remove)) for op in entry.ops])
                for entry in req.entries]
-    results = await ctx.broker.quota_configs.alter(entries, bool(req.validate_only))
+    results = await ctx.services.admin.quota_configs.alter(entries, bool(req.validate_only))
     return R(entries=[
         R.EntryData(error_code=r.error_code, error_message=r.error_message,
                     entity=[R.EntryData.EntityData(entity_type=t, entity_name=n) for t, n in r.entity])

@@ -46,7 +46,7 @@ async def alter_each_resource(
 
 async def _replace(ctx: RequestContext, res: Any, validate_only: bool) -> None:
     configs = {c.name: c.value for c in res.configs}
-    await ctx.broker.config_admin.alter(res.resource_type, res.resource_name, configs, validate_only)
+    await ctx.services.admin.configs.alter(res.resource_type, res.resource_name, configs, validate_only)
 
 
 async def handle(ctx: RequestContext, body: memoryview) -> Response:

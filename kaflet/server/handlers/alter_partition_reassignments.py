@@ -29,8 +29,8 @@ async def handle(ctx: RequestContext, body: memoryview) -> Any:
     for t in req.topics:
         for p in t.partitions:
             reassignments[(t.name, p.partition_index)] = None if p.replicas is None else [int(r) for r in p.replicas]
-    controller = ctx.broker.controller
-    if controller is None or not controller.is_active:
+    controller = ctx.services.admin.controller
+    if not controller.is_active:
         return _response(ErrorCode.NOT_CONTROLLER, None, {})
     error, message, results = await controller.alter_partition_reassignments(reassignments)
     return _response(error, message, {(tp.topic, tp.partition): r for tp, r in results.items()})

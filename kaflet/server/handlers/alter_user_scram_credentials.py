@@ -24,7 +24,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
         return R(results=[
             R.AlterUserScramCredentialsResult(user=u, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                                               error_message=None) for u in users])
-    results = await ctx.broker.scram_credentials.alter(
+    results = await ctx.services.admin.scram_credentials.alter(
         [Upsertion(u.name, u.mechanism, u.iterations, bytes(u.salt), bytes(u.salted_password)) for u in req.upsertions],
         [Deletion(d.name, d.mechanism) for d in req.deletions],
     )

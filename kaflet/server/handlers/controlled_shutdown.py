@@ -23,8 +23,8 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
     R: Any = codec.response_class(API_KEY)
     if not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
         return R(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, remaining_partitions=[])
-    controller = ctx.broker.controller
-    if controller is None or not controller.is_active:
+    controller = ctx.services.admin.controller
+    if not controller.is_active:
         return R(error_code=ErrorCode.NOT_CONTROLLER, remaining_partitions=[])
     error, remaining = await controller.controlled_shutdown(req.broker_id, req.broker_epoch)
     return R(error_code=error, remaining_partitions=[

@@ -21,7 +21,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
     R = codec.response_class(API_KEY)
     Result = R.AclCreationResult
     n = len(req.creations)
-    authorizer = ctx.broker.authorizer
+    authorizer = ctx.services.authorizer
     if not ctx.authorize_cluster(AclOperation.ALTER):
         results = [Result(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                           error_message="Cluster authorization failed.")] * n

@@ -32,7 +32,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
                 name=t.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message="Authorization failed."))
             continue
         assignments = [list(a.broker_ids) for a in t.assignments] if t.assignments is not None else None
-        code, message = await ctx.broker.topic_admin.create_partitions(
+        code, message = await ctx.services.admin.topics.create_partitions(
             t.name, t.count, assignments, bool(req.validate_only), req.timeout_ms
         )
         results.append(R.CreatePartitionsTopicResult(name=t.name, error_code=code, error_message=message))

@@ -51,7 +51,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
             assignments={a.partition_index: list(a.broker_ids) for a in t.assignments} or None,
             configs={c.name: c.value for c in t.configs},
         )
-        out = await ctx.broker.topic_admin.create(treq, validate_only, req.timeout_ms)
+        out = await ctx.services.admin.topics.create(treq, validate_only, req.timeout_ms)
         configs = None
         config_error = 0
         if out.error_code == 0 and ctx.version >= 5:

@@ -23,7 +23,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
     FR = R.DeleteAclsFilterResult
     M = FR.DeleteAclsMatchingAcl
     n = len(req.filters)
-    authorizer = ctx.broker.authorizer
+    authorizer = ctx.services.authorizer
     if not ctx.authorize_cluster(AclOperation.ALTER):
         out = [FR(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message="Cluster authorization failed.",
                   matching_acls=[]) for _ in range(n)]

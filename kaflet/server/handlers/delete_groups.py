@@ -21,7 +21,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
     R: Any = codec.response_class(API_KEY)
     names = list(dict.fromkeys(req.groups_names))  # a group named twice is deleted (and answered) once
     deletable = ctx.authorized(AclOperation.DELETE, ResourceType.GROUP, names)
-    results: dict[str, int] = dict(await ctx.broker.group_coordinator.delete_groups(
+    results: dict[str, int] = dict(await ctx.services.coordinators.groups.delete_groups(
         [g for g in names if g in deletable]))
     for g in names:
         if g not in deletable:

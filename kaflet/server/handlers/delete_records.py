@@ -14,13 +14,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
 
 from kaflet.metadata.topic_names import is_internal
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode, KafkaError
 from kaflet.protocol.response import Response
+from kaflet.replication.partition import Partition
 from kaflet.security.acl import AclOperation, ResourceType
 from kaflet.server.request_context import RequestContext
 
@@ -52,27 +52,27 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
 
 
 async def _delete(ctx: RequestContext, topic: str, index: int, offset: int, deadline: float) -> tuple[int, int]:
-    broker: Any = ctx.broker
-    partition = broker.replica_manager.get(topic, index)
+    services = ctx.services
+    partition = services.storage.replicas.get(topic, index)
     if partition is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1
     if is_internal(topic):
         return ErrorCode.INVALID_TOPIC_EXCEPTION, -1
     try:
         low = partition.delete_records(offset)
-        await broker.log_manager.log_start_offset_moved(partition.log)
+        await services.storage.logs.log_start_offset_moved(partition.log)
     except KafkaError as exc:
         return exc.code, -1
     except OSError:
         log.exception("DeleteRecords on %s-%d failed", topic, index)
         return ErrorCode.KAFKA_STORAGE_ERROR, -1
-    brokers = broker.metadata_cache.brokers
+    brokers = services.cluster.metadata.brokers
     while (low := partition.low_watermark(brokers.__contains__)) < partition.log.log_start_offset:
         if not partition.is_leader:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER, -1
         changed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
-        def wake(_partition: Any, fut: asyncio.Future[None] = changed) -> None:
+        def wake(_partition: Partition, fut: asyncio.Future[None] = changed) -> None:
             if not fut.done():
                 fut.set_result(None)
 

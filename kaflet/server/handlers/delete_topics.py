@@ -19,7 +19,7 @@ MAX_VERSION = 6
 async def handle(ctx: RequestContext, body: memoryview) -> Response:
     req = codec.decode_request(API_KEY, ctx.version, body)
     R = codec.response_class(API_KEY)
-    cache = ctx.broker.metadata_cache
+    cache = ctx.services.cluster.metadata
     targets: list[tuple[str | None, uuid.UUID]] = []
     if ctx.version >= 6:
         targets = [(t.name, t.topic_id) for t in req.topics]
@@ -40,6 +40,6 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
                                                   error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                                                   error_message="Authorization failed."))
             continue
-        code, message = await ctx.broker.topic_admin.delete(name, req.timeout_ms)
+        code, message = await ctx.services.admin.topics.delete(name, req.timeout_ms)
         results.append(R.DeletableTopicResult(name=name, topic_id=tid, error_code=code, error_message=message))
     return R(responses=results)

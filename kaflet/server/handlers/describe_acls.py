@@ -26,7 +26,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
     req = codec.decode_request(API_KEY, ctx.version, body)
     R = codec.response_class(API_KEY)
     Res = R.DescribeAclsResource
-    authorizer = ctx.broker.authorizer
+    authorizer = ctx.services.authorizer
 
     def error(code: ErrorCode, message: str) -> Response:
         return R(error_code=code, error_message=message, resources=[])

@@ -18,7 +18,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
     R = codec.response_class(API_KEY)
     components = [FilterComponent(c.entity_type, c.match_type, c.match) for c in req.components]
     try:
-        found = ctx.broker.quota_configs.describe(components, bool(req.strict))
+        found = ctx.services.admin.quota_configs.describe(components, bool(req.strict))
     except QuotaRequestError as exc:
         return R(error_code=int(exc.code), error_message=exc.message, entries=None)
     entries = [

@@ -23,19 +23,19 @@ _BROKER_ENDPOINTS = 1
 async def handle(ctx: RequestContext, body: memoryview) -> Response:
     req = codec.decode_request(API_KEY, ctx.version, body)
     R = codec.response_class(API_KEY)
-    broker = ctx.broker
+    cluster = ctx.services.cluster
     endpoint_type = getattr(req, "endpoint_type", _BROKER_ENDPOINTS)
     if endpoint_type != _BROKER_ENDPOINTS:
         return R(
             error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE, error_message="only broker endpoints are available", endpoint_type=endpoint_type,
-            cluster_id=broker.cluster_id, controller_id=-1, brokers=[])
+            cluster_id=cluster.cluster_id, controller_id=-1, brokers=[])
     brokers = []
-    for b in broker.live_brokers():
+    for b in cluster.metadata.live_brokers():
         ep = b.endpoint(ctx.listener)
         if ep is not None:
             brokers.append(R.DescribeClusterBroker(broker_id=b.id, host=ep.host or "", port=ep.port, rack=b.rack))
     ops = cluster_operations(ctx) if req.include_cluster_authorized_operations else NO_OPERATIONS
     return R(
         error_code=0, error_message=None, endpoint_type=endpoint_type,
-        cluster_id=broker.cluster_id, controller_id=broker.metadata_cache.controller_id, brokers=brokers,
+        cluster_id=cluster.cluster_id, controller_id=cluster.metadata.controller_id, brokers=brokers,
         authorized_operations=ops)

@@ -57,7 +57,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
                                   resource_type=res.resource_type, resource_name=res.resource_name, configs=[]))
             continue
         try:
-            entries = await ctx.broker.config_admin.describe(res.resource_type, res.resource_name,
+            entries = await ctx.services.admin.configs.describe(res.resource_type, res.resource_name,
                                                              res.configuration_keys)
         except ConfigRequestError as exc:
             results.append(Result(error_code=exc.code, error_message=exc.message, resource_type=res.resource_type,

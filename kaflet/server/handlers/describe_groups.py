@@ -29,7 +29,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
             groups.append(G(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id=group_id, group_state="",
                             protocol_type="", protocol_data="", members=[], authorized_operations=None))
             continue
-        err, summary = ctx.broker.group_coordinator.describe_group(group_id)
+        err, summary = ctx.services.coordinators.groups.describe_group(group_id)
         if err != ErrorCode.NONE:
             groups.append(G(error_code=int(err), group_id=group_id, group_state="", protocol_type="",
                             protocol_data="", members=[], authorized_operations=None))

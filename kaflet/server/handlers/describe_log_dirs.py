@@ -33,7 +33,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
     R = codec.response_class(API_KEY)
     if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
         return R(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, results=[])
-    log_manager = ctx.broker.log_manager
+    log_manager = ctx.services.storage.logs
     logs = log_manager.all_logs()
     wanted = None if req.topics is None else {(t.topic, p) for t in req.topics for p in t.partitions}
     by_dir: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
@@ -63,7 +63,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
 
 
 def _offset_lag(ctx: RequestContext, topic: str, partition: int) -> int:
-    part = ctx.broker.replica_manager.get(topic, partition)
+    part = ctx.services.storage.replicas.get(topic, partition)
     if part is None:
         return INVALID_OFFSET_LAG
     log = part.log

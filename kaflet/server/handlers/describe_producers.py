@@ -27,7 +27,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
     R = codec.response_class(API_KEY)
     TR = R.TopicResponse
     readable = ctx.authorized(AclOperation.READ, ResourceType.TOPIC, (t.name for t in req.topics))
-    topics = ctx.broker.metadata_cache.topics
+    topics = ctx.services.cluster.metadata.topics
     out = []
     for t in req.topics:
         if t.name not in readable:
@@ -50,7 +50,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
 
 
 def _describe(ctx: RequestContext, resp: Any, topic: str, real: int, info: Any) -> None:
-    partition = ctx.broker.replica_manager.get(topic, real)
+    partition = ctx.services.storage.replicas.get(topic, real)
     if partition is None:
         resp.error_code = (ErrorCode.NOT_LEADER_OR_FOLLOWER if real in info.partitions
                            else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)

@@ -27,7 +27,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
         if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, txn_id):
             code, txn = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None
         else:
-            code, txn = ctx.broker.txn_coordinator.describe(txn_id)
+            code, txn = ctx.services.coordinators.transactions.describe(txn_id)
         if txn is None:
             out.append(S(error_code=code, transactional_id=txn_id, transaction_state="", transaction_timeout_ms=0,
                          transaction_start_time_ms=-1, producer_id=-1, producer_epoch=-1, topics=[]))

@@ -22,7 +22,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
         return R(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message="Cluster authorization failed.",
                  results=[])
     users = [u.name for u in req.users] if req.users else None
-    results = await ctx.broker.scram_credentials.describe(users)
+    results = await ctx.services.admin.scram_credentials.describe(users)
     return R(
         error_code=0, error_message=None, results=[Res(user=r.user, error_code=r.error_code, error_message=r.error_message,
                      credential_infos=[Res.CredentialInfo(mechanism=m, iterations=i) for m, i in (r.credentials or [])])

@@ -28,18 +28,18 @@ Results = dict[tuple[str, int], tuple[int, str | None]]
 
 async def handle(ctx: RequestContext, body: memoryview) -> Response:
     req = codec.decode_request(API_KEY, ctx.version, body)
-    broker = ctx.broker
+    cluster = ctx.services.cluster
     election = ElectionType(req.election_type) if ctx.version >= 1 else ElectionType.PREFERRED
     asked = None if req.topic_partitions is None else [
         (t.topic, p) for t in req.topic_partitions for p in t.partitions]
     if not ctx.authorize_cluster(AclOperation.ALTER):
         denied = (int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED), None)
         return _response(ctx.version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, dict.fromkeys(asked or [], denied))
-    cache = broker.metadata_cache
+    cache = cluster.metadata
     partitions = asked if asked is not None else [
         (t.name, p) for t in cache.topics.values() for p in t.partitions]
-    controller = broker.controller
-    if controller is None or not controller.is_active:
+    controller = ctx.services.admin.controller
+    if not controller.is_active:
         results: Results = dict.fromkeys(partitions, (int(ErrorCode.NOT_CONTROLLER), None))
         return _response(ctx.version, ErrorCode.NONE, results)
     results = await controller.elect_leaders(election, partitions)
@@ -59,7 +59,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
                     return False
             return True
 
-        if not await broker.wait_for_metadata(shown, max(req.timeout_ms, 0)):
+        if not await cluster.wait_for_metadata(shown, max(req.timeout_ms, 0)):
             for tp in elected:
                 results[tp] = (int(ErrorCode.REQUEST_TIMED_OUT), "Leader election did not complete in time")
     if asked is None:

@@ -21,6 +21,6 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
     R = codec.response_class(API_KEY)
     if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
         return R(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    code = await ctx.broker.txn_coordinator.end_txn(req.transactional_id, req.producer_id, req.producer_epoch,
+    code = await ctx.services.coordinators.transactions.end_txn(req.transactional_id, req.producer_id, req.producer_epoch,
                                                      bool(req.committed))
     return R(error_code=fenced_error(code, ctx.version, 2))

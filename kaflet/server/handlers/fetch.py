@@ -76,21 +76,22 @@ _Target = tuple[CachedPartition, Partition | None, PartitionFetchData]
 async def handle(ctx: RequestContext, body: memoryview) -> SessionFetchResponse:
     version = ctx.version
     req = decode_fetch_request(body, version)
-    broker = ctx.broker
-    cache = broker.metadata_cache
+    services = ctx.services
+    storage = services.storage
+    cache = services.cluster.metadata
     is_follower = req.replica_id >= 0
     ctx.quota_exempt = is_follower
     # Consumers number partitions as the gateway shows them; followers by the real ones.
-    tables = None if is_follower or broker.partition_router is None else ctx.partition_table
+    tables = None if is_follower or services.state.partition_router is None else ctx.partition_table
     fetch_data, to_forget = _request_partitions(req, version, cache.topics_by_id, tables)
-    context = broker.fetch_manager.new_context(version, req.session_id, req.session_epoch, is_follower,
+    context = storage.fetch_sessions.new_context(version, req.session_id, req.session_epoch, is_follower,
                                                fetch_data, to_forget, cache.topics_by_id)
     targets, erroneous = _classify(ctx, context.partitions(), is_follower, cache)
 
-    max_bytes = min(req.max_bytes, broker.config["fetch.max.bytes"])
+    max_bytes = min(req.max_bytes, services.settings.fetch_max_bytes)
     min_bytes = min(req.min_bytes, max_bytes)
     deadline = time.monotonic() + max(req.max_wait_ms, 0) / 1000
-    hosted = broker.replica_manager.partitions
+    hosted = storage.replicas.partitions
     # One answer object per partition for the whole request; a pass over the logs refills it.
     local = [(cp, hosted.get((cp.topic, cp.partition)), PartitionFetchData(cp.partition))  # type: ignore[arg-type]
              for cp in targets]
@@ -100,10 +101,10 @@ async def handle(ctx: RequestContext, body: memoryview) -> SessionFetchResponse:
     replica_id = req.replica_id
     read_committed = req.isolation_level == READ_COMMITTED and not is_follower
     # Disk load protection: while a disk is overloaded a consumer's cold reads may be refused.
-    protector = broker.disk_load_protector
+    protector = storage.disk_load
     cold = protector.cold_reads() if protector is not None and not is_follower else None
     # The leader replication quota, when it throttles anything (else the hot path skips it).
-    leader_quota = broker.config_admin.replication_quotas.leader
+    leader_quota = storage.leader_quota
     quota = leader_quota if is_follower and leader_quota.throttles_any else None
     total, failed = _read(local, max_bytes, 0, storage_error, cache, replica_id, read_committed, cold, quota)
     if is_follower:
@@ -111,8 +112,9 @@ async def handle(ctx: RequestContext, body: memoryview) -> SessionFetchResponse:
         total, refused = _record_follower_fetch(local, replica_id, total)
         failed = failed or refused
     waiting: dict[Partition, int] | None = None
+    state = services.state
     # A refused cold read answers at once: the throttle time is the client's wait.
-    while not (total >= min_bytes or failed or not local or broker.stopping or (cold is not None and cold.refused)):
+    while not (total >= min_bytes or failed or not local or state.stopping or (cold is not None and cold.refused)):
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             break
@@ -133,13 +135,13 @@ async def handle(ctx: RequestContext, body: memoryview) -> SessionFetchResponse:
         total, failed = _read(again, max_bytes, total, storage_error, cache, replica_id, read_committed, cold, quota)
 
     if version < V2_VERSION:
-        _down_convert(local, version, max_bytes, broker.metrics)
+        _down_convert(local, version, max_bytes, services.accounting.metrics)
     if cold is not None:
         ctx.throttle_ms = cold.throttle_ms
     if quota is not None:
         _record_throttled(quota, local)
     read: list[ResponsePartition] = [(cp, data) for cp, _, data in local]
-    stats = broker.metrics
+    stats = services.accounting.metrics
     if stats is not None:
         # Once per partition read, as Kafka's TotalFetchRequestsPerSec (bytes out: the dispatcher,
         # which knows whether a quota empties the answer).

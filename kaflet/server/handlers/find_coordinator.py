@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from kaflet.coordinator.group.coordinator import GroupCoordinator
 from kaflet.coordinator.group.store import GROUP_METADATA_TOPIC
 from kaflet.coordinator.transaction.coordinator import TransactionCoordinator
 from kaflet.coordinator.transaction.schemas import TRANSACTION_STATE_TOPIC
@@ -16,6 +15,7 @@ from kaflet.protocol.errors import ErrorCode
 from kaflet.protocol.response import Response
 from kaflet.security.acl import AclOperation, ResourceType
 from kaflet.server.request_context import RequestContext
+from kaflet.server.services import GroupCoordination
 
 API_KEY = ApiKey.FIND_COORDINATOR
 MIN_VERSION = 0
@@ -32,25 +32,26 @@ def _error(code: ErrorCode, message: str | None = None) -> _Found:
 
 
 async def _find(ctx: RequestContext, key: str, key_type: int) -> _Found:
-    broker = ctx.broker
+    services = ctx.services
     # Kafka's checks: Describe on the group or the transactional id the coordinator is for.
     if key_type == KEY_TYPE_GROUP and not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, key):
         return _error(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     if key_type == KEY_TYPE_TRANSACTION and not ctx.authorize(AclOperation.DESCRIBE,
                                                                ResourceType.TRANSACTIONAL_ID, key):
         return _error(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    coordinator: GroupCoordinator | TransactionCoordinator
+    coordinator: GroupCoordination | TransactionCoordinator
     if key_type == KEY_TYPE_GROUP:
-        coordinator, topic = broker.group_coordinator, GROUP_METADATA_TOPIC
+        coordinator, topic = services.coordinators.groups, GROUP_METADATA_TOPIC
     elif key_type == KEY_TYPE_TRANSACTION:
-        coordinator, topic = broker.txn_coordinator, TRANSACTION_STATE_TOPIC
+        coordinator, topic = services.coordinators.transactions, TRANSACTION_STATE_TOPIC
     else:
         return _error(ErrorCode.INVALID_REQUEST, f"Unknown coordinator type {key_type}")
     if coordinator.ensure_topic is None or not await coordinator.ensure_topic():
         return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.")
-    info = broker.metadata_cache.topics.get(topic)
+    cache = services.cluster.metadata
+    info = cache.topics.get(topic)
     part = info.partitions.get(coordinator.partition_for(key)) if info is not None else None
-    node = broker.metadata_cache.brokers.get(part.leader) if part is not None else None
+    node = cache.brokers.get(part.leader) if part is not None else None
     ep = node.endpoint(ctx.listener) if node is not None else None
     if node is None or ep is None:
         return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.")

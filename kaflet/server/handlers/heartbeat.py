@@ -22,6 +22,6 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
     if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, req.group_id):
         err = ErrorCode.GROUP_AUTHORIZATION_FAILED
     else:
-        err = ctx.broker.group_coordinator.heartbeat(
+        err = ctx.services.coordinators.groups.heartbeat(
             req.group_id, req.member_id, req.group_instance_id if ctx.version >= 3 else None, req.generation_id)
     return R(error_code=int(err))

@@ -16,7 +16,7 @@ MAX_VERSION = 1
 
 async def _apply_ops(ctx: RequestContext, res: Any, validate_only: bool) -> None:
     ops = [(c.name, c.config_operation, c.value) for c in res.configs]
-    await ctx.broker.config_admin.incremental_alter(res.resource_type, res.resource_name, ops, validate_only)
+    await ctx.services.admin.configs.incremental_alter(res.resource_type, res.resource_name, ops, validate_only)
 
 
 async def handle(ctx: RequestContext, body: memoryview) -> Response:

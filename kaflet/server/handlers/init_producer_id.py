@@ -35,7 +35,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
     pid = getattr(req, "producer_id", -1)
     epoch = getattr(req, "producer_epoch", -1)
     if req.transactional_id is not None:
-        code, new_pid, new_epoch = await ctx.broker.txn_coordinator.init_producer_id(
+        code, new_pid, new_epoch = await ctx.services.coordinators.transactions.init_producer_id(
             req.transactional_id, req.transaction_timeout_ms, pid, epoch)
         if code == ErrorCode.PRODUCER_FENCED and ctx.version < 4:
             code = ErrorCode.INVALID_PRODUCER_EPOCH  # PRODUCER_FENCED is new in v4 (KIP-588)
@@ -44,5 +44,5 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
         # KIP-360: an idempotent producer bumps its own epoch to reset its sequences.
         new_pid, new_epoch = pid, epoch + 1
     else:
-        new_pid, new_epoch = await ctx.broker.producer_ids.next_id(), 0
+        new_pid, new_epoch = await ctx.services.coordinators.producer_ids.next_id(), 0
     return R(error_code=0, producer_id=new_pid, producer_epoch=new_epoch)

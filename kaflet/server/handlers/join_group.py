@@ -29,7 +29,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
         return R(
             error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, generation_id=-1, protocol_type=None, protocol_name=None if v >= 7 else "", leader="", member_id="", members=[])
     protocols = [(p.name, bytes(p.metadata)) for p in req.protocols]
-    result = await ctx.broker.group_coordinator.join_group(
+    result = await ctx.services.coordinators.groups.join_group(
         group_id=req.group_id,
         member_id=req.member_id,
         group_instance_id=req.group_instance_id if v >= 5 else None,

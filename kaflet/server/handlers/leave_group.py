@@ -25,7 +25,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
     leaving: list[tuple[str, str | None]] = (
         [(m.member_id, m.group_instance_id) for m in req.members] if v >= 3 else [(req.member_id, None)]
     )
-    err, members = ctx.broker.group_coordinator.leave_group(req.group_id, leaving)
+    err, members = ctx.services.coordinators.groups.leave_group(req.group_id, leaving)
     if v >= 3:
         resp = R(error_code=int(err), members=[
             R.MemberResponse(member_id=m, group_instance_id=i, error_code=int(e)) for m, i, e in members])

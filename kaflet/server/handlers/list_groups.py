@@ -19,7 +19,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
     req = codec.decode_request(API_KEY, ctx.version, body)
     R: Any = codec.response_class(API_KEY)
     states = set(req.states_filter or []) if ctx.version >= 4 else set()
-    err, groups = ctx.broker.group_coordinator.list_groups(states or None)
+    err, groups = ctx.services.coordinators.groups.list_groups(states or None)
     # Kafka lists every group to a principal with Describe on the cluster, else those it may Describe.
     if not ctx.authorize_cluster(AclOperation.DESCRIBE):
         visible = ctx.authorized(AclOperation.DESCRIBE, ResourceType.GROUP, (g for g, _, _ in groups))

@@ -47,7 +47,7 @@ def _lookup(ctx: RequestContext, R: Any, topic: str, p: Any, real: int, replica_
     resp = R.ListOffsetsTopicResponse.ListOffsetsPartitionResponse(
         partition_index=p.partition_index, error_code=0, old_style_offsets=[], timestamp=-1, offset=-1, leader_epoch=-1
     )
-    partition = ctx.broker.replica_manager.get(topic, real)
+    partition = ctx.services.storage.replicas.get(topic, real)
     if partition is None:
         resp.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         return resp

@@ -27,8 +27,8 @@ async def handle(ctx: RequestContext, body: memoryview) -> Any:
         return _response(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, {})
     partitions = None if req.topics is None else [
         (t.name, int(p)) for t in req.topics for p in t.partition_indexes]
-    controller = ctx.broker.controller
-    if controller is None or not controller.is_active:
+    controller = ctx.services.admin.controller
+    if not controller.is_active:
         return _response(ErrorCode.NOT_CONTROLLER, {})
     error, ongoing = await controller.list_partition_reassignments(partitions)
     return _response(error, {(tp.topic, tp.partition): a for tp, a in ongoing.items()})

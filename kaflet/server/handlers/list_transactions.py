@@ -21,7 +21,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
     req = codec.decode_request(API_KEY, ctx.version, body)
     R: Any = codec.response_class(API_KEY)
     duration = req.duration_filter if ctx.version >= 1 else -1
-    code, unknown, txns = ctx.broker.txn_coordinator.list(set(req.producer_id_filters), set(req.state_filters),
+    code, unknown, txns = ctx.services.coordinators.transactions.list(set(req.producer_id_filters), set(req.state_filters),
                                                           duration)
     states = [R.TransactionState(transactional_id=t.transactional_id, producer_id=t.producer_id,
                                  transaction_state=t.state.kafka_name)

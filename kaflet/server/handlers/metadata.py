@@ -31,8 +31,9 @@ NO_OPERATIONS = None
 
 async def handle(ctx: RequestContext, body: memoryview) -> Response:
     req = codec.decode_request(API_KEY, ctx.version, body)
-    broker = ctx.broker
-    cache = broker.metadata_cache
+    services = ctx.services
+    cache = services.cluster.metadata
+    auto_create_enabled = services.settings.auto_create_topics_enable
     R = codec.response_class(API_KEY)
     v = ctx.version
     auto_create = getattr(req, "allow_auto_topic_creation", True) if v >= 4 else True
@@ -46,12 +47,12 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
         names = [(t.name, getattr(t, "topic_id", None)) for t in requested]
     # Describe decides what is visible; names of ids are resolved first (ids are not secret).
     describable = ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, _names(names, cache))
-    may_create_any = auto_create and broker.config["auto.create.topics.enable"] and \
+    may_create_any = auto_create and auto_create_enabled and \
         ctx.authorize_cluster(AclOperation.CREATE)
 
     topics = []
     to_create: list[str] = []
-    live = broker.live_brokers()
+    live = cache.live_brokers()
     for name, tid in names:
         info: TopicInfo | None = None
         by_id = name is None
@@ -74,7 +75,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
             code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             if invalid_reason(name) is not None:
                 code = ErrorCode.INVALID_TOPIC_EXCEPTION
-            elif auto_create and broker.config["auto.create.topics.enable"]:
+            elif auto_create and auto_create_enabled:
                 if may_create_any or ctx.authorize(AclOperation.CREATE, ResourceType.TOPIC, name):
                     to_create.append(name)
                     code = ErrorCode.LEADER_NOT_AVAILABLE
@@ -86,7 +87,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
         ops = ctx.authorized_operations(ResourceType.TOPIC, name) if include_ops else NO_OPERATIONS
         topics.append(_topic(R, info, ops, ctx.partition_table(name)))
     if to_create:
-        await broker.topic_admin.auto_create(to_create)
+        await services.admin.topics.auto_create(to_create)
 
     brokers = []
     for b in live:
@@ -95,7 +96,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
             brokers.append(R.MetadataResponseBroker(node_id=b.id, host=ep.host or "", port=ep.port, rack=b.rack))
     resp = R(
         brokers=brokers,
-        cluster_id=broker.cluster_id,
+        cluster_id=services.cluster.cluster_id,
         controller_id=cache.controller_id,
         topics=topics,
     )

@@ -24,7 +24,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
     v = ctx.version
     now = int(time.time() * 1000)
     retention = req.retention_time_ms if 2 <= v <= 4 else -1
-    topics = ctx.broker.metadata_cache.topics
+    topics = ctx.services.cluster.metadata.topics
     errors: dict[tuple[str, int], ErrorCode] = {}
     offsets: dict[tuple[str, int], OffsetValue] = {}
     # Kafka's checks: Read on the group (else every partition fails), then Read on each topic.
@@ -61,7 +61,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
                 expire_timestamp=commit_ts + retention if retention >= 0 else -1,
             )
     if offsets:
-        errors.update(await ctx.broker.group_coordinator.commit_offsets(
+        errors.update(await ctx.services.coordinators.groups.commit_offsets(
             req.group_id,
             req.member_id if v >= 1 else "",
             req.group_instance_id if v >= 7 else None,

@@ -19,7 +19,7 @@ MAX_VERSION = 0
 async def handle(ctx: RequestContext, body: memoryview) -> Response:
     req = codec.decode_request(API_KEY, ctx.version, body)
     R: Any = codec.response_class(API_KEY)
-    topics = ctx.broker.metadata_cache.topics
+    topics = ctx.services.cluster.metadata.topics
     errors: dict[tuple[str, int], ErrorCode] = {}
     known: list[tuple[str, int]] = []
     # Kafka's checks: Delete on the group (else the whole request fails), Read on each topic.
@@ -36,7 +36,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 known.append(tp)
-    err, deleted = await ctx.broker.group_coordinator.delete_offsets(req.group_id, known)
+    err, deleted = await ctx.services.coordinators.groups.delete_offsets(req.group_id, known)
     T = R.OffsetDeleteResponseTopic
     P = T.OffsetDeleteResponsePartition
     out = []

@@ -47,7 +47,7 @@ def _by_topic(offsets: dict[tuple[str, int], OffsetValue | None], error: ErrorCo
 def _fetch(ctx: RequestContext, group_id: str, wanted: TopicPartitions, require_stable: bool = False
            ) -> tuple[ErrorCode, dict[tuple[str, int], OffsetValue | None], PartitionErrors]:
     """`_fetch_real` with partitions numbered as the client sees them (disabled ones hidden)."""
-    if ctx.broker.partition_router is None:
+    if ctx.services.state.partition_router is None:
         return _fetch_real(ctx, group_id, wanted, require_stable)
     if wanted is not None:
         wanted = [(t, i if (table := ctx.partition_table(t)) is None else table.to_real(i)) for t, i in wanted]
@@ -71,7 +71,7 @@ def _fetch_real(ctx: RequestContext, group_id: str, wanted: TopicPartitions, req
                 ) -> tuple[ErrorCode, dict[tuple[str, int], OffsetValue | None], PartitionErrors]:
     err, offsets, denied = _fetch_described(ctx, group_id, wanted)
     if require_stable and err == ErrorCode.NONE:
-        coordinator = ctx.broker.group_coordinator
+        coordinator = ctx.services.coordinators.groups
         for tp in offsets:
             if tp not in denied and coordinator.has_pending_txn_offsets(group_id, tp):
                 denied[tp] = ErrorCode.UNSTABLE_OFFSET_COMMIT
@@ -88,12 +88,12 @@ def _fetch_described(ctx: RequestContext, group_id: str, wanted: TopicPartitions
     if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
         return ErrorCode.GROUP_AUTHORIZATION_FAILED, {}, {}
     if wanted is None:
-        err, offsets = ctx.broker.group_coordinator.fetch_offsets(group_id, None)
+        err, offsets = ctx.services.coordinators.groups.fetch_offsets(group_id, None)
         visible = ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, (t for t, _ in offsets))
         return err, {tp: v for tp, v in offsets.items() if tp[0] in visible}, {}
     visible = ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, (t for t, _ in wanted))
     denied = {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED for tp in wanted if tp[0] not in visible}
-    err, offsets = ctx.broker.group_coordinator.fetch_offsets(group_id, [tp for tp in wanted if tp not in denied])
+    err, offsets = ctx.services.coordinators.groups.fetch_offsets(group_id, [tp for tp in wanted if tp not in denied])
     if err == ErrorCode.NONE and denied:
         # Keep the request's order, as the coordinator does for the allowed ones.
         offsets = {tp: offsets.get(tp) for tp in wanted}

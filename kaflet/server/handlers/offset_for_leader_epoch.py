@@ -34,7 +34,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
         allowed = set(names)
     else:
         allowed = ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, names)
-    replicas = ctx.broker.replica_manager
+    replicas = ctx.services.storage.replicas
     # Consumers number partitions as the gateway shows them (disabled ones hidden); followers
     # (a replica id, v3+) by the real ones.
     consumer = getattr(req, "replica_id", -1) < 0 if ctx.version >= 3 else True

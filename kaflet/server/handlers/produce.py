@@ -50,8 +50,8 @@ log = logging.getLogger("kaflet.produce")
 async def handle(ctx: RequestContext, body: memoryview) -> ProduceResponse | DeferredResponse | None:
     started = time.monotonic()
     req = decode_produce_request(body, ctx.version)
-    broker = ctx.broker
-    replicas = broker.replica_manager
+    services = ctx.services
+    replicas = services.storage.replicas
     results: list[tuple[str, list[PartitionProduceResult]]] = []
     # The partitions that passed the request's checks, and the answer each one fills.
     entries: list[AppendEntry] = []
@@ -87,7 +87,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> ProduceResponse | Def
     pending = replicas.append_records(entries, req.acks, internal_topics_allowed=ctx.header.client_id == ADMIN_CLIENT_ID,
                                       started=started)
     traffic = ctx.traffic
-    stats = broker.metrics
+    stats = services.accounting.metrics
     principal = ctx.conn.principal.name
     for entry, res, appended in zip(entries, answers, pending.results, strict=True):
         if appended.error != ErrorCode.NONE:
@@ -155,7 +155,7 @@ def _fill(res: PartitionProduceResult, appended: PartitionAppendResult) -> None:
 
 
 def _count_failure(ctx: RequestContext, topic: str, error: int, records: memoryview | None) -> None:
-    stats = ctx.broker.metrics
+    stats = ctx.services.accounting.metrics
     if stats is not None:
         stats.produce_failed(topic, error, len(records) if records is not None else 0)
 

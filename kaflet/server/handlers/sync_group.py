@@ -23,7 +23,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
     if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, req.group_id):
         return R(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, protocol_type=None, protocol_name=None,
                  assignment=b"")
-    result = await ctx.broker.group_coordinator.sync_group(
+    result = await ctx.services.coordinators.groups.sync_group(
         group_id=req.group_id,
         generation_id=req.generation_id,
         member_id=req.member_id,

@@ -37,7 +37,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
         errors = {(t, p.partition_index): ErrorCode.GROUP_AUTHORIZATION_FAILED for t, p in wanted}
     else:
         readable = ctx.authorized(AclOperation.READ, ResourceType.TOPIC, (t.name for t in req.topics))
-        cache = ctx.broker.metadata_cache
+        cache = ctx.services.cluster.metadata
         for topic, p in wanted:
             tp = (topic, p.partition_index)
             table = ctx.partition_table(topic)  # the gateway's client numbering, as OffsetCommit maps it
@@ -51,7 +51,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
                                           commit_timestamp=now,
                                           leader_epoch=p.committed_leader_epoch if v >= 2 else -1)
         if offsets:
-            result = await ctx.broker.group_coordinator.commit_txn_offsets(
+            result = await ctx.services.coordinators.groups.commit_txn_offsets(
                 req.group_id, req.producer_id, req.producer_epoch, req.member_id if v >= 3 else "",
                 req.group_instance_id if v >= 3 else None, req.generation_id if v >= 3 else -1, offsets)
             client = {r: c for c, r in real.items()}

@@ -18,9 +18,9 @@ from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
 from kaflet.protocol.response import Response
 from kaflet.replication.append import MarkerSpec
-from kaflet.replication.replica_manager import ReplicaManager
 from kaflet.security.acl import AclOperation
 from kaflet.server.request_context import RequestContext
+from kaflet.server.services import ReplicaAccess
 
 API_KEY = ApiKey.WRITE_TXN_MARKERS
 MIN_VERSION = 0
@@ -35,10 +35,10 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
     PR = TR.WritableTxnMarkerPartitionResult
     specs = [(m.producer_id, m.producer_epoch, m.coordinator_epoch, bool(m.transaction_result),
               [(t.name, index) for t in m.topics for index in t.partition_indexes]) for m in req.markers]
-    broker = ctx.broker
+    services = ctx.services
     if ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
-        codes = await write_markers(broker.replica_manager, specs, broker.config["request.timeout.ms"],
-                                    broker.group_coordinator.complete_txn)
+        codes = await write_markers(services.storage.replicas, specs, services.settings.request_timeout_ms,
+                                    services.coordinators.groups.complete_txn)
     else:
         codes = [[ErrorCode.CLUSTER_AUTHORIZATION_FAILED] * len(spec[4]) for spec in specs]
     markers = []
@@ -50,7 +50,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
     return R(markers=markers)
 
 
-async def write_markers(replicas: ReplicaManager, markers: Sequence[MarkerSpec], timeout_ms: int,
+async def write_markers(replicas: ReplicaAccess, markers: Sequence[MarkerSpec], timeout_ms: int,
                         complete_group_txn: Callable[[int, int, bool], None]) -> list[list[ErrorCode]]:
     """Append each marker to its partitions this broker leads and wait until they are
     replicated: one error code per partition, in order. Used for the wire (``handle``) and,
