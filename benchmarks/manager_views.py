@@ -44,8 +44,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from kaflet.cli.broker_process import BrokerProcess, stop_brokers
 from kaflet.manager.charts import line_chart
-from kaflet.manager.clusters import ClusterAccess, ClusterClient, ConnectionRow, connections_by_topic, now_ms
+from kaflet.manager.clusters import ClusterAccess, ClusterClient
 from kaflet.manager.sampling import ClusterObserver, MessageRates
+from kaflet.manager.topic_connections import ConnectionRow, connections_by_topic, now_ms
 from kaflet.metadata.zk_testing import ZooKeeperServer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

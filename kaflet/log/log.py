@@ -40,6 +40,7 @@ from concurrent.futures import Executor
 from typing import NamedTuple
 
 from kaflet.log import retention
+from kaflet.log.append_origin import AppendOrigin
 from kaflet.log.checkpoints import (
     LEADER_EPOCH_CHECKPOINT,
     PARTITION_METADATA,
@@ -330,10 +331,10 @@ class Log:
         return AppendResult(offset, offset, -1, self.log_start_offset, 1, False, flush_needed)
 
     def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int,
-                         now_ms: int | None = None) -> AppendResult:
-        """Validate a produce record set, assign offsets and append it (``validate_and_assign``,
-        whose errors it raises: RecordError, RecordValidationError, ProducerStateError; nothing
-        is written then)."""
+                         now_ms: int | None = None, origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendResult:
+        """Validate a record set from a client or a coordinator (``origin``), assign offsets and
+        append it (``validate_and_assign``, whose errors it raises: RecordError,
+        RecordValidationError, ProducerStateError; nothing is written then)."""
         if self._closed:
             self._raise_closed()
         now = self._time() if now_ms is None else now_ms
@@ -341,7 +342,7 @@ class Log:
         cfg = local.config
         mv = records if isinstance(records, memoryview) else memoryview(records)
         v = validate_and_assign(mv, cfg, leader_epoch, now, local.log_end_offset, self._tp,
-                                self.producer_state.check_batches)
+                                self.producer_state.check_batches, origin)
         if isinstance(v, BatchMetadata):
             return AppendResult(v.first_offset, v.last_offset, v.timestamp if cfg.log_append_time else -1,
                                 self.log_start_offset, v.offset_delta + 1, True)

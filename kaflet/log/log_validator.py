@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
+from kaflet.log.append_origin import AppendOrigin
 from kaflet.log.config import LONG_MAX, LogConfig
 from kaflet.log.errors import LogError
 from kaflet.log.producer_state import BatchMetadata
@@ -45,9 +46,9 @@ from kaflet.protocol.records import (
     validate_produce_batches,
 )
 
-#: Reads the producer state for a produce's batch headers without changing it: the original
-#: append's metadata for a duplicate, None to go on; raises ProducerStateError.
-ProducerCheck = Callable[[list[BatchHeader]], BatchMetadata | None]
+#: Reads the producer state for an append's batch headers (from its origin) without changing it:
+#: the original append's metadata for a duplicate, None to go on; raises ProducerStateError.
+ProducerCheck = Callable[[list[BatchHeader], AppendOrigin], BatchMetadata | None]
 
 
 class ValidatedRecords(NamedTuple):
@@ -65,12 +66,13 @@ class ValidatedRecords(NamedTuple):
 
 def validate_and_assign(records: memoryview, config: LogConfig, leader_epoch: int, now: int, next_offset: int,
                         topic_partition: str, check_producers: ProducerCheck | None = None,
-                        ) -> ValidatedRecords | BatchMetadata:
+                        origin: AppendOrigin = AppendOrigin.CLIENT) -> ValidatedRecords | BatchMetadata:
     """Validate a produce record set and give it offsets from ``next_offset``; ``records`` is
     left as it came.
 
     Returns the ``BatchMetadata`` of the original append when ``check_producers`` finds the
-    batches a duplicate (nothing is to be written then). Raises RecordError (CORRUPT_MESSAGE,
+    batches a duplicate (nothing is to be written then); ``origin`` says how much of the
+    producer state ``check_producers`` checks. Raises RecordError (CORRUPT_MESSAGE,
     INVALID_RECORD, MESSAGE_TOO_LARGE, UNSUPPORTED_COMPRESSION_TYPE), RecordValidationError
     (INVALID_RECORD, INVALID_TIMESTAMP, with the offending records) or, from
     ``check_producers``, ProducerStateError (OUT_OF_ORDER_SEQUENCE_NUMBER,
@@ -96,7 +98,7 @@ def validate_and_assign(records: memoryview, config: LogConfig, leader_epoch: in
     # A retried batch is answered with its first append's offsets before its records are
     # checked again, so a retry that now falls outside the timestamp bounds still succeeds.
     if idempotent and check_producers is not None:
-        dup = check_producers(headers)
+        dup = check_producers(headers, origin)
         if dup is not None:
             return dup
     check_all = cfg.compact or cfg.timestamp_before_max_ms < LONG_MAX or cfg.timestamp_after_max_ms < LONG_MAX

@@ -1,6 +1,6 @@
 """Idempotent/transactional producer state of one partition, with Kafka's ``.snapshot`` files.
 
-Checks follow Kafka's ProducerAppendInfo (client-origin appends):
+Checks follow Kafka's ProducerAppendInfo for client-origin appends (``AppendOrigin.CLIENT``):
 
 * epoch below the known one -> INVALID_PRODUCER_EPOCH (47);
 * a new epoch must start at sequence 0, unless the producer is unknown -> OUT_OF_ORDER (45);
@@ -10,6 +10,10 @@ Checks follow Kafka's ProducerAppendInfo (client-origin appends):
 * a batch equal (epoch, first and last sequence) to one of the last 5 appended is a duplicate:
   the append is skipped and the original offsets are returned, with no error;
 * a non-transactional batch while a transaction is open -> INVALID_TXN_STATE (48).
+
+A coordinator's append (the offsets of TxnOffsetCommit) is checked for its epoch and transaction
+state only: Kafka's coordinator writes such a batch at sequence 0 every time, so neither the
+sequence nor the duplicate check applies. A replicated append refuses nothing for its epoch.
 
 Transaction markers (control batches the coordinator writes through WriteTxnMarkers) follow
 Kafka's appendEndTxnMarker: an epoch below the producer's -> INVALID_PRODUCER_EPOCH, a
@@ -31,6 +35,7 @@ from typing import NamedTuple
 
 import crc32c
 
+from kaflet.log.append_origin import AppendOrigin
 from kaflet.log.checkpoints import write_atomic
 from kaflet.log.transaction_index import AbortedTxn, TransactionIndex
 from kaflet.protocol.errors import ErrorCode
@@ -146,12 +151,15 @@ class ProducerStateManager:
 
     # ---- validation (no mutation) ----
 
-    def check_batches(self, headers: Iterable[BatchHeader]) -> BatchMetadata | None:
-        """Validate the producer-id batches of one client append, in order, without changing state.
+    def check_batches(self, headers: Iterable[BatchHeader], origin: AppendOrigin = AppendOrigin.CLIENT
+                      ) -> BatchMetadata | None:
+        """Validate the producer-id batches of one append from ``origin``, in order, without
+        changing state.
 
-        Returns the cached metadata if a batch is a duplicate (the caller answers with its
-        original offsets and writes nothing); raises ProducerStateError otherwise-invalid input.
+        Returns the cached metadata if a client's batch is a duplicate (the caller answers with
+        its original offsets and writes nothing); raises ProducerStateError for invalid input.
         """
+        client = origin is AppendOrigin.CLIENT
         pending: dict[int, tuple[int, int, int]] = {}  # pid -> (epoch, last_seq, txn_first)
         for h in headers:
             pid = h.producer_id
@@ -159,7 +167,7 @@ class ProducerStateManager:
                 continue
             entry = self.producers.get(pid)
             last_seq = h.last_sequence
-            if pid not in pending and entry is not None:
+            if client and pid not in pending and entry is not None:
                 dup = entry.find_duplicate(h.producer_epoch, h.base_sequence, last_seq)
                 if dup is not None:
                     return dup
@@ -170,19 +178,20 @@ class ProducerStateManager:
                 cur_epoch = known_epoch
                 cur_last = entry.last_seq if entry is not None else NO_SEQUENCE
                 txn_first = entry.current_txn_first_offset if entry is not None else -1
-            if h.producer_epoch < cur_epoch:
+            if h.producer_epoch < cur_epoch and origin is not AppendOrigin.REPLICATION:
                 raise ProducerStateError(
                     ErrorCode.INVALID_PRODUCER_EPOCH,
                     f"epoch {h.producer_epoch} of producer {pid} is below the current epoch {cur_epoch}",
                 )
-            if h.producer_epoch != cur_epoch:
+            # Only a client's batches carry the producer's own sequence (Kafka's checkSequence).
+            if client and h.producer_epoch != cur_epoch:
                 if h.base_sequence != 0 and cur_epoch != NO_PRODUCER_EPOCH:
                     raise ProducerStateError(
                         ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
                         f"new epoch {h.producer_epoch} of producer {pid} must start at sequence 0, "
                         f"got {h.base_sequence}",
                     )
-            elif known_epoch != NO_PRODUCER_EPOCH and not _in_sequence(cur_last, h.base_sequence):
+            elif client and known_epoch != NO_PRODUCER_EPOCH and not _in_sequence(cur_last, h.base_sequence):
                 raise ProducerStateError(
                     ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
                     f"out of order sequence for producer {pid}: {h.base_sequence} after {cur_last}",

@@ -23,20 +23,12 @@ from fastapi.responses import HTMLResponse, Response
 
 from kaflet.manager import services as svc
 from kaflet.manager.charts import line_chart
-from kaflet.manager.clusters import (
-    INTERNAL_TOPICS,
-    ClusterError,
-    GroupSummary,
-    OffsetChange,
-    TopicConnection,
-    TopicInfo,
-    connections_by_topic,
-    now_ms,
-)
+from kaflet.manager.clusters import INTERNAL_TOPICS, ClusterError, GroupSummary, OffsetChange, TopicInfo
 from kaflet.manager.console import Me, see_other, state_of
 from kaflet.manager.models import Account, Cluster, Role
 from kaflet.manager.sampling import ClusterObserver, ClusterSnapshot
 from kaflet.manager.state import ManagerState
+from kaflet.manager.topic_connections import TopicConnection, connections_by_topic, now_ms
 from kaflet.manager.web import check_csrf, render, size_text
 
 router = APIRouter(dependencies=[Depends(check_csrf)])

@@ -26,7 +26,6 @@ from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from kaflet.manager import changelog
-from kaflet.manager.clusters import rows_from_heartbeat
 from kaflet.manager.db import now_ms
 from kaflet.manager.models import (
     GatewayConfig,
@@ -37,6 +36,7 @@ from kaflet.manager.models import (
     TopicReport,
 )
 from kaflet.manager.state import ManagerState
+from kaflet.manager.topic_connections import rows_from_heartbeat
 
 log = logging.getLogger("kaflet.manager.gateway")
 
@@ -180,7 +180,7 @@ def _acl_rows(state: ManagerState, start: int, end: int, cluster: int | None) ->
 
 
 def _connection_rows(body: Any, cluster: int, broker: int, at: int) -> list[dict[str, Any]]:
-    """The table rows of one report (clusters.rows_from_heartbeat parses it), cut to the
+    """The table rows of one report (topic_connections.rows_from_heartbeat parses it), cut to the
     columns' lengths so no report can make the database refuse the batch."""
     return [{"app_id": r.app_id[:64], "cluster_id": cluster, "topic_name": r.topic_name[:249], "type": r.type[:16],
              "ip": r.ip[:64], "client_version": r.client_version[:32],

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
+from kaflet.log.append_origin import AppendOrigin
 from kaflet.log.errors import KafkaStorageError
 from kaflet.metadata.topic_names import is_internal
 from kaflet.protocol.errors import ErrorCode, KafkaError
@@ -119,12 +120,15 @@ PartitionLookup = Callable[[str, int], "Partition | None"]
 
 
 def append_records(partitions: PartitionLookup, entries: Sequence[AppendEntry], required_acks: int, *,
-                   internal_topics_allowed: bool = False, started: float | None = None) -> PendingAppends:
+                   origin: AppendOrigin = AppendOrigin.CLIENT, internal_topics_allowed: bool = False,
+                   started: float | None = None) -> PendingAppends:
     """Append each entry's records to its partition (Kafka's ReplicaManager.appendRecords): the
     one way records of clients and coordinators go into a log. The results are final for every
     partition that failed; ``PendingAppends.wait`` completes the others once they are flushed
     (flush.messages) and, with ``required_acks`` -1, replicated. ``started``: the request's
-    arrival (``time.monotonic()``), from which its timeout counts.
+    arrival (``time.monotonic()``), from which its timeout counts. ``origin`` is CLIENT or
+    COORDINATOR (whose batches are not checked for the producer's sequence); a follower's
+    appends (REPLICATION) go through ``Log.append_as_follower`` instead.
 
     Only the coordinators (and Kafka's admin client id) may write the internal topics: other
     appends to them answer INVALID_TOPIC_EXCEPTION, as Kafka's appendToLocalLog does.
@@ -142,7 +146,7 @@ def append_records(partitions: PartitionLookup, entries: Sequence[AppendEntry], 
             results.append(PartitionAppendResult(ErrorCode.INVALID_TOPIC_EXCEPTION,
                                                  f"Cannot append to internal topic {entry.topic}"))
         else:
-            results.append(append_to(part, entry, required_acks, pending))
+            results.append(append_to(part, entry, required_acks, pending, origin))
     return pending
 
 
@@ -164,8 +168,8 @@ def fail(res: PartitionAppendResult, exc: Exception, part: Partition | None) -> 
         res.log_start_offset = part.log.log_start_offset
 
 
-def append_to(part: Partition, entry: AppendEntry, required_acks: int, pending: PendingAppends
-              ) -> PartitionAppendResult:
+def append_to(part: Partition, entry: AppendEntry, required_acks: int, pending: PendingAppends,
+              origin: AppendOrigin) -> PartitionAppendResult:
     """Append one entry to a partition led here (see ``ReplicaManager.append_records``)."""
     res = PartitionAppendResult()
     try:
@@ -175,7 +179,7 @@ def append_to(part: Partition, entry: AppendEntry, required_acks: int, pending: 
             ms = decode_message_set(records, part.log.config.max_message_bytes)
             records = memoryview(to_record_batch(ms))
             res.converted = len(ms.records)
-        appended = part.append(records, required_acks)
+        appended = part.append(records, required_acks, origin)
     except (KafkaError, OSError, ValueError) as exc:
         fail(res, exc, part)
         return res

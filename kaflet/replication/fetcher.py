@@ -12,7 +12,9 @@ leader's inter-broker listener, and holds the fetch state of its partitions:
   answers with an epoch the follower does not have); one without epochs, or when the leader has
   none to give, truncates to its high watermark. Then it is
 * **Fetching**: Fetch v12 with this broker id as replica id, the partition's leader epoch and log
-  start offset; the leader's records are appended as they came (``Log.append_as_follower``),
+  start offset, in an incremental fetch session with the leader (KIP-227,
+  ``fetch_session_handler.FetchSessionHandler``); the leader's records are appended as they came
+  (``Log.append_as_follower``),
   the high watermark becomes the leader's (bounded by the own log end offset) and the log start
   offset follows the leader's.
 
@@ -30,9 +32,8 @@ for throttled partitions are recorded in the follower quota, and while it is exc
 throttled partition that has not caught up is left out of the fetch (Kafka's
 ``shouldFollowerThrottle``).
 
-Departures from Kafka 2.8: every fetch is a full one (no incremental fetch session; the leader
-keeps none for session id 0 and epoch -1), and truncation always goes through OffsetForLeaderEpoch
-(Kafka 2.7+ may truncate from the Fetch response's diverging epoch instead).
+Departure from Kafka 2.8: truncation always goes through OffsetForLeaderEpoch (Kafka 2.7+ may
+truncate from the Fetch response's diverging epoch instead).
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from kaflet.log.append_origin import AppendOrigin
 from kaflet.log.errors import UnexpectedAppendOffsetError
 from kaflet.log.log import AppendResult, FollowerAppendResult, Log
 from kaflet.metadata.zkdata import LeaderAndIsr
@@ -403,8 +404,10 @@ class Partition:
 
     # -- leader writes ----------------------------------------------------------------------
 
-    def append(self, records: memoryview, required_acks: int) -> AppendResult:
-        """Append a produce request's record set as leader; raises KafkaError on refusal."""
+    def append(self, records: memoryview, required_acks: int, origin: AppendOrigin = AppendOrigin.CLIENT
+               ) -> AppendResult:
+        """Append a client's or a coordinator's (``origin``) record set as leader; raises
+        KafkaError on refusal."""
         if not self.is_leader:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         if required_acks == -1:
@@ -415,7 +418,7 @@ class Partition:
                     f"The size of the current ISR {len(self.isr)} is insufficient to satisfy the "
                     f"min.isr requirement of {min_isr} for partition {self.topic}-{self.index}",
                 )
-        result = self.log.append_as_leader(records, self.leader_epoch, self._time())
+        result = self.log.append_as_leader(records, self.leader_epoch, self._time(), origin)
         self._wake_followers()
         self.maybe_increment_high_watermark()
         return result

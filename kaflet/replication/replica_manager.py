@@ -26,6 +26,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 
+from kaflet.log.append_origin import AppendOrigin
 from kaflet.log.config import LogConfig
 from kaflet.log.log_manager import LogManager
 from kaflet.metadata.topic_names import is_valid
@@ -165,11 +166,12 @@ class ReplicaManager:
     # -- the write path -----------------------------------------------------------------------
 
     def append_records(self, entries: Sequence[AppendEntry], required_acks: int, *,
-                       internal_topics_allowed: bool = False, started: float | None = None) -> PendingAppends:
+                       origin: AppendOrigin = AppendOrigin.CLIENT, internal_topics_allowed: bool = False,
+                       started: float | None = None) -> PendingAppends:
         """Append each entry's records to its partition led here: the one way records of
-        clients and coordinators go into a log (``append.append_records``)."""
-        return append_records(self.get, entries, required_acks, internal_topics_allowed=internal_topics_allowed,
-                              started=started)
+        clients and coordinators (``origin``) go into a log (``append.append_records``)."""
+        return append_records(self.get, entries, required_acks, origin=origin,
+                              internal_topics_allowed=internal_topics_allowed, started=started)
 
     def append_txn_markers(self, markers: Sequence[MarkerSpec], started: float | None = None
                            ) -> tuple[list[list[PartitionAppendResult]], PendingAppends]:

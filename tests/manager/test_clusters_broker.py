@@ -14,15 +14,9 @@ import pytest
 from confluent_kafka import Consumer, Producer
 
 from kaflet.manager.charts import line_chart
-from kaflet.manager.clusters import (
-    ClusterAccess,
-    ClusterClient,
-    ClusterError,
-    connections_by_topic,
-    now_ms,
-    rows_from_heartbeat,
-)
+from kaflet.manager.clusters import ClusterAccess, ClusterClient, ClusterError
 from kaflet.manager.sampling import ClusterObserver, ObserverPool
+from kaflet.manager.topic_connections import connections_by_topic, now_ms, rows_from_heartbeat
 from tests.support.broker_process import BrokerProcess, running_broker
 from tests.support.management_service import HEARTBEAT, scripted_management_service
 

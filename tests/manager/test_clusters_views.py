@@ -11,22 +11,24 @@ import pytest
 from kaflet.manager.charts import PALETTE, line_chart, nice_ticks, time_ticks
 from kaflet.manager.cluster_console import name_filter, page_number, paged
 from kaflet.manager.clusters import (
-    CONNECTION_WINDOW_MS,
     BrokerInfo,
     ClusterOverview,
-    ConnectionRow,
     LogDirInfo,
     PartitionInfo,
     PartitionLag,
     TopicInfo,
-    connections_by_topic,
     log_dirs_from_answers,
     replica_sizes_from_log_dirs,
-    rows_from_heartbeat,
     sizes_from_log_dirs,
 )
 from kaflet.manager.sampling import ClusterSnapshot, MessageRates
 from kaflet.manager.services import InvalidInput
+from kaflet.manager.topic_connections import (
+    CONNECTION_WINDOW_MS,
+    ConnectionRow,
+    connections_by_topic,
+    rows_from_heartbeat,
+)
 
 SVG = "{http://www.w3.org/2000/svg}"
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from kaflet.log.append_origin import AppendOrigin
 from kaflet.log.config import LogConfig
 from kaflet.log.errors import OffsetOutOfRangeError, ProducerStateError
 from kaflet.log.log import Log
@@ -248,6 +249,27 @@ def test_idempotent_dedup_and_errors(tmp_path) -> None:  # type: ignore[no-untyp
         lg.append_as_leader(_pbatch(3, epoch=0), 0)
     assert ei.value.error_code == 47
     assert lg.log_end_offset == 9
+
+
+def test_coordinator_origin_checks_only_the_epoch(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Kafka's ProducerAppendInfo for AppendOrigin.Coordinator: a coordinator writes every
+    batch of a producer at sequence 0 (TxnOffsetCommit), so neither the sequence nor the
+    duplicate check applies; a stale epoch is still refused."""
+    lg = Log(str(tmp_path / "t-0"), _cfg())
+    coord = AppendOrigin.COORDINATOR
+    assert lg.append_as_leader(_pbatch(5, epoch=1), 0).base_offset == 0  # a client's batch
+    again = lg.append_as_leader(_pbatch(0, epoch=1), 0, origin=coord)
+    assert not again.duplicate and again.base_offset == 3
+    repeat = lg.append_as_leader(_pbatch(0, epoch=1), 0, origin=coord)
+    assert not repeat.duplicate and repeat.base_offset == 6
+    assert lg.append_as_leader(_pbatch(7, epoch=2), 0, origin=coord).base_offset == 9
+    with pytest.raises(ProducerStateError) as ei:
+        lg.append_as_leader(_pbatch(0, epoch=1), 0, origin=coord)
+    assert ei.value.error_code == 47
+    with pytest.raises(ProducerStateError) as ei:
+        lg.append_as_leader(_pbatch(0, epoch=2), 0)  # a client's is still checked
+    assert ei.value.error_code == 45
+    assert lg.log_end_offset == 12
 
 
 def test_sequence_wrap(tmp_path) -> None:  # type: ignore[no-untyped-def]

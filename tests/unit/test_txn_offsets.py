@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kaflet.coordinator.group.coordinator import GroupConfig, GroupCoordinator
-from kaflet.coordinator.group.schemas import OffsetValue
+from kaflet.coordinator.group.schemas import OffsetValue, encode_offset_key, encode_offset_value
 from kaflet.coordinator.group.store import GROUP_METADATA_TOPIC, OffsetsTopicStore
 from kaflet.log.config import LogConfig
 from kaflet.log.log import Log
@@ -73,6 +73,25 @@ async def test_pending_until_commit_marker(o: Offsets) -> None:
     assert await c.commit_txn_offsets("g", PID, EPOCH, "", None, -1, {TP: OffsetValue(12)}) == {TP: E.NONE}
     c.complete_txn(0, PID, commit=True)
     assert _fetch(c) == 12 and not c.has_pending_txn_offsets("g", TP)
+    # Each batch at base sequence 0, as Kafka's coordinator writes it (appended with its origin).
+    data = b"".join(r.read_bytes() for r in o.log.read(0, 1 << 20, o.log.log_end_offset).regions)
+    assert [h.base_sequence for _, h in iter_batches(memoryview(data))] == [0, 0]
+
+
+async def test_log_of_the_old_sequence_numbering_loads(o: Offsets) -> None:
+    """Logs written before coordinator appends skipped the sequence check continued the
+    producer's sequence; they load, and new commits of the same producer epoch go on."""
+    rec = Record(0, 0, encode_offset_key("g", *TP), encode_offset_value(OffsetValue(4)))
+    for seq in (0, 1):
+        old = build_batch([rec], base_offset=o.log.log_end_offset, producer_id=PID, producer_epoch=EPOCH,
+                          base_sequence=seq, is_transactional=True)
+        o.log.append_as_follower(memoryview(old))
+    o.marker(commit=True)
+    c = await _loaded(o)
+    assert _fetch(c) == 4
+    assert await c.commit_txn_offsets("g", PID, EPOCH, "", None, -1, {TP: OffsetValue(9)}) == {TP: E.NONE}
+    c.complete_txn(0, PID, commit=True)
+    assert _fetch(c) == 9
 
 
 async def test_abort_drops_and_plain_commit_wins(o: Offsets) -> None:

@@ -7,6 +7,9 @@ without interference. Requests that must wait (JoinGroup until the rebalance com
 SyncGroup until the leader's assignment is stored) hold a future that the coordinator
 completes; the connection's own task awaits it, so other connections are never blocked.
 Timers (session timeouts, rebalance timeouts, the initial rebalance delay) are loop timers.
+The group cache and its storage in __consumer_offsets (loading, group and offset writes,
+transactional offsets, expiry) are ``GroupMetadataManager``'s (``metadata_manager.py``); this
+module checks each request and runs the membership protocol.
 """
 
 from __future__ import annotations
@@ -17,15 +20,14 @@ import enum
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kaflet.coordinator.group import schemas
 from kaflet.coordinator.group.group import CONSUMER_PROTOCOL_TYPE, Group, GroupState, GroupSummary
-from kaflet.coordinator.group.hashing import partition_for
 from kaflet.coordinator.group.member import NEW_MEMBER_JOIN_TIMEOUT_MS, JoinResult, Member, SyncResult
-from kaflet.coordinator.group.store import GroupStore, KeyValue
+from kaflet.coordinator.group.metadata_manager import GroupConfig, GroupMetadataManager
+from kaflet.coordinator.group.store import GroupStore
 from kaflet.coordinator.tasks import BackgroundTasks
 from kaflet.protocol.errors import ErrorCode
 
@@ -53,50 +55,6 @@ class Api(enum.Enum):
 _EMPTY_ID_OK = {Api.COMMIT, Api.FETCH, Api.DESCRIBE}
 
 
-@dataclass(slots=True)
-class GroupConfig:
-    """The broker configs the coordinator honours (Kafka's names in from_broker)."""
-
-    min_session_timeout_ms: int = 6000
-    max_session_timeout_ms: int = 1_800_000
-    initial_rebalance_delay_ms: int = 3000
-    max_size: int = 2**31 - 1
-    num_partitions: int = 50
-    metadata_max_bytes: int = 4096
-    retention_ms: int = 7 * 24 * 3600 * 1000
-    retention_check_interval_ms: int = 600_000
-
-    @classmethod
-    def from_broker(cls, cfg: Mapping[str, Any]) -> GroupConfig:
-        return cls(
-            min_session_timeout_ms=cfg["group.min.session.timeout.ms"],
-            max_session_timeout_ms=cfg["group.max.session.timeout.ms"],
-            initial_rebalance_delay_ms=cfg["group.initial.rebalance.delay.ms"],
-            max_size=cfg["group.max.size"],
-            num_partitions=cfg["offsets.topic.num.partitions"],
-            metadata_max_bytes=cfg["offset.metadata.max.bytes"],
-            retention_ms=cfg["offsets.retention.minutes"] * 60_000,
-            retention_check_interval_ms=cfg["offsets.retention.check.interval.ms"],
-        )
-
-
-def _group_store_error(code: ErrorCode) -> ErrorCode:
-    """How a failed group metadata write is reported (Kafka's storeGroup mapping)."""
-    if code in (E.UNKNOWN_TOPIC_OR_PARTITION, E.NOT_ENOUGH_REPLICAS, E.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-                E.REQUEST_TIMED_OUT):
-        return E.COORDINATOR_NOT_AVAILABLE
-    if code in (E.NOT_LEADER_OR_FOLLOWER, E.KAFKA_STORAGE_ERROR):
-        return E.NOT_COORDINATOR
-    return E.UNKNOWN_SERVER_ERROR
-
-
-def _commit_store_error(code: ErrorCode) -> ErrorCode:
-    """How a failed offset commit write is reported (Kafka's storeOffsets mapping)."""
-    if code in (E.MESSAGE_TOO_LARGE, E.RECORD_LIST_TOO_LARGE, E.INVALID_FETCH_SIZE):
-        return E.INVALID_COMMIT_OFFSET_SIZE
-    return _group_store_error(code)
-
-
 class GroupCoordinator:
     """All groups whose __consumer_offsets partition this broker leads."""
 
@@ -104,18 +62,27 @@ class GroupCoordinator:
                  ensure_topic: Callable[[], Awaitable[bool]] | None = None,
                  now_ms: Callable[[], int] | None = None) -> None:
         self.config = config
-        self.store = store
         self.ensure_topic = ensure_topic
-        self.num_partitions = config.num_partitions
-        self.groups: dict[str, Group] = {}
-        self.owned: set[int] = set()
-        self.loading: set[int] = set()
         self.active = True
         self._now = now_ms or (lambda: int(time.time() * 1000))
+        #: The groups and what is stored of them (Kafka's GroupMetadataManager).
+        self.metadata = GroupMetadataManager(config, store, self._now)
         self._tasks = BackgroundTasks("group coordinator")
-        # Orders offset writes (log offsets on load, this counter's values after, both rising).
-        self._write_order = 1 << 62
-        self._txn_completions: dict[int, list[tuple[int, bool]]] = {}  # markers met while loading
+
+    @property
+    def groups(self) -> dict[str, Group]:
+        """The groups of the partitions this broker leads, by id."""
+        return self.metadata.groups
+
+    @property
+    def owned(self) -> set[int]:
+        """The __consumer_offsets partitions loaded and led here."""
+        return self.metadata.owned
+
+    @property
+    def loading(self) -> set[int]:
+        """The __consumer_offsets partitions being loaded."""
+        return self.metadata.loading
 
     # ---- plumbing ------------------------------------------------------------------------
 
@@ -135,7 +102,7 @@ class GroupCoordinator:
         self._tasks.cancel_all()
 
     def partition_for(self, group_id: str) -> int:
-        return partition_for(group_id, self.num_partitions)
+        return self.metadata.partition_for(group_id)
 
     def _status(self, group_id: str | None, api: Api) -> ErrorCode | None:
         """Kafka's validateGroupStatus: the error that stops a request before the group is looked at."""
@@ -151,86 +118,30 @@ class GroupCoordinator:
         return None
 
     def is_coordinator_for(self, group_id: str) -> bool:
-        return self.partition_for(group_id) in self.owned
+        return self.metadata.is_coordinator_for(group_id)
 
     def _live(self, group: Group) -> bool:
         """The group is still the one the coordinator holds (not deleted or unloaded meanwhile)."""
-        return self.groups.get(group.group_id) is group
+        return self.metadata.is_live(group)
 
     # ---- partition ownership -------------------------------------------------------------
 
     def on_became_leader(self, partition: int, num_partitions: int | None = None) -> None:
         """This broker leads `partition` of __consumer_offsets: load its groups (once)."""
         if num_partitions:
-            self.num_partitions = num_partitions
-        if not self.active or partition in self.owned or partition in self.loading:
-            return
-        self.loading.add(partition)
-        self._spawn(self._load(partition), f"load-offsets-{partition}")
+            self.metadata.num_partitions = num_partitions
+        if self.active and self.metadata.begin_load(partition):
+            self._spawn(self._load(partition), f"load-offsets-{partition}")
 
     def on_resigned(self, partition: int) -> None:
         """This broker no longer leads `partition`: forget its groups."""
-        self._txn_completions.pop(partition, None)
-        self.owned.discard(partition)
-        self.loading.discard(partition)
-        for group in [g for g in self.groups.values() if self.partition_for(g.group_id) == partition]:
+        for group in self.metadata.remove_partition(partition):
             self._unload_group(group)
-            del self.groups[group.group_id]
 
     async def _load(self, partition: int) -> None:
-        start = time.monotonic()
-        try:
-            loaded = await self.store.load(partition)
-        except Exception:
-            self.loading.discard(partition)
-            log.exception("loading __consumer_offsets-%d failed; its groups stay unavailable", partition)
-            return
-        if partition not in self.loading:
-            return  # resigned meanwhile
-        now = self._now()
-        names = set(loaded.groups) | {g for g, offs in loaded.offsets.items() if offs}
-        names |= {g for by_group in loaded.pending_txn.values() for g in by_group}
-        for name in names:
-            if name in self.groups:
-                continue
-            group = self._restore_group(name, loaded.groups.get(name), loaded.offsets.get(name, {}), now)
-            group.offset_order = {(t, p): pos for (g, t, p), pos in loaded.positions.items() if g == name}
-            for pid, by_group in loaded.pending_txn.items():
-                if name in by_group:
-                    group.pending_txn_offsets[pid] = dict(by_group[name])
-            self.groups[name] = group
-        self.loading.discard(partition)
-        self.owned.add(partition)
-        for producer_id, commit in self._txn_completions.pop(partition, []):
-            self.complete_txn(partition, producer_id, commit)
-        if names:
-            log.info("loaded %d groups from __consumer_offsets-%d in %.0f ms", len(names), partition,
-                     (time.monotonic() - start) * 1000)
-
-    def _restore_group(self, name: str, value: schemas.GroupValue | None,
-                       offsets: dict[TopicPartition, schemas.OffsetValue], now: int) -> Group:
-        group = Group(name, now)
-        group.offsets = dict(offsets)
-        if value is None:
-            return group  # offsets only: a simple (typeless) group
-        group.generation_id = value.generation
-        group.protocol_type = value.protocol_type or None
-        group.protocol_name = value.protocol
-        group.current_state_timestamp = value.current_state_timestamp if value.current_state_timestamp >= 0 else None
-        for mv in value.members:
-            member = Member(mv.member_id, mv.group_instance_id, mv.client_id, mv.client_host, mv.rebalance_timeout,
-                            mv.session_timeout, value.protocol_type, [(value.protocol or "", mv.subscription)],
-                            assignment=mv.assignment)
-            group.add(member, None)
-            if mv.group_instance_id is not None:
-                group.static_members[mv.group_instance_id] = mv.member_id
-        if group.members:
-            group.leader_id = value.leader if value.leader in group.members else next(iter(group.members))
-            group.state = S.STABLE
-            group.subscribed_topics = group._compute_subscribed_topics()
+        for group in await self.metadata.load(partition):
             for member in group.members.values():
                 self._schedule_heartbeat(group, member)
-        return group
 
     def _unload_group(self, group: Group) -> None:
         if group.join_timer is not None:
@@ -245,12 +156,6 @@ class GroupCoordinator:
             member.cancel_heartbeat()
             group.complete_join(member, JoinResult(member.member_id, E.NOT_COORDINATOR))
             member.complete_sync(SyncResult(E.NOT_COORDINATOR))
-
-    def _get_or_create(self, group_id: str) -> Group:
-        group = self.groups.get(group_id)
-        if group is None:
-            group = self.groups[group_id] = Group(group_id, self._now())
-        return group
 
     # ---- heartbeats and timers -----------------------------------------------------------
 
@@ -455,7 +360,7 @@ class GroupCoordinator:
         if group is None:
             if not unknown:
                 return JoinResult(member_id, E.UNKNOWN_MEMBER_ID)
-            group = self._get_or_create(group_id)
+            group = self.metadata.get_or_create(group_id)
         if not self._accept_joining_member(group, member_id):
             known = group.members.get(member_id)
             if known is not None:
@@ -609,7 +514,7 @@ class GroupCoordinator:
     async def _finish_static_rejoin(self, group: Group, member: Member, fut: asyncio.Future[JoinResult],
                                     old_id: str, instance_id: str, old_state: tuple[Any, ...],
                                     current_leader: str | None, assignments: dict[str, bytes]) -> None:
-        err = await self._store_group(group, assignments)
+        err = await self.metadata.store_group(group, assignments)
         if member.join_future is not fut:
             return  # something else (a rebalance, a removal) has answered it meanwhile
         if err != E.NONE:
@@ -666,7 +571,7 @@ class GroupCoordinator:
         return await fut
 
     async def _leader_sync(self, group: Group, generation: int, assignments: dict[str, bytes]) -> None:
-        err = await self._store_group(group, assignments)
+        err = await self.metadata.store_group(group, assignments)
         if not self._live(group) or not group.is_(S.COMPLETING_REBALANCE) or group.generation_id != generation:
             return
         if err != E.NONE:
@@ -750,7 +655,7 @@ class GroupCoordinator:
         if group is None:
             if generation_id >= 0:
                 return all_(E.ILLEGAL_GENERATION)  # a stale member of a group that is gone
-            group = self._get_or_create(group_id)
+            group = self.metadata.get_or_create(group_id)
         if group.is_(S.DEAD):
             return all_(E.COORDINATOR_NOT_AVAILABLE)
         if group.is_static_member_fenced(member_id, group_instance_id):
@@ -767,34 +672,7 @@ class GroupCoordinator:
             if group.is_(S.COMPLETING_REBALANCE):
                 return all_(E.REBALANCE_IN_PROGRESS)
             self._schedule_heartbeat(group, member)
-        return await self._store_offsets(group, offsets)
-
-    async def _store_offsets(self, group: Group, offsets: dict[TopicPartition, schemas.OffsetValue],
-                             producer_id: int = -1, producer_epoch: int = -1) -> dict[TopicPartition, ErrorCode]:
-        result: dict[TopicPartition, ErrorCode] = {}
-        records: list[KeyValue] = []
-        valid: dict[TopicPartition, schemas.OffsetValue] = {}
-        for tp, value in offsets.items():
-            if len(value.metadata.encode()) > self.config.metadata_max_bytes:
-                result[tp] = E.OFFSET_METADATA_TOO_LARGE
-                continue
-            valid[tp] = value
-            records.append((schemas.encode_offset_key(group.group_id, tp[0], tp[1]), schemas.encode_offset_value(value)))
-        if records:
-            self._write_order += 1
-            order = self._write_order  # taken before the append, which happens before its first await
-            err = await self.store.append(self.partition_for(group.group_id), records, producer_id, producer_epoch)
-            code = E.NONE if err == E.NONE else _commit_store_error(err)
-            if code == E.NONE and not group.is_(S.DEAD):
-                if producer_id >= 0:
-                    pending = group.pending_txn_offsets.setdefault(producer_id, {})
-                    pending.update({tp: (v, order) for tp, v in valid.items()})
-                else:
-                    group.offsets.update(valid)
-                    group.offset_order.update({tp: order for tp in valid})
-            for tp in valid:
-                result[tp] = code
-        return result
+        return await self.metadata.store_offsets(group, offsets)
 
     async def commit_txn_offsets(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
                                  group_instance_id: str | None, generation_id: int,
@@ -807,7 +685,7 @@ class GroupCoordinator:
         err = self._status(group_id, Api.COMMIT)
         if err is not None:
             return all_(err)
-        group = self._get_or_create(group_id)
+        group = self.metadata.get_or_create(group_id)
         if group.is_(S.DEAD):
             return all_(E.COORDINATOR_NOT_AVAILABLE)
         # Kafka's validateOffsetCommit (transactional): a producer that names no member and no
@@ -821,30 +699,16 @@ class GroupCoordinator:
                 return all_(E.UNKNOWN_MEMBER_ID)
             if generation_id != group.generation_id:
                 return all_(E.ILLEGAL_GENERATION)
-        return await self._store_offsets(group, offsets, producer_id, producer_epoch)
+        return await self.metadata.store_offsets(group, offsets, producer_id, producer_epoch)
 
     def complete_txn(self, partition: int, producer_id: int, commit: bool) -> None:
-        """A COMMIT/ABORT marker of `producer_id` was written to __consumer_offsets-`partition`
-        (Kafka's scheduleHandleTxnCompletion): its pending offsets are committed or dropped."""
-        if partition in self.loading:
-            # The load may have read the log before this marker: applied once it is done.
-            self._txn_completions.setdefault(partition, []).append((producer_id, commit))
-            return
-        for group in self.groups.values():
-            if self.partition_for(group.group_id) != partition:
-                continue
-            pending = group.pending_txn_offsets.pop(producer_id, None)
-            if not pending or not commit or group.is_(S.DEAD):
-                continue
-            for tp, (value, order) in pending.items():
-                if group.offset_order.get(tp, -1) < order:
-                    group.offsets[tp] = value
-                    group.offset_order[tp] = order
+        """A COMMIT/ABORT marker of `producer_id` was written to __consumer_offsets-`partition`:
+        its pending offsets are committed or dropped (``GroupMetadataManager.complete_txn``)."""
+        self.metadata.complete_txn(partition, producer_id, commit)
 
     def has_pending_txn_offsets(self, group_id: str, tp: TopicPartition) -> bool:
         """Offsets of an open transaction wait for `tp` (OffsetFetch's UNSTABLE_OFFSET_COMMIT)."""
-        group = self.groups.get(group_id)
-        return group is not None and any(tp in p for p in group.pending_txn_offsets.values())
+        return self.metadata.has_pending_txn_offsets(group_id, tp)
 
     def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None
                       ) -> tuple[ErrorCode, dict[TopicPartition, schemas.OffsetValue | None]]:
@@ -879,24 +743,10 @@ class GroupCoordinator:
                     eligible.append(tp)
         else:
             return E.NON_EMPTY_GROUP, {}
-        code = await self._remove_offsets(group, [tp for tp in eligible if tp in group.offsets])
+        code = await self.metadata.remove_offsets(group, [tp for tp in eligible if tp in group.offsets])
         for tp in eligible:
             errors[tp] = code
         return E.NONE, errors
-
-    async def _remove_offsets(self, group: Group, partitions: Iterable[TopicPartition],
-                              remove_group: bool = False) -> ErrorCode:
-        """Write tombstones for offsets (and the group itself), then forget them."""
-        parts = list(partitions)
-        records: list[KeyValue] = [(schemas.encode_offset_key(group.group_id, t, p), None) for t, p in parts]
-        if remove_group:
-            records.append((schemas.encode_group_key(group.group_id), None))
-        for tp in parts:
-            group.offsets.pop(tp, None)
-        if not records:
-            return E.NONE
-        err = await self.store.append(self.partition_for(group.group_id), records)
-        return E.NONE if err == E.NONE else _group_store_error(err)
 
     # ---- describe / list / delete --------------------------------------------------------
 
@@ -932,38 +782,17 @@ class GroupCoordinator:
                 group.transition_to(S.DEAD, self._now())
                 self._unload_group(group)
                 del self.groups[group_id]
-                result[group_id] = await self._remove_offsets(group, list(group.offsets), remove_group=True)
+                result[group_id] = await self.metadata.remove_offsets(group, list(group.offsets), remove_group=True)
                 log.info("deleted group %s", group_id)
         return result
 
-    # ---- storage -------------------------------------------------------------------------
-
-    async def _store_group(self, group: Group, assignments: dict[str, bytes]) -> ErrorCode:
-        proto = group.protocol_name
-        value = schemas.GroupValue(
-            protocol_type=group.protocol_type or "",
-            generation=group.generation_id,
-            protocol=proto,
-            leader=group.leader_id,
-            current_state_timestamp=group.current_state_timestamp if group.current_state_timestamp is not None else -1,
-            members=[
-                schemas.MemberValue(m.member_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
-                                    m.session_timeout_ms, m.metadata(proto) if proto else b"",
-                                    assignments.get(m.member_id, b""), m.group_instance_id)
-                for m in group.members.values()
-            ],
-        )
-        record = (schemas.encode_group_key(group.group_id), schemas.encode_group_value(value))
-        err = await self.store.append(self.partition_for(group.group_id), [record])
-        return E.NONE if err == E.NONE else _group_store_error(err)
+    # ---- storage and expiry --------------------------------------------------------------
 
     async def _store_group_logged(self, group: Group, assignments: dict[str, bytes]) -> None:
-        err = await self._store_group(group, assignments)
+        err = await self.metadata.store_group(group, assignments)
         if err != E.NONE:
             log.warning("failed to write the metadata of group %s generation %d: %s",
                         group.group_id, group.generation_id, err.name)
-
-    # ---- expiration ----------------------------------------------------------------------
 
     async def _expiry_loop(self) -> None:
         while self.active:
@@ -973,20 +802,4 @@ class GroupCoordinator:
 
     async def expire_offsets(self) -> int:
         """Drop offsets past offsets.retention.minutes, and empty groups with no offsets left."""
-        now = self._now()
-        removed = 0
-        for group in list(self.groups.values()):
-            if not self._live(group) or not self.is_coordinator_for(group.group_id):
-                continue
-            expired = group.expired_offsets(now, self.config.retention_ms)
-            drop_group = group.is_(S.EMPTY) and not group.pending_members and len(expired) == len(group.offsets)
-            if not expired and not drop_group:
-                continue
-            if drop_group:
-                group.transition_to(S.DEAD, now)
-                del self.groups[group.group_id]
-            await self._remove_offsets(group, expired, remove_group=drop_group)
-            removed += len(expired)
-            if expired:
-                log.info("removed %d expired offsets of group %s", len(expired), group.group_id)
-        return removed
+        return await self.metadata.expire_offsets()

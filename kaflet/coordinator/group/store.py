@@ -1,8 +1,8 @@
 """Reading and writing the __consumer_offsets partitions the coordinator owns.
 
-Writes go through the partition's ordinary leader append path (producer id -1, acks=all
-semantics) and are answered once the high watermark covers them (the delayed produce of
-``kaflet.replication``), as Kafka answers a commit only when it is replicated. Loading replays a
+Writes are one ``append_records`` call each, with the coordinator's origin and acks=all, answered
+once the high watermark covers them (the delayed produce of ``kaflet.replication``), as Kafka
+answers a commit only when it is replicated. Loading replays a
 partition from its log start to its log end (see ``OffsetsTopicStore.load``): the last record per
 key wins and a null value (tombstone) deletes.
 """
@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from kaflet.coordinator.group import schemas
+from kaflet.log.append_origin import AppendOrigin
 from kaflet.protocol.errors import ErrorCode
 from kaflet.protocol.primitives import DecodeError
 from kaflet.protocol.records import Record, build_batch, decode_records, iter_batches
@@ -118,24 +119,16 @@ class OffsetsTopicStore:
                      producer_epoch: int = -1) -> ErrorCode:
         """Append `records` as one batch; a producer id makes it a transactional batch (the
         offsets of TxnOffsetCommit, which the transaction's marker commits or aborts)."""
-        part = self._partition(self.topic, partition)
-        if part is None:
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         recs = [Record(i, 0, k, v) for i, (k, v) in enumerate(records)]
         if producer_id >= 0:
-            # Kafka appends these with the coordinator's origin, which skips sequence checks;
-            # kaflet's log checks every producer batch, so the batch continues the producer's
-            # sequence on this partition.
-            entry = part.log.producer_state.producers.get(producer_id)
-            seq = 0
-            if entry is not None and entry.producer_epoch == producer_epoch and entry.last_seq >= 0:
-                seq = (entry.last_seq + 1) & 0x7FFFFFFF
-            batch = build_batch(recs, producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=seq,
+            # Base sequence 0, as Kafka's GroupMetadataManager writes it: the batch is not part of
+            # the producer's own sequence, and a coordinator's append is not checked against it.
+            batch = build_batch(recs, producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=0,
                                 is_transactional=True)
         else:
             batch = build_batch(recs)
         pending = append_records(self._partition, [AppendEntry(self.topic, partition, memoryview(batch))], -1,
-                                 internal_topics_allowed=True)
+                                 origin=AppendOrigin.COORDINATOR, internal_topics_allowed=True)
         (result,) = await pending.wait(self.commit_timeout_ms)
         return result.error
 
