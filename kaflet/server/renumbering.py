@@ -35,11 +35,14 @@ from kaflet.gateway.partitions import PartitionRouter, PartitionTable
 from kaflet.network.connection import DeferredResponse
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
+from kaflet.protocol.fetch import FetchRequest, decode_fetch_request
 from kaflet.protocol.produce import ProduceRequest, ProduceResponse, decode_produce_request
 from kaflet.protocol.response import Response
+from kaflet.server.fetch_session import SessionFetchResponse
 from kaflet.server.handlers import (
     add_partitions_to_txn,
     describe_producers,
+    fetch,
     list_offsets,
     metadata,
     offset_commit,
@@ -169,6 +172,36 @@ def _produce_response(ctx: RequestContext, resp: ProduceResponse, clients: list[
             res.index = next(numbers)
 
 
+def _fetch_request(ctx: RequestContext, req: FetchRequest, tables: Tables) -> bool | None:
+    """A consumer's partitions (and forgotten ones) to real ones; followers name real partitions."""
+    if req.replica_id >= 0:
+        return None
+    names = ctx.services.cluster.metadata.topics_by_id
+    by_id = ctx.version >= 13
+
+    def table_of(name: str, topic_id: bytes) -> PartitionTable | None:
+        topic = names.get(topic_id) if by_id else name
+        return tables(topic) if topic is not None else None
+
+    for t in req.topics:
+        if (table := table_of(t.name, t.topic_id)) is not None:
+            t.partitions = [(table.to_real(fp[0]), fp[1], fp[2], fp[3], fp[4], fp[5]) for fp in t.partitions]
+    for f in req.forgotten_topics:
+        if (table := table_of(f.name, f.topic_id)) is not None:
+            f.partitions = [table.to_real(p) for p in f.partitions]
+    return True
+
+
+def _fetch_response(ctx: RequestContext, resp: SessionFetchResponse, _: bool, tables: Tables) -> None:
+    for cp, data in resp.parts:
+        table = tables(cp.topic) if cp.topic is not None else None
+        if table is not None:
+            client = table.to_client(cp.partition)
+            # A partition disabled since the client last asked: answered under an index no
+            # partition has, so the client refreshes its metadata.
+            data.index = client if client is not None else -1 - cp.partition
+
+
 def _list_offsets_request(ctx: RequestContext, req: Any, tables: Tables) -> Positions:
     if req.replica_id != list_offsets.CONSUMER_REPLICA_ID:
         return None  # a follower names real partitions
@@ -245,6 +278,7 @@ def _codec_decoder(api_key: ApiKey) -> Callable[[memoryview, int], Any]:
 
 REWRITES: dict[int, Rewrite[Any, Any, Any]] = {
     ApiKey.PRODUCE: Rewrite(decode_produce_request, produce.serve, _produce_request, _produce_response),
+    ApiKey.FETCH: Rewrite(decode_fetch_request, fetch.serve, _fetch_request, _fetch_response),
     ApiKey.LIST_OFFSETS: Rewrite(_codec_decoder(ApiKey.LIST_OFFSETS), list_offsets.serve, _list_offsets_request,
                                  _positional("topics", "partitions", "partition_index")),
     ApiKey.METADATA: Rewrite(_codec_decoder(ApiKey.METADATA), metadata.serve, _metadata_request, _metadata_response),
