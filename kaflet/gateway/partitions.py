@@ -5,8 +5,10 @@ topic that clients must not see. Metadata leaves them out and numbers the remain
 in order (a topic of 4 with 1 and 2 disabled shows 0 -> 0 and 1 -> 3); requests naming a client
 partition are mapped back to the real one before they touch a log or the group coordinator, and
 their answers carry the client's number again. The seed maps Metadata and Produce; kaflet maps
-Fetch, ListOffsets, OffsetForLeaderEpoch, OffsetCommit and OffsetFetch as well, so consumers see the same numbering
-as producers and committed offsets stay with the real partition if the disabled set changes.
+Fetch, ListOffsets, OffsetForLeaderEpoch, OffsetCommit, OffsetFetch and the transactional APIs as
+well, so consumers see the same numbering as producers and committed offsets stay with the real
+partition if the disabled set changes. This module holds the numbering; the dispatcher applies
+it to requests and responses in one step (kaflet/server/renumbering.py).
 
 A client number with no partition behind it maps to a negative index that no partition has, so
 the request gets UNKNOWN_TOPIC_OR_PARTITION and its answer still carries the client's number.

@@ -20,15 +20,13 @@ other (protocol/response.py).
 from __future__ import annotations
 
 import time
-from collections.abc import Generator
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable, Coroutine, Generator
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.quota.entity import QuotaType
 
 if TYPE_CHECKING:
-    from types import ModuleType
-
     from kaflet.network.connection import Connection
     from kaflet.protocol.header import RequestHeader
     from kaflet.protocol.response import Response
@@ -47,6 +45,12 @@ class RequestContext(Protocol):
     quota_exempt: bool
     #: A throttle the handler asks for itself (disk load protection refused a cold read).
     throttle_ms: int
+
+
+Context = TypeVar("Context", bound=RequestContext)
+#: A request's handler: the server's handler module's `handle`, or the same behind a step
+#: around it (the gateway's renumbering, kaflet/server/renumbering.py).
+Handler = Callable[[Context, memoryview], Coroutine[Any, Any, "Response"]]
 
 
 class _Timed:
@@ -93,10 +97,10 @@ class QuotaEnforcer:
     def __init__(self, manager: QuotaManager) -> None:
         self.manager = manager
 
-    async def handle(self, ctx: RequestContext, module: ModuleType, body: memoryview,
+    async def handle(self, ctx: Context, handler: Handler[Context], body: memoryview,
                      request_size: int) -> tuple[Response, int]:
         """Run the handler: its response, unencoded, and the throttle time in ms to encode it with."""
-        result, throttle = await self._handle(ctx, module, body, request_size)
+        result, throttle = await self._handle(ctx, handler, body, request_size)
         own = ctx.throttle_ms
         if own > throttle:
             # The handler's own throttle mutes the connection like a quota's.
@@ -105,14 +109,14 @@ class QuotaEnforcer:
             throttle = own
         return result, throttle
 
-    async def _handle(self, ctx: RequestContext, module: ModuleType, body: memoryview,
+    async def _handle(self, ctx: Context, handler: Handler[Context], body: memoryview,
                       request_size: int) -> tuple[Response, int]:
         manager = self.manager
         if not ctx.conn.authenticated:
             # Before authentication there is no user to charge (SASL handshakes are exempt, as in Kafka).
-            return await module.handle(ctx, body), 0
-        timed = _Timed(module.handle(ctx, body)) if manager.active(QuotaType.REQUEST) else None
-        result = await (timed if timed is not None else module.handle(ctx, body))
+            return await handler(ctx, body), 0
+        timed = _Timed(handler(ctx, body)) if manager.active(QuotaType.REQUEST) else None
+        result = await (timed if timed is not None else handler(ctx, body))
         if ctx.quota_exempt:
             return result, 0
         api_key = ctx.header.api_key

@@ -8,6 +8,10 @@ On a SASL listener the gate lets only ApiVersions and SaslHandshake (then SaslAu
 through until the connection is authenticated; any other request closes it, as Kafka's
 SaslServerAuthenticator does. After SaslHandshake v0 the client sends raw tokens without Kafka
 headers (the legacy exchange), which the gate hands straight to the SASL session.
+
+While the gateway hides disabled partitions (RunState.partition_router), the handlers of APIs
+that carry partition numbers run behind its renumbering step (server/renumbering.py); without
+it the handler is called as it is.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from kaflet.quota.enforcement import QuotaEnforcer
 from kaflet.security.sasl import SaslAuthenticationError
 from kaflet.security.session import SaslState
 from kaflet.server.handlers import HANDLERS, api_versions
+from kaflet.server.renumbering import renumbered
 from kaflet.server.request_context import RequestContext
 from kaflet.server.services import Services
 
@@ -45,6 +50,7 @@ class Dispatcher:
     def __init__(self, services: Services) -> None:
         self.services = services
         self.accounting = services.accounting
+        self.state = services.state
         self.quotas = QuotaEnforcer(services.accounting.quotas)
 
     async def __call__(self, conn: Connection, frame: memoryview) -> HandlerResult:
@@ -85,9 +91,13 @@ class Dispatcher:
         if accounting.track_traffic and header.api_key in _TRAFFIC_APIS:
             ctx.traffic = {}
         body_view = frame[header.body_offset :]
+        handler = module.handle
+        router = self.state.partition_router
+        if router is not None:
+            handler = renumbered(router, header.api_key) or handler
         try:
             # Quotas: record what the request used, get the throttle time, mute if over quota.
-            response, throttle_ms = await self.quotas.handle(ctx, module, body_view, len(frame))
+            response, throttle_ms = await self.quotas.handle(ctx, handler, body_view, len(frame))
         except Exception as exc:
             raise _frame_error(exc, header, conn) from None
         report = accounting.session_report

@@ -6,7 +6,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kaflet.gateway.partitions import PartitionTable
 from kaflet.protocol.header import RequestHeader
 from kaflet.quota.entity import QuotaType
 from kaflet.security.acl import CLUSTER_NAME, SUPPORTED_OPERATIONS, AclOperation, ResourceType
@@ -52,11 +51,6 @@ class RequestContext:
         return self.conn.authenticated and not (
             manager.active(QuotaType.REQUEST) or manager.active(QuotaType.PRODUCE)
             or manager.active_per_topic(QuotaType.PRODUCE))
-
-    def partition_table(self, topic: str) -> PartitionTable | None:
-        """The client numbering of a topic with disabled partitions; None: clients see them all."""
-        router = self.services.state.partition_router
-        return None if router is None else router.table(topic)
 
     # -- authorization (Kafka's AuthHelper). Without an authorizer everything is allowed. ------
 

@@ -137,6 +137,7 @@ class RunState:
     #: The broker is stopping: long-polling fetches answer at once.
     stopping: bool = False
     #: Client numbering of topics with disabled partitions (the gateway); None: clients see all.
+    #: While set, the dispatcher renumbers partitions around the handlers (server/renumbering.py).
     partition_router: PartitionRouter | None = None
 
 

@@ -30,13 +30,14 @@ def fenced_error(code: ErrorCode, version: int, first_version: int) -> ErrorCode
 
 
 async def handle(ctx: RequestContext, body: memoryview) -> Response:
-    req = codec.decode_request(API_KEY, ctx.version, body)
+    return await serve(ctx, codec.decode_request(API_KEY, ctx.version, body))
+
+
+async def serve(ctx: RequestContext, req: Any) -> Response:
+    """Answer a decoded request in real partition numbers (the gateway renumbers: server/renumbering.py)."""
     R: Any = codec.response_class(API_KEY)
     txn_id = req.v3_and_below_transactional_id
     wanted = [(t.name, p) for t in req.v3_and_below_topics for p in t.partitions]
-    # Client partition numbers -> real ones (the gateway's disabled partitions), as Produce maps them.
-    tables = {name: ctx.partition_table(name) for name, _ in wanted}
-    real = {tp: tp if (table := tables[tp[0]]) is None else (tp[0], table.to_real(tp[1])) for tp in wanted}
     errors: dict[tuple[str, int], ErrorCode] = {}
     if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id):
         errors = {tp: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED for tp in wanted}
@@ -47,13 +48,13 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
         for tp in wanted:
             if not allowed[tp[0]]:
                 errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-            elif cache.partition(*real[tp]) is None:
+            elif cache.partition(*tp) is None:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         if errors:
             errors.update({tp: ErrorCode.OPERATION_NOT_ATTEMPTED for tp in wanted if tp not in errors})
         else:
             code = await ctx.services.coordinators.transactions.add_partitions(
-                txn_id, req.v3_and_below_producer_id, req.v3_and_below_producer_epoch, {real[tp] for tp in wanted})
+                txn_id, req.v3_and_below_producer_id, req.v3_and_below_producer_epoch, set(wanted))
             code = fenced_error(code, ctx.version, 2)
             errors = {tp: code for tp in wanted}
     by_topic: dict[str, list[Any]] = {}

@@ -23,7 +23,11 @@ MAX_VERSION = 0
 
 
 async def handle(ctx: RequestContext, body: memoryview) -> Response:
-    req = codec.decode_request(API_KEY, ctx.version, body)
+    return await serve(ctx, codec.decode_request(API_KEY, ctx.version, body))
+
+
+async def serve(ctx: RequestContext, req: Any) -> Response:
+    """Answer a decoded request in real partition numbers (the gateway renumbers: server/renumbering.py)."""
     R = codec.response_class(API_KEY)
     TR = R.TopicResponse
     readable = ctx.authorized(AclOperation.READ, ResourceType.TOPIC, (t.name for t in req.topics))
@@ -36,23 +40,22 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
             error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         else:
             error = None
-        table = ctx.partition_table(t.name) if error is None else None
         parts = []
         for index in t.partition_indexes:
             resp = TR.PartitionResponse(partition_index=index, error_code=0, error_message=None, active_producers=[])
             if error is not None:
                 resp.error_code = error
             else:
-                _describe(ctx, resp, t.name, index if table is None else table.to_real(index), topics[t.name])
+                _describe(ctx, resp, t.name, index, topics[t.name])
             parts.append(resp)
         out.append(TR(name=t.name, partitions=parts))
     return R(topics=out)
 
 
-def _describe(ctx: RequestContext, resp: Any, topic: str, real: int, info: Any) -> None:
-    partition = ctx.services.storage.replicas.get(topic, real)
+def _describe(ctx: RequestContext, resp: Any, topic: str, index: int, info: Any) -> None:
+    partition = ctx.services.storage.replicas.get(topic, index)
     if partition is None:
-        resp.error_code = (ErrorCode.NOT_LEADER_OR_FOLLOWER if real in info.partitions
+        resp.error_code = (ErrorCode.NOT_LEADER_OR_FOLLOWER if index in info.partitions
                            else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         return
     PS = resp.ProducerState

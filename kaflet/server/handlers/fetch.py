@@ -27,9 +27,7 @@ never goes there: their records stay file regions.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
-from kaflet.gateway.partitions import PartitionTable
 from kaflet.log.disk_load import ColdReads
 from kaflet.log.segment import FileRegion
 from kaflet.metadata.metadata_cache import MetadataCache
@@ -74,16 +72,18 @@ _Target = tuple[CachedPartition, Partition | None, PartitionFetchData]
 
 
 async def handle(ctx: RequestContext, body: memoryview) -> SessionFetchResponse:
+    return await serve(ctx, decode_fetch_request(body, ctx.version))
+
+
+async def serve(ctx: RequestContext, req: FetchRequest) -> SessionFetchResponse:
+    """Answer a decoded request in real partition numbers (the gateway renumbers: server/renumbering.py)."""
     version = ctx.version
-    req = decode_fetch_request(body, version)
     services = ctx.services
     storage = services.storage
     cache = services.cluster.metadata
     is_follower = req.replica_id >= 0
     ctx.quota_exempt = is_follower
-    # Consumers number partitions as the gateway shows them; followers by the real ones.
-    tables = None if is_follower or services.state.partition_router is None else ctx.partition_table
-    fetch_data, to_forget = _request_partitions(req, version, cache.topics_by_id, tables)
+    fetch_data, to_forget = _request_partitions(req, version, cache.topics_by_id)
     context = storage.fetch_sessions.new_context(version, req.session_id, req.session_epoch, is_follower,
                                                fetch_data, to_forget, cache.topics_by_id)
     targets, erroneous = _classify(ctx, context.partitions(), is_follower, cache)
@@ -158,22 +158,16 @@ async def handle(ctx: RequestContext, body: memoryview) -> SessionFetchResponse:
     nodes: list[NodeEndpoint] = []
     if version >= 16 and failed:
         nodes = _current_leaders(read, cache, ctx.listener)
-    answer = read + erroneous
-    if tables is not None:
-        _number_for_client(answer, tables)
     # The session takes in this answer when it is encoded, unless the quotas throttle it.
-    return SessionFetchResponse(context, answer, version, nodes)
+    return SessionFetchResponse(context, read + erroneous, version, nodes)
 
 
 def _request_partitions(req: FetchRequest, version: int, names: dict[bytes, str],
-                        tables: Callable[[str], PartitionTable | None] | None = None,
                         ) -> tuple[dict[PartitionKey, CachedPartition], list[PartitionKey]]:
     """The request's partitions by (topic, partition), and the partitions it forgets.
 
     Up to v12 a topic is its name; from v13 its id, with the name (None when unknown) resolved
     from the metadata cache. A partition named twice keeps its first place and its last values.
-    With `tables`, partition numbers are the client's (disabled partitions hidden) and are
-    mapped to the real ones here, so the session and the logs only see real partitions.
     """
     fetch_data: dict[PartitionKey, CachedPartition] = {}
     by_id = version >= 13
@@ -184,31 +178,13 @@ def _request_partitions(req: FetchRequest, version: int, names: dict[bytes, str]
             name: str | None = names.get(key)
         else:
             key = name = t.name
-        table = tables(name) if tables is not None and name is not None else None
         for fp in t.partitions:
-            if table is not None:
-                fp = (table.to_real(fp[0]), *fp[1:])
             fetch_data[(key, fp[0])] = CachedPartition(key, name, fp)
     to_forget: list[PartitionKey] = []
     for f in req.forgotten_topics:
-        if by_id:
-            key, name = f.topic_id, names.get(f.topic_id)
-        else:
-            key = name = f.name
-        table = tables(name) if tables is not None and name is not None else None
-        to_forget.extend((key, p if table is None else table.to_real(p)) for p in f.partitions)
+        key = f.topic_id if by_id else f.name
+        to_forget.extend((key, p) for p in f.partitions)
     return fetch_data, to_forget
-
-
-def _number_for_client(answer: list[ResponsePartition], tables: Callable[[str], PartitionTable | None]) -> None:
-    """Give each partition of the answer the client's number again (see _request_partitions)."""
-    for cp, data in answer:
-        table = tables(cp.topic) if cp.topic is not None else None
-        if table is not None:
-            client = table.to_client(cp.partition)
-            # A partition disabled since the client last asked: answered under an index no
-            # partition has, so the client refreshes its metadata.
-            data.index = client if client is not None else -1 - cp.partition
 
 
 def _classify(ctx: RequestContext, partitions: list[CachedPartition], is_follower: bool,

@@ -23,7 +23,11 @@ READ_COMMITTED = 1
 
 
 async def handle(ctx: RequestContext, body: memoryview) -> Response:
-    req = codec.decode_request(API_KEY, ctx.version, body)
+    return await serve(ctx, codec.decode_request(API_KEY, ctx.version, body))
+
+
+async def serve(ctx: RequestContext, req: Any) -> Response:
+    """Answer a decoded request in real partition numbers (the gateway renumbers: server/renumbering.py)."""
     R = codec.response_class(API_KEY)
     topics = []
     describable = ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in req.topics))
@@ -35,19 +39,17 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
                     partition_index=p.partition_index, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                     old_style_offsets=[], timestamp=-1, offset=-1, leader_epoch=-1))
                 continue
-            table = ctx.partition_table(t.name) if req.replica_id == CONSUMER_REPLICA_ID else None
-            real = p.partition_index if table is None else table.to_real(p.partition_index)
-            parts.append(_lookup(ctx, R, t.name, p, real, req.replica_id, getattr(req, "isolation_level", 0)))
+            parts.append(_lookup(ctx, R, t.name, p, req.replica_id, getattr(req, "isolation_level", 0)))
         topics.append(R.ListOffsetsTopicResponse(name=t.name, partitions=parts))
     return R(topics=topics)
 
 
-def _lookup(ctx: RequestContext, R: Any, topic: str, p: Any, real: int, replica_id: int, isolation_level: int) -> Any:
-    """One partition's answer; `real` is the partition behind the client's number."""
+def _lookup(ctx: RequestContext, R: Any, topic: str, p: Any, replica_id: int, isolation_level: int) -> Any:
+    """One partition's answer."""
     resp = R.ListOffsetsTopicResponse.ListOffsetsPartitionResponse(
         partition_index=p.partition_index, error_code=0, old_style_offsets=[], timestamp=-1, offset=-1, leader_epoch=-1
     )
-    partition = ctx.services.storage.replicas.get(topic, real)
+    partition = ctx.services.storage.replicas.get(topic, p.partition_index)
     if partition is None:
         resp.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         return resp

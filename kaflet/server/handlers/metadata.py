@@ -10,7 +10,6 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from kaflet.gateway.partitions import PartitionTable
 from kaflet.metadata.metadata_cache import TopicInfo
 from kaflet.metadata.topic_names import invalid_reason
 from kaflet.protocol import codec
@@ -30,7 +29,11 @@ NO_OPERATIONS = None
 
 
 async def handle(ctx: RequestContext, body: memoryview) -> Response:
-    req = codec.decode_request(API_KEY, ctx.version, body)
+    return await serve(ctx, codec.decode_request(API_KEY, ctx.version, body))
+
+
+async def serve(ctx: RequestContext, req: Any) -> Response:
+    """Answer a decoded request in real partition numbers (the gateway renumbers: server/renumbering.py)."""
     services = ctx.services
     cache = services.cluster.metadata
     auto_create_enabled = services.settings.auto_create_topics_enable
@@ -85,7 +88,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
                 error_code=code, name=name, topic_id=uuid.UUID(int=0), is_internal=False, partitions=[]))
             continue
         ops = ctx.authorized_operations(ResourceType.TOPIC, name) if include_ops else NO_OPERATIONS
-        topics.append(_topic(R, info, ops, ctx.partition_table(name)))
+        topics.append(_topic(R, info, ops))
     if to_create:
         await services.admin.topics.auto_create(to_create)
 
@@ -124,16 +127,13 @@ def cluster_operations(ctx: RequestContext) -> set[int]:
     return ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
 
 
-def _topic(R: Any, info: TopicInfo, ops: set[int] | None, table: PartitionTable | None) -> Any:
+def _topic(R: Any, info: TopicInfo, ops: set[int] | None) -> Any:
     P = R.MetadataResponseTopic.MetadataResponsePartition
     parts = []
     for idx in sorted(info.partitions):
         p = info.partitions[idx]
-        client = idx if table is None else table.to_client(idx)
-        if client is None:
-            continue  # disabled: hidden from clients, the others renumbered
         code = ErrorCode.NONE if p.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE
-        parts.append(P(error_code=code, partition_index=client, leader_id=p.leader, leader_epoch=p.leader_epoch,
+        parts.append(P(error_code=code, partition_index=idx, leader_id=p.leader, leader_epoch=p.leader_epoch,
                        replica_nodes=p.replicas, isr_nodes=p.isr, offline_replicas=p.offline_replicas))
     return R.MetadataResponseTopic(
         error_code=0, name=info.name, topic_id=uuid.UUID(bytes=info.topic_id), is_internal=info.internal,

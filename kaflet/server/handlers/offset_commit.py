@@ -19,7 +19,11 @@ MAX_VERSION = 8
 
 
 async def handle(ctx: RequestContext, body: memoryview) -> Response:
-    req = codec.decode_request(API_KEY, ctx.version, body)
+    return await serve(ctx, codec.decode_request(API_KEY, ctx.version, body))
+
+
+async def serve(ctx: RequestContext, req: Any) -> Response:
+    """Answer a decoded request in real partition numbers (the gateway renumbers: server/renumbering.py)."""
     R: Any = codec.response_class(API_KEY)
     v = ctx.version
     now = int(time.time() * 1000)
@@ -31,17 +35,10 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
     group_ok = ctx.authorize(AclOperation.READ, ResourceType.GROUP, req.group_id)
     readable = ctx.authorized(AclOperation.READ, ResourceType.TOPIC, (t.name for t in req.topics)) if group_ok \
         else set()
-    # Client partition numbers -> real ones (the gateway's disabled partitions), per topic.
-    tables = {t.name: ctx.partition_table(t.name) for t in req.topics}
-
-    def real(topic: str, index: int) -> tuple[str, int]:
-        table = tables[topic]
-        return (topic, index if table is None else table.to_real(index))
-
     for t in req.topics:
         info = topics.get(t.name)
         for p in t.partitions:
-            tp = real(t.name, p.partition_index)
+            tp = (t.name, p.partition_index)
             if not group_ok:
                 errors[tp] = ErrorCode.GROUP_AUTHORIZATION_FAILED
                 continue
@@ -70,7 +67,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
         ))
     T = R.OffsetCommitResponseTopic
     P = T.OffsetCommitResponsePartition
-    out = [T(name=t.name, partitions=[P(partition_index=p.partition_index, error_code=int(errors[real(t.name, p.partition_index)]))
+    out = [T(name=t.name, partitions=[P(partition_index=p.partition_index, error_code=int(errors[(t.name, p.partition_index)]))
                                       for p in t.partitions])
            for t in req.topics]
     return R(topics=out)

@@ -45,29 +45,6 @@ def _by_topic(offsets: dict[tuple[str, int], OffsetValue | None], error: ErrorCo
 
 
 def _fetch(ctx: RequestContext, group_id: str, wanted: TopicPartitions, require_stable: bool = False
-           ) -> tuple[ErrorCode, dict[tuple[str, int], OffsetValue | None], PartitionErrors]:
-    """`_fetch_real` with partitions numbered as the client sees them (disabled ones hidden)."""
-    if ctx.services.state.partition_router is None:
-        return _fetch_real(ctx, group_id, wanted, require_stable)
-    if wanted is not None:
-        wanted = [(t, i if (table := ctx.partition_table(t)) is None else table.to_real(i)) for t, i in wanted]
-    err, offsets, denied = _fetch_real(ctx, group_id, wanted, require_stable)
-
-    def client(tp: tuple[str, int]) -> tuple[str, int] | None:
-        table = ctx.partition_table(tp[0])
-        if table is None:
-            return tp
-        index = table.to_client(tp[1])
-        return None if index is None else (tp[0], index)
-
-    numbered: dict[tuple[str, int], OffsetValue | None] = {}
-    for tp, value in offsets.items():
-        if (c := client(tp)) is not None:
-            numbered[c] = value
-    return err, numbered, {c: code for tp, code in denied.items() if (c := client(tp)) is not None}
-
-
-def _fetch_real(ctx: RequestContext, group_id: str, wanted: TopicPartitions, require_stable: bool = False
                 ) -> tuple[ErrorCode, dict[tuple[str, int], OffsetValue | None], PartitionErrors]:
     err, offsets, denied = _fetch_described(ctx, group_id, wanted)
     if require_stable and err == ErrorCode.NONE:
@@ -101,7 +78,11 @@ def _fetch_described(ctx: RequestContext, group_id: str, wanted: TopicPartitions
 
 
 async def handle(ctx: RequestContext, body: memoryview) -> Response:
-    req = codec.decode_request(API_KEY, ctx.version, body)
+    return await serve(ctx, codec.decode_request(API_KEY, ctx.version, body))
+
+
+async def serve(ctx: RequestContext, req: Any) -> Response:
+    """Answer a decoded request in real partition numbers (the gateway renumbers: server/renumbering.py)."""
     R: Any = codec.response_class(API_KEY)
     v = ctx.version
     if v >= 8:

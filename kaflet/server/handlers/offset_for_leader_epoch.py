@@ -13,6 +13,8 @@ for the current epoch), or -1/-1 when the log has no such epoch. As in Kafka, th
 
 from __future__ import annotations
 
+from typing import Any
+
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
@@ -26,7 +28,11 @@ MAX_VERSION = 4
 
 
 async def handle(ctx: RequestContext, body: memoryview) -> Response:
-    req = codec.decode_request(API_KEY, ctx.version, body)
+    return await serve(ctx, codec.decode_request(API_KEY, ctx.version, body))
+
+
+async def serve(ctx: RequestContext, req: Any) -> Response:
+    """Answer a decoded request in real partition numbers (the gateway renumbers: server/renumbering.py)."""
     R = codec.response_class(API_KEY)
     T = R.OffsetForLeaderTopicResult
     names = [t.topic for t in req.topics]
@@ -35,20 +41,16 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
     else:
         allowed = ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, names)
     replicas = ctx.services.storage.replicas
-    # Consumers number partitions as the gateway shows them (disabled ones hidden); followers
-    # (a replica id, v3+) by the real ones.
-    consumer = getattr(req, "replica_id", -1) < 0 if ctx.version >= 3 else True
     topics = []
     for t in req.topics:
         parts = []
-        table = ctx.partition_table(t.topic) if consumer else None
         for p in t.partitions:
             if t.topic not in allowed:
                 error, epoch, offset = ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1, -1
             else:
                 current = p.current_leader_epoch if ctx.version >= 2 else -1
-                real = p.partition if table is None else table.to_real(p.partition)
-                error, epoch, offset = replicas.last_offset_for_leader_epoch(t.topic, real, current, p.leader_epoch)
+                error, epoch, offset = replicas.last_offset_for_leader_epoch(t.topic, p.partition, current,
+                                                                             p.leader_epoch)
             parts.append(T.EpochEndOffset(error_code=error, partition=p.partition, leader_epoch=epoch,
                                           end_offset=offset))
         topics.append(T(topic=t.topic, partitions=parts))

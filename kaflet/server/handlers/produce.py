@@ -48,8 +48,12 @@ log = logging.getLogger("kaflet.produce")
 
 
 async def handle(ctx: RequestContext, body: memoryview) -> ProduceResponse | DeferredResponse | None:
+    return await serve(ctx, decode_produce_request(body, ctx.version))
+
+
+async def serve(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse | DeferredResponse | None:
+    """Answer a decoded request in real partition numbers (the gateway renumbers: server/renumbering.py)."""
     started = time.monotonic()
-    req = decode_produce_request(body, ctx.version)
     services = ctx.services
     replicas = services.storage.replicas
     results: list[tuple[str, list[PartitionProduceResult]]] = []
@@ -68,11 +72,10 @@ async def handle(ctx: RequestContext, body: memoryview) -> ProduceResponse | Def
     legacy = ctx.version < V2_ONLY_VERSION
     for topic in req.topics:
         parts: list[PartitionProduceResult] = []
-        table = ctx.partition_table(topic.name)
         for p in topic.partitions:
-            res = PartitionProduceResult(p.index)  # the answer keeps the client's number
+            index = p.index
+            res = PartitionProduceResult(index)
             parts.append(res)
-            index = p.index if table is None else table.to_real(p.index)
             checked = _check(req, topic.name, index, p.records, txn_denied, writable, legacy, replicas.get)
             if isinstance(checked, memoryview):
                 entries.append(AppendEntry(topic.name, index, checked, legacy))

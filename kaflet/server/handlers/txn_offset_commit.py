@@ -23,14 +23,17 @@ MAX_VERSION = 3
 
 
 async def handle(ctx: RequestContext, body: memoryview) -> Response:
-    req = codec.decode_request(API_KEY, ctx.version, body)
+    return await serve(ctx, codec.decode_request(API_KEY, ctx.version, body))
+
+
+async def serve(ctx: RequestContext, req: Any) -> Response:
+    """Answer a decoded request in real partition numbers (the gateway renumbers: server/renumbering.py)."""
     R: Any = codec.response_class(API_KEY)
     v = ctx.version
     now = int(time.time() * 1000)
     wanted = [(t.name, p) for t in req.topics for p in t.partitions]
     errors: dict[tuple[str, int], ErrorCode] = {}
-    offsets: dict[tuple[str, int], OffsetValue] = {}  # by real partition
-    real: dict[tuple[str, int], tuple[str, int]] = {}  # client partition -> real
+    offsets: dict[tuple[str, int], OffsetValue] = {}
     if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
         errors = {(t, p.partition_index): ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED for t, p in wanted}
     elif not ctx.authorize(AclOperation.READ, ResourceType.GROUP, req.group_id):
@@ -40,22 +43,19 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
         cache = ctx.services.cluster.metadata
         for topic, p in wanted:
             tp = (topic, p.partition_index)
-            table = ctx.partition_table(topic)  # the gateway's client numbering, as OffsetCommit maps it
-            real[tp] = tp if table is None else (topic, table.to_real(tp[1]))
             if topic not in readable:
                 errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-            elif cache.partition(*real[tp]) is None:
+            elif cache.partition(*tp) is None:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
-                offsets[real[tp]] = OffsetValue(offset=p.committed_offset, metadata=p.committed_metadata or "",
+                offsets[tp] = OffsetValue(offset=p.committed_offset, metadata=p.committed_metadata or "",
                                           commit_timestamp=now,
                                           leader_epoch=p.committed_leader_epoch if v >= 2 else -1)
         if offsets:
             result = await ctx.services.coordinators.groups.commit_txn_offsets(
                 req.group_id, req.producer_id, req.producer_epoch, req.member_id if v >= 3 else "",
                 req.group_instance_id if v >= 3 else None, req.generation_id if v >= 3 else -1, offsets)
-            client = {r: c for c, r in real.items()}
-            errors.update({client[tp]: fenced_error(code, v, 2) for tp, code in result.items()})
+            errors.update({tp: fenced_error(code, v, 2) for tp, code in result.items()})
     T = R.TxnOffsetCommitResponseTopic
     P = T.TxnOffsetCommitResponsePartition
     return R(topics=[T(name=t.name, partitions=[P(partition_index=p.partition_index,
