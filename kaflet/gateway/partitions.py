@@ -12,6 +12,9 @@ it to requests and responses in one step (kaflet/server/renumbering.py).
 
 A client number with no partition behind it maps to a negative index that no partition has, so
 the request gets UNKNOWN_TOPIC_OR_PARTITION and its answer still carries the client's number.
+Numbers past the end go to -1, -2, ...; negative ones below -2**31, out of the int32 range of
+the wire, so that neither can land on a real partition (a negative number once mapped to
+``-1 - client`` and reached a hidden partition) and both come back unchanged.
 """
 
 from __future__ import annotations
@@ -22,6 +25,9 @@ from collections.abc import Callable
 from kaflet.gateway.model import PartitionView
 
 log = logging.getLogger("kaflet.gateway.partitions")
+
+#: Where negative client numbers go: below every int32, so apart from the numbers past the end.
+_NEGATIVE_SHIFT = 1 << 31
 
 
 class PartitionTable:
@@ -41,10 +47,14 @@ class PartitionTable:
         """The real partition of a client number; negative (no such partition) when there is none."""
         if 0 <= client < len(self.real_of):
             return self.real_of[client]
+        if client < 0:
+            return client - _NEGATIVE_SHIFT
         return -1 - client
 
     def to_client(self, real: int) -> int | None:
         """The client number of a real partition (or back from `to_real`'s negative); None if disabled."""
+        if real < -_NEGATIVE_SHIFT:
+            return real + _NEGATIVE_SHIFT
         if real < 0:
             return -1 - real
         return self.client_of.get(real)

@@ -22,6 +22,7 @@ from kaflet.embedded_broker import embedded_broker
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
+from kaflet.protocol.records import Record, build_batch
 from kaflet.server.broker import Broker
 from tests.support.raw_client import RawClient
 from tests.support.topics import create_topic
@@ -143,3 +144,27 @@ def test_old_clients_are_mapped_too(running: tuple[Broker, asyncio.AbstractEvent
     finally:
         consumer.close()
     assert got == [(1, i, b"old-%d" % i) for i in range(3)]
+
+
+def test_partition_numbers_no_client_may_see_name_no_partition(
+        running: tuple[Broker, asyncio.AbstractEventLoop, View]) -> None:
+    """Negative and too-large client numbers get UNKNOWN_TOPIC_OR_PARTITION under the number sent,
+    and write nothing anywhere: -2 once reached the hidden real partition 1."""
+    broker, loop, view = running
+    topic = f"neg-{uuid.uuid4().hex[:6]}"
+    create_topic(broker.bootstrap, topic, partitions=4)
+    on_loop(loop, lambda: view.by_topic.__setitem__(topic, frozenset({1, 2})))
+    P = codec.request_class(ApiKey.PRODUCE)
+    batch = build_batch([Record(0, 0, None, b"v")], base_timestamp=1000)
+    sent = (-1, -2, -3, 2, 3)
+    rc = RawClient(broker.bootstrap)
+    try:
+        answer = rc.request(ApiKey.PRODUCE, 9, P(acks=1, timeout_ms=5000, topic_data=[P.TopicProduceData(
+            name=topic, partition_data=[P.TopicProduceData.PartitionProduceData(index=i, records=batch)
+                                        for i in sent])]))
+    finally:
+        rc.close()
+    assert [(p.index, p.error_code) for p in answer.responses[0].partition_responses] == [
+        (i, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)) for i in sent]
+    ends = on_loop(loop, lambda: {i: broker.replica_manager.get(topic, i).log.log_end_offset for i in range(4)})
+    assert ends == {0: 0, 1: 0, 2: 0, 3: 0}

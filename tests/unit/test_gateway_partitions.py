@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from kaflet.gateway.partitions import PartitionRouter, PartitionTable
+
+INT32 = st.integers(min_value=-(1 << 31), max_value=(1 << 31) - 1)
 
 
 class View:
@@ -19,9 +24,29 @@ def test_table_renumbers_and_maps_back() -> None:
     assert [t.to_real(i) for i in (0, 1)] == [0, 3]
     assert [t.to_client(r) for r in range(4)] == [0, None, None, 1]
     # A client number with no partition maps to a negative index, and back to the same number.
-    for missing in (2, 3, 7):
+    for missing in (2, 3, 7, -1, -2, -4):
         assert t.to_real(missing) < 0
         assert t.to_client(t.to_real(missing)) == missing
+
+
+@given(count=st.integers(min_value=0, max_value=12), disabled=st.frozensets(st.integers(0, 11)),
+       client=INT32)
+def test_no_client_number_reaches_a_hidden_partition(count: int, disabled: frozenset[int], client: int) -> None:
+    """Whatever int32 a client sends, it names a visible partition or none, and comes back as sent."""
+    t = PartitionTable(count, disabled)
+    real = t.to_real(client)
+    if 0 <= client < len(t.real_of):
+        assert 0 <= real < count and real not in disabled
+    else:
+        assert real < 0
+    assert t.to_client(real) == client
+
+
+@given(count=st.integers(min_value=0, max_value=12), disabled=st.frozensets(st.integers(0, 11)),
+       a=INT32, b=INT32)
+def test_distinct_client_numbers_stay_distinct(count: int, disabled: frozenset[int], a: int, b: int) -> None:
+    t = PartitionTable(count, disabled)
+    assert (t.to_real(a) == t.to_real(b)) == (a == b)
 
 
 def test_router_follows_the_view_and_the_partition_count() -> None:
