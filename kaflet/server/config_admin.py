@@ -59,7 +59,7 @@ def _is_true(value: str | None) -> bool:
 log = logging.getLogger("kaflet.configs")
 
 _TOPICS = zkdata.ConfigType.TOPIC
-# ConfigResource.Type names, as Kafka's messages print them.
+# ResourceType names, as Kafka's messages print them.
 _RESOURCE_NAMES = {2: "TOPIC", 4: "BROKER", 8: "BROKER_LOGGER", 16: "CLIENT_METRICS", 32: "GROUP"}
 _BROKERS = zkdata.ConfigType.BROKER
 # Entities whose changes go to the quota store (kaflet/quota/store.py).
