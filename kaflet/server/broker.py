@@ -140,7 +140,7 @@ class Broker:
         self.gateway: Gateway | None = None
         # Client quotas: the manager the enforcer asks (an interface; Kafka's by default) and
         # the quota configs in /config/users, /config/clients and /config/ips feeding it.
-        quota_settings = QuotaSettings.from_config(config)
+        quota_settings = QuotaSettings.from_config(config.values)
         self.quota_manager: QuotaManager = KafkaQuotaManager(quota_settings)
         #: The Logi-Kafka gateway's features are on (gateway.url set).
         self.gateway_enabled = bool(config["gateway.url"])
@@ -480,7 +480,7 @@ class Broker:
             cleaner_config = config_admin.cleaner_config()
         except ConfigError as exc:
             log.error("dynamic log cleaner configs not applied: %s", exc)
-            cleaner_config = CleanerConfig.from_broker(cfg)
+            cleaner_config = CleanerConfig.from_broker(cfg.values)
         try:
             manager = LogManager(
                 self.log_dirs,

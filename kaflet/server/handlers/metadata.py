@@ -11,7 +11,7 @@ import uuid
 from typing import Any
 
 from kaflet.gateway.partitions import PartitionTable
-from kaflet.metadata.metadata_cache import TopicInfo
+from kaflet.metadata.metadata_cache import MetadataCache, TopicInfo
 from kaflet.metadata.topic_names import invalid_reason
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
@@ -106,7 +106,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
     return resp
 
 
-def _names(names: list[tuple[str | None, Any]], cache: Any) -> list[str]:
+def _names(names: list[tuple[str | None, Any]], cache: MetadataCache) -> list[str]:
     out = []
     for name, tid in names:
         if name is None and tid is not None:
