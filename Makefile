@@ -20,12 +20,12 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check kaflet tests benchmarks
-	$(BIN)/mypy kaflet/protocol kaflet/log kaflet/metadata kaflet/network kaflet/server kaflet/security kaflet/quota kaflet/coordinator kaflet/replication kaflet/controller kaflet/gateway kaflet/metrics kaflet/manager
+	$(BIN)/mypy kaflet
 	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check kaflet tests benchmarks
-	$(BIN)/mypy kaflet/protocol kaflet/log kaflet/metadata kaflet/network kaflet/server kaflet/security kaflet/quota kaflet/coordinator kaflet/replication kaflet/controller kaflet/gateway kaflet/metrics kaflet/manager
+	$(BIN)/mypy kaflet
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench.py $(ARGS)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 import click
 from confluent_kafka.admin import (
@@ -169,8 +169,23 @@ def _pattern_text(restype: ResourceType, name: str, ptype: ResourcePatternType) 
            f"patternType={ptype.name})"
 
 
-def _entry_text(principal: str, host: str, op: AclOperation, perm: AclPermissionType) -> str:
-    return f"\t(principal={principal}, host={host}, operation={op.name}, permissionType={perm.name})"
+def _entry_text(b: AclBinding) -> str:
+    op, perm = _granted(b)
+    return f"\t(principal={b.principal}, host={b.host}, operation={op.name}, permissionType={perm.name})"
+
+
+def _filter(restype: ResourceType, name: str | None, ptype: ResourcePatternType, principal: str | None,
+            host: str | None, op: AclOperation, perm: AclPermissionType) -> AclBindingFilter:
+    """An ACL filter; None matches any name, principal or host."""
+    # confluent-kafka annotates these three as str, though its documentation and code take None
+    # for "any": the library's annotation is wrong.
+    return AclBindingFilter(restype, name, ptype, principal, host, op, perm)  # type: ignore[arg-type]
+
+
+def _granted(b: AclBinding) -> tuple[AclOperation, AclPermissionType]:
+    """A binding's operation and permission type. AclBinding turns str and int arguments into
+    these enums when it is made, but annotates its attributes with the arguments' union."""
+    return cast(AclOperation, b.operation), cast(AclPermissionType, b.permission_type)
 
 
 def _add(admin: Admin, plan: dict[Resource, list[AclOperation]], ptype: ResourcePatternType,
@@ -181,7 +196,7 @@ def _add(admin: Admin, plan: dict[Resource, list[AclOperation]], ptype: Resource
         bindings = [AclBinding(restype, name, ptype, p, h, op, perm) for p, h, perm in entries for op in ops]
         click.echo(f"Adding ACLs for resource `{_pattern_text(restype, name, ptype)}`: ")
         for b in bindings:
-            click.echo(_entry_text(b.principal, b.host, b.operation, b.permission_type))
+            click.echo(_entry_text(b))
         click.echo()
         futures = admin.client.create_acls(bindings, request_timeout=admin.timeout_s)
         for fut in futures.values():
@@ -200,7 +215,7 @@ def _remove(admin: Admin, plan: dict[Resource, list[AclOperation]], ptype: Resou
         what = _pattern_text(restype, name, ptype)
         if not force and not click.confirm(f"Are you sure you want to remove ACLs: {what}?", default=False):
             continue
-        filters = [AclBindingFilter(restype, name, ptype, p, h, op, perm) for p, h, perm in entries for op in ops]
+        filters = [_filter(restype, name, ptype, p, h, op, perm) for p, h, perm in entries for op in ops]
         futures = admin.client.delete_acls(filters, request_timeout=admin.timeout_s)
         removed = 0
         for fut in futures.values():
@@ -241,10 +256,9 @@ def _check_listable(admin: Admin) -> None:
 
 
 def _list(admin: Admin, resources: list[Resource], ptype: ResourcePatternType, principals: Iterable[str]) -> None:
-    filters = [AclBindingFilter(r, n, ptype, None, None, AclOperation.ANY, AclPermissionType.ANY)
-               for r, n in resources] or \
-              [AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
-                                AclPermissionType.ANY)]
+    filters = [_filter(r, n, ptype, None, None, AclOperation.ANY, AclPermissionType.ANY) for r, n in resources] or \
+              [_filter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
+                       AclPermissionType.ANY)]
     wanted = set(principals)
     grouped: dict[tuple[Any, str, Any], list[AclBinding]] = {}
     for f in filters:
@@ -255,6 +269,6 @@ def _list(admin: Admin, resources: list[Resource], ptype: ResourcePatternType, p
     for (restype, name, rptype), bindings in sorted(grouped.items(), key=lambda kv: (kv[0][0].value, kv[0][1],
                                                                                      kv[0][2].value)):
         click.echo(f"Current ACLs for resource `{_pattern_text(restype, name, rptype)}`: ")
-        for b in sorted(bindings, key=lambda b: (b.principal, b.host, b.operation.value, b.permission_type.value)):
-            click.echo(_entry_text(b.principal, b.host, b.operation, b.permission_type))
+        for b in sorted(bindings, key=lambda b: (b.principal, b.host, *(e.value for e in _granted(b)))):
+            click.echo(_entry_text(b))
         click.echo()

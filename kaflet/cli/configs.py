@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import click
-from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, ResourceType
 
 from kaflet.cli.common import (
     Admin,
@@ -63,14 +63,14 @@ def _source_name(source: int) -> str:
 class _Configs(Admin):
     """The shared admin helper plus DescribeConfigs/IncrementalAlterConfigs over kaflet's own connection."""
 
-    def describe(self, rtype: ConfigResource.Type, name: str) -> list[Entry]:
+    def describe(self, rtype: ResourceType, name: str) -> list[Entry]:
         """DescribeConfigs with synonyms, over our own connection: the client libraries keep one
         synonym per name, and the same name often appears at two levels (static and default)."""
         from kaflet.protocol import codec
         from kaflet.protocol.errors import ErrorCode
 
         address = None
-        if rtype == ConfigResource.Type.BROKER and name:
+        if rtype == ResourceType.BROKER and name:
             broker = self.metadata().brokers.get(int(name))
             if broker is None or broker.host is None:
                 raise CliError(f"Broker {name} is not in the cluster.")
@@ -79,7 +79,7 @@ class _Configs(Admin):
         req = req_cls(resources=[req_cls.DescribeConfigsResource(resource_type=int(rtype.value), resource_name=name,
                                                                  configuration_keys=None)], include_synonyms=True)
         result = self._raw(_DESCRIBE_CONFIGS, 1, req, address).results[0]
-        if result.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and rtype == ConfigResource.Type.TOPIC:
+        if result.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and rtype == ResourceType.TOPIC:
             raise CliError(f"Topic '{name}' does not exist.")
         if result.error_code:
             try:
@@ -90,12 +90,12 @@ class _Configs(Admin):
         return [(c.name, c.value, c.config_source, c.is_sensitive, [(y.source, y.name, y.value) for y in c.synonyms])
                 for c in sorted(result.configs, key=lambda c: c.name)]
 
-    def alter(self, rtype: ConfigResource.Type, name: str, add: dict[str, str], delete: list[str]) -> None:
+    def alter(self, rtype: ResourceType, name: str, add: dict[str, str], delete: list[str]) -> None:
         ops = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in add.items()]
         ops += [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in delete]
         res = ConfigResource(rtype, name, incremental_configs=ops)
         futures = self.client.incremental_alter_configs([res], request_timeout=self.timeout_s)
-        self.result(futures[res], name if rtype == ConfigResource.Type.TOPIC else None)
+        self.result(futures[res], name if rtype == ResourceType.TOPIC else None)
 
     # The cluster-wide broker default is the BROKER resource with an empty name, which the
     # client libraries refuse to send; it goes over our own connection instead (plain for
@@ -124,7 +124,7 @@ class _Configs(Admin):
                 raise CliError(unreachable_message(self.bootstrap, self.timeout_s, str(exc))) from exc
 
     def describe_default(self) -> list[Entry]:
-        return self.describe(ConfigResource.Type.BROKER, "")
+        return self.describe(ResourceType.BROKER, "")
 
     def alter_default(self, add: dict[str, str], delete: list[str]) -> None:
         from kaflet.protocol import codec
@@ -197,7 +197,7 @@ def configs(bootstrap: str, entity_type: str, entity_name: str | None, entity_de
         return
     admin = _Configs(bootstrap, config_file, timeout_s)
     if entity_type == "topics":
-        rtype = ConfigResource.Type.TOPIC
+        rtype = ResourceType.TOPIC
         if alter:
             assert entity_name is not None
             admin.alter(rtype, entity_name, add, delete)
@@ -208,7 +208,7 @@ def configs(bootstrap: str, entity_type: str, entity_name: str | None, entity_de
             title = f"{'All' if all_ else 'Dynamic'} configs for topic {name} are:"
             _print_entries(title, admin.describe(rtype, name), None if all_ else ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
         return
-    rtype = ConfigResource.Type.BROKER
+    rtype = ResourceType.BROKER
     if entity_default:
         if alter:
             admin.alter_default(add, delete)

@@ -102,15 +102,19 @@ class _Formatter:
                 fields.append(b"LogAppendTime:%d" % ts)
             else:
                 fields.append(b"NO_TIMESTAMP")
-        if self.partition:
-            fields.append(b"Partition:%d" % msg.partition())
-        if self.offset:
-            fields.append(b"Offset:%d" % msg.offset())
+        # A consumed message (not an error event) always has its partition and offset.
+        if self.partition and (partition := msg.partition()) is not None:
+            fields.append(b"Partition:%d" % partition)
+        if self.offset and (offset := msg.offset()) is not None:
+            fields.append(b"Offset:%d" % offset)
         if self.headers:
             headers = msg.headers() or []
             if headers:
+                # A consumer gets a list of (key, bytes or None); the type also allows a dict and str values.
+                pairs = headers.items() if isinstance(headers, dict) else headers
                 fields.append(self.hsep.join(
-                    k.encode() + b":" + (self.null if v is None else v) for k, v in headers
+                    k.encode() + b":" + (self.null if v is None else v.encode() if isinstance(v, str) else v)
+                    for k, v in pairs
                 ))
             else:
                 fields.append(b"NO_HEADERS")

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import click
-from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from kaflet.cli.common import (
     Admin,
@@ -210,7 +210,7 @@ class _Reassigner(Admin):
         return {(t.name, p.partition_index): (list(p.replicas), list(p.adding_replicas), list(p.removing_replicas))
                 for t in resp.topics for p in t.partitions}
 
-    def alter_configs(self, changes: dict[tuple[ConfigResource.Type, str], dict[str, str | None]]) -> None:
+    def alter_configs(self, changes: dict[tuple[ResourceType, str], dict[str, str | None]]) -> None:
         """IncrementalAlterConfigs: SET each value, DELETE each None. One resource per call: a
         broker's own configs go to that broker, and librdkafka takes one such resource a call."""
         for (rtype, name), ops in changes.items():
@@ -277,12 +277,12 @@ def throttle_configs(moves: dict[Partition, tuple[set[int], set[int]]]) -> dict[
 
 def _set_throttles(r: _Reassigner, moves: dict[Partition, tuple[set[int], set[int]]], rate: int) -> None:
     """Kafka's modifyReassignmentThrottle: the topics' throttled replicas, then the brokers' rates."""
-    changes: dict[tuple[ConfigResource.Type, str], dict[str, str | None]] = {
-        (ConfigResource.Type.TOPIC, topic): {_TOPIC_THROTTLES[0]: lead, _TOPIC_THROTTLES[1]: follow}
+    changes: dict[tuple[ResourceType, str], dict[str, str | None]] = {
+        (ResourceType.TOPIC, topic): {_TOPIC_THROTTLES[0]: lead, _TOPIC_THROTTLES[1]: follow}
         for topic, (lead, follow) in sorted(throttle_configs(moves).items())}
     r.alter_configs(changes)
     brokers = sorted({b for sources, destinations in moves.values() for b in sources | destinations})
-    r.alter_configs({(ConfigResource.Type.BROKER, str(b)): dict.fromkeys(_BROKER_THROTTLES, str(rate))
+    r.alter_configs({(ResourceType.BROKER, str(b)): dict.fromkeys(_BROKER_THROTTLES, str(rate))
                      for b in brokers})
     click.echo(f"The inter-broker throttle limit was set to {rate} B/s")
 
@@ -293,10 +293,10 @@ def _clear_throttles(r: _Reassigner, targets: dict[Partition, list[int]]) -> Non
     brokers = sorted(set(r.metadata().brokers) | {b for reps in targets.values() for b in reps})
     click.echo(f"Clearing broker-level throttles on broker{'' if len(brokers) == 1 else 's'} "
                f"{','.join(map(str, brokers))}")
-    r.alter_configs({(ConfigResource.Type.BROKER, str(b)): dict.fromkeys(_BROKER_THROTTLES) for b in brokers})
+    r.alter_configs({(ResourceType.BROKER, str(b)): dict.fromkeys(_BROKER_THROTTLES) for b in brokers})
     topics = sorted({t for t, _ in targets})
     click.echo(f"Clearing topic-level throttles on topic{'' if len(topics) == 1 else 's'} {','.join(topics)}")
-    r.alter_configs({(ConfigResource.Type.TOPIC, t): dict.fromkeys(_TOPIC_THROTTLES) for t in topics})
+    r.alter_configs({(ResourceType.TOPIC, t): dict.fromkeys(_TOPIC_THROTTLES) for t in topics})
 
 
 def _execute(r: _Reassigner, proposed: dict[Partition, list[int]], additional: bool, throttle: int = -1) -> None:

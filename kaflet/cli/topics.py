@@ -160,19 +160,19 @@ def _describe(admin: Admin, topic: str | None, exclude_internal: bool, if_exists
             if if_exists:
                 return
             raise CliError(f"Topic '{topic}' does not exist.")
-        metas = [meta]
+        metas = {topic: meta}
     else:
-        metas = [m for name, m in sorted(admin.metadata().topics.items())
-                 if not (exclude_internal and is_internal(name))]
+        metas = {name: m for name, m in sorted(admin.metadata().topics.items())
+                 if not (exclude_internal and is_internal(name))}
     if not metas:
         return
     # The live brokers: the ones Metadata lists (Kafka's tool asks DescribeCluster, the same list).
     live = set(admin.metadata().brokers)
-    names = [m.topic for m in metas]
+    names = list(metas)
     topic_ids = _topic_ids(admin, names)
     configs = _topic_configs(admin, names)
-    for meta in metas:
-        entries = configs.get(meta.topic, {})
+    for name, meta in metas.items():
+        entries = configs.get(name, {})
         overrides = ",".join(
             f"{e.name}={'<sensitive>' if e.is_sensitive else e.value}"
             for e in sorted(entries.values(), key=lambda e: e.name)
@@ -183,9 +183,9 @@ def _describe(admin: Admin, topic: str | None, exclude_internal: bool, if_exists
         parts = sorted(meta.partitions.values(), key=lambda p: p.id)
         if report is None and (not overrides_only or overrides):
             rf = len(parts[0].replicas) if parts else 0
-            topic_id = topic_ids.get(meta.topic)
+            topic_id = topic_ids.get(name)
             click.echo(
-                f"Topic: {meta.topic}" + (f"\tTopicId: {topic_id}" if topic_id else "")
+                f"Topic: {name}" + (f"\tTopicId: {topic_id}" if topic_id else "")
                 + f"\tPartitionCount: {len(parts)}\tReplicationFactor: {rf}\tConfigs: {overrides}"
             )
         if overrides_only:
@@ -196,7 +196,7 @@ def _describe(admin: Admin, topic: str | None, exclude_internal: bool, if_exists
             leader = "none" if p.leader < 0 else str(p.leader)
             offline = [r for r in p.replicas if r not in live]
             click.echo(
-                f"\tTopic: {meta.topic}\tPartition: {p.id}\tLeader: {leader}"
+                f"\tTopic: {name}\tPartition: {p.id}\tLeader: {leader}"
                 f"\tReplicas: {_ids(p.replicas)}\tIsr: {_ids(p.isrs)}"
                 + (f"\tOffline: {_ids(offline)}" if offline else "")
             )

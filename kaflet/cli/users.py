@@ -66,7 +66,9 @@ def describe_users(bootstrap: str, config_file: str | None, timeout_s: float, us
     if user:
         futures = admin.client.describe_user_scram_credentials([user], request_timeout=timeout_s)
         try:
-            found = {user: futures[user].result(timeout=timeout_s + 5)}
+            # One future per user asked for (a single one only when listing every user).
+            future = futures[user] if isinstance(futures, dict) else futures
+            found = {user: future.result(timeout=timeout_s + 5)}
         except KafkaException as exc:
             if "does not exist" not in str(exc):
                 raise admin.fail(exc) from exc

@@ -25,11 +25,12 @@ from typing import Any
 from kaflet.metadata.zkdata import BrokerInfo
 from kaflet.protocol.api_keys import ApiKey, api_name
 from kaflet.protocol.broker_connection import BrokerConnection, BrokerConnectionError, BrokerConnector
+from kaflet.protocol.controller_messages import ControllerRequest, ControllerResponse
 
 log = logging.getLogger("kaflet.controller")
 
 #: (api key, request object) -> response object: the local broker's handling of a request.
-LocalDelivery = Callable[[ApiKey, Any], Awaitable[Any]]
+LocalDelivery = Callable[[ApiKey, ControllerRequest], Awaitable[ControllerResponse]]
 #: Runs on the loop with the response object.
 ResponseCallback = Callable[[Any], None]
 

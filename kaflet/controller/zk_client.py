@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from kaflet.controller.context import ReplicaAssignment, TopicPartition
@@ -274,7 +274,7 @@ class ControllerZkClient:
             return None
 
     async def get_all_broker_and_epochs(
-        self, watch: WatchCallback | None = None, broker_watch: Any = None
+        self, watch: WatchCallback | None = None, broker_watch: Callable[[int], WatchCallback] | None = None
     ) -> dict[int, tuple[BrokerInfo, int]]:
         """Every registered broker with its epoch. ``broker_watch(id)`` gives the data watch to
         leave on each registration (Kafka's BrokerModificationsHandler)."""
@@ -306,7 +306,7 @@ class ControllerZkClient:
             return None
 
     async def get_replica_assignment_and_topic_ids(
-        self, topics: Iterable[str], topic_watch: Any = None
+        self, topics: Iterable[str], topic_watch: Callable[[str], WatchCallback] | None = None
     ) -> dict[str, TopicAssignment]:
         names = sorted(topics)
         got = await asyncio.gather(

@@ -37,7 +37,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -110,8 +110,8 @@ class CleanerConfig:
     backoff_ms: int = 15000
 
     @classmethod
-    def from_broker(cls, values: Any) -> CleanerConfig:
-        """From a broker config (anything with ``[name]`` giving parsed values)."""
+    def from_broker(cls, values: Mapping[str, Any]) -> CleanerConfig:
+        """From a broker config's parsed values."""
         return cls(
             enable=bool(values["log.cleaner.enable"]),
             threads=int(values["log.cleaner.threads"]),

@@ -31,6 +31,7 @@ from typing import Any
 from kaflet.network.channel import Channel, FileRegionLike, TlsChannel, TlsError
 from kaflet.protocol.framing import FrameReader, FrameSizeError, size_prefix
 from kaflet.security.principal import ANONYMOUS, KafkaPrincipal
+from kaflet.security.session import SaslSession
 
 log = logging.getLogger("kaflet.network")
 
@@ -71,7 +72,7 @@ class ListenerSecurity:
     protocol: str = "PLAINTEXT"
     ssl_context: ssl.SSLContext | None = None
     #: Creates the per-connection SASL session (kaflet.security.session.SaslSession) on SASL listeners.
-    sasl_session_factory: Callable[[], Any] | None = None
+    sasl_session_factory: Callable[[], SaslSession] | None = None
     #: Time a connection has to finish the TLS handshake and SASL authentication.
     auth_timeout_s: float = 10.0
     #: Largest frame accepted before authentication completes (sasl.server.max.receive.size).
@@ -112,8 +113,8 @@ class Connection:
         self.client_software: tuple[str, str] = ("", "")
         #: The authenticated principal, for the authorizer (ANONYMOUS until authenticated).
         self.principal: KafkaPrincipal = ANONYMOUS
-        #: The SASL session on SASL listeners (kaflet.security.session.SaslSession), else None.
-        self.sasl: Any = (self.security.sasl_session_factory()
+        #: The SASL session on SASL listeners, else None.
+        self.sasl: SaslSession | None = (self.security.sasl_session_factory()
                           if self.security.sasl_session_factory is not None else None)
         #: Set by a handler whose response must be the last one (a failed authentication).
         self.close_after_response = False

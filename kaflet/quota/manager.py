@@ -79,8 +79,8 @@ class QuotaSettings:
     max_throttle_ms: int = 10000
 
     @classmethod
-    def from_config(cls, config: Any) -> QuotaSettings:
-        """From a BrokerConfig; max.throttle.time.ms wins over throttle.max.time.ms when set."""
+    def from_config(cls, config: Mapping[str, Any]) -> QuotaSettings:
+        """From a BrokerConfig's values; max.throttle.time.ms wins over throttle.max.time.ms when set."""
         bound = config["max.throttle.time.ms"]
         if bound is None:
             bound = config["throttle.max.time.ms"]

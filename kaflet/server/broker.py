@@ -1,4 +1,10 @@
-"""The Broker: composition root that wires config, metadata, logs, partitions and listeners."""
+"""The Broker: composition root that wires config, metadata, logs, partitions and listeners.
+
+It is the one module that knows every part, and start-up order, shutdown order and the
+callbacks between parts all sit here, so it runs a little over the usual size; what a start-up
+step decides on its own lives beside it (cluster_identity.py, controlled_shutdown.py,
+broker_metrics.py, inter_broker_security.py).
+"""
 
 from __future__ import annotations
 
@@ -9,12 +15,12 @@ import os
 import socket
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from kaflet.controller.channel import ControllerChannel
 from kaflet.controller.config import ControllerConfig
 from kaflet.controller.controller import KafkaController
-from kaflet.controller.topics import ensure_persistent_paths
+from kaflet.controller.topics import CreateOutcome, TopicRequest, ensure_persistent_paths
 from kaflet.coordinator.group.coordinator import GroupConfig, GroupCoordinator
 from kaflet.coordinator.group.store import GROUP_METADATA_TOPIC, OffsetsTopicStore
 from kaflet.coordinator.group.topic import OffsetsTopic, OffsetsTopicConfig
@@ -34,16 +40,15 @@ from kaflet.log.log_manager import LogManager
 from kaflet.metadata import zkdata
 from kaflet.metadata.embedded import EmbeddedTree
 from kaflet.metadata.metadata_cache import MetadataCache
-from kaflet.metadata.tree import MetadataTree, NodeExistsError, NoNodeError, SessionLostError
+from kaflet.metadata.tree import MetadataTree, NodeExistsError, SessionLostError
 from kaflet.metadata.zookeeper import ZooKeeperTree
 from kaflet.metrics.exporter import MetricsExporter
 from kaflet.metrics.stats import BrokerMetrics
 from kaflet.network.client import InterBrokerSettings
 from kaflet.network.connector import InterBrokerConnector
 from kaflet.network.listener import Listener
-from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
-from kaflet.protocol.broker_connection import BrokerConnection, BrokerConnectionError
+from kaflet.protocol.broker_connection import BrokerConnection
 from kaflet.protocol.controller_messages import ControllerRequest, ControllerResponse, UpdateMetadataRequest
 from kaflet.protocol.errors import ErrorCode
 from kaflet.quota.manager import KafkaQuotaManager, QuotaManager, QuotaSettings
@@ -55,9 +60,10 @@ from kaflet.replication.partition import Partition
 from kaflet.replication.replica_manager import ReplicaManager
 from kaflet.security.authorizer import Authorizer, AuthorizerConfigError, create_authorizer
 from kaflet.security.scram_store import ScramCredentialStore
-from kaflet.server import broker_metrics, listener_security
+from kaflet.server import broker_metrics, cluster_identity, listener_security
 from kaflet.server.config import BrokerConfig, ConfigError, Endpoint, parse_endpoints
 from kaflet.server.config_admin import ConfigAdmin
+from kaflet.server.controlled_shutdown import controlled_shutdown
 from kaflet.server.controller_requests import ControllerRequests
 from kaflet.server.dispatcher import Dispatcher
 from kaflet.server.fetch_session import FetchManager, FetchSessionCache
@@ -82,6 +88,16 @@ class BrokerStartError(Exception):
     """The broker cannot start; the message says why in one sentence."""
 
 
+_Part = TypeVar("_Part")
+
+
+def _started(part: _Part | None) -> _Part:
+    """A part made by Broker.start(), or RuntimeError when start() has not made it yet."""
+    if part is None:
+        raise RuntimeError("broker not started")
+    return part
+
+
 class Broker:
     """One Kafka broker. `await start()`, serve, then `await stop()`."""
 
@@ -94,27 +110,27 @@ class Broker:
         self.state = RunState()
         self.started = False
         self.metadata_cache = MetadataCache()
-        self.tree: MetadataTree = None  # type: ignore[assignment]
-        self.log_manager: LogManager = None  # type: ignore[assignment]
-        self.replica_manager: ReplicaManager = None  # type: ignore[assignment]
-        self.isr_manager: ZkIsrManager = None  # type: ignore[assignment]
+        # The parts start() makes, in this order; None until then (read through the properties
+        # below, which say so), and stop() closes those a failed start left behind.
+        self._tree: MetadataTree | None = None
+        self._scram_credentials: ScramCredentialStore | None = None
+        self._quota_configs: QuotaConfigStore | None = None
+        self._config_admin: ConfigAdmin | None = None
+        self._log_manager: LogManager | None = None
+        self._isr_manager: ZkIsrManager | None = None
+        self._replica_manager: ReplicaManager | None = None
+        self._topic_admin: TopicAdmin | None = None
+        self._producer_ids: ProducerIdManager | None = None
+        self._group_coordinator: GroupCoordinator | None = None
+        self._txn_coordinator: TransactionCoordinator | None = None
+        self._controller: KafkaController | None = None
         self._inter_broker: InterBrokerSettings | None = None
         self._connector: InterBrokerConnector | None = None
-        #: Kafka's controller, on every broker; active on one of them (always this one when alone).
-        self.controller: KafkaController = None  # type: ignore[assignment]
         #: True with zookeeper.connect: one broker of a cluster (else the embedded tree, alone).
         self.clustered = bool(config["zookeeper.connect"])
         self._session_lost = False
         self._session_task: asyncio.Task[None] | None = None
-        self.producer_ids: ProducerIdManager = None  # type: ignore[assignment]
-        self.group_coordinator: GroupCoordinator = None  # type: ignore[assignment]
-        self.txn_coordinator: TransactionCoordinator = None  # type: ignore[assignment]
         self._txn_markers: TxnMarkerSender | None = None
-        self.topic_admin = TopicAdmin(self)
-        # Topic and broker configs at run time (DescribeConfigs, AlterConfigs, /config/changes).
-        self.config_admin = ConfigAdmin(self)
-        # SCRAM credentials in /config/users (AlterUserScramCredentials, SASL/SCRAM logins).
-        self.scram_credentials: ScramCredentialStore = None  # type: ignore[assignment]
         # authorizer.class.name's authorizer; None: no authorization (everything is allowed).
         self.authorizer: Authorizer | None = None
         # The Logi-Kafka gateway's authentication and authorization (gateway listeners, DidiAuthorizer).
@@ -124,7 +140,7 @@ class Broker:
         self.gateway: Gateway | None = None
         # Client quotas: the manager the enforcer asks (an interface; Kafka's by default) and
         # the quota configs in /config/users, /config/clients and /config/ips feeding it.
-        quota_settings = QuotaSettings.from_config(config)
+        quota_settings = QuotaSettings.from_config(config.values)
         self.quota_manager: QuotaManager = KafkaQuotaManager(quota_settings)
         #: The Logi-Kafka gateway's features are on (gateway.url set).
         self.gateway_enabled = bool(config["gateway.url"])
@@ -141,7 +157,6 @@ class Broker:
             # /config/clients/<appId>.<topic> quotas limit that application on that topic.
             self.quota_manager = TopicQuotaManager(self.quota_manager, quota_settings, self.leader_share,
                                                    config["cluster.id"])
-        self.quota_configs: QuotaConfigStore = None  # type: ignore[assignment]
         #: Disk load protection (diskloadprotector.enable); None: off.
         self.disk_load_protector: DiskLoadProtector | None = None
         # Incremental fetch sessions (KIP-227) of all clients and followers.
@@ -156,6 +171,61 @@ class Broker:
         #: Set when the broker stops by itself: every log dir failed (``halt_reason`` says why).
         self.halted = asyncio.Event()
         self.halt_reason: str | None = None
+
+    # -- the parts start() makes ------------------------------------------------------------
+
+    @property
+    def tree(self) -> MetadataTree:
+        """The metadata tree: ZooKeeper's, or the embedded one of a broker alone."""
+        return _started(self._tree)
+
+    @property
+    def scram_credentials(self) -> ScramCredentialStore:
+        """SCRAM credentials in /config/users (AlterUserScramCredentials, SASL/SCRAM logins)."""
+        return _started(self._scram_credentials)
+
+    @property
+    def quota_configs(self) -> QuotaConfigStore:
+        """The quota configs in /config/users, /config/clients and /config/ips."""
+        return _started(self._quota_configs)
+
+    @property
+    def config_admin(self) -> ConfigAdmin:
+        """Topic and broker configs at run time (DescribeConfigs, AlterConfigs, /config/changes)."""
+        return _started(self._config_admin)
+
+    @property
+    def log_manager(self) -> LogManager:
+        return _started(self._log_manager)
+
+    @property
+    def isr_manager(self) -> ZkIsrManager:
+        return _started(self._isr_manager)
+
+    @property
+    def replica_manager(self) -> ReplicaManager:
+        return _started(self._replica_manager)
+
+    @property
+    def topic_admin(self) -> TopicAdmin:
+        return _started(self._topic_admin)
+
+    @property
+    def producer_ids(self) -> ProducerIdManager:
+        return _started(self._producer_ids)
+
+    @property
+    def group_coordinator(self) -> GroupCoordinator:
+        return _started(self._group_coordinator)
+
+    @property
+    def txn_coordinator(self) -> TransactionCoordinator:
+        return _started(self._txn_coordinator)
+
+    @property
+    def controller(self) -> KafkaController:
+        """Kafka's controller, on every broker; active on one of them (always this one when alone)."""
+        return _started(self._controller)
 
     # -- start-up ---------------------------------------------------------------------------
 
@@ -224,76 +294,91 @@ class Broker:
             for a in advertised
         ]
 
-        self.tree = await self._open_tree(log_dirs[0])
-        self.scram_credentials = ScramCredentialStore(self.tree)
-        await self._init_cluster_identity()
-        await self.config_admin.load()  # dynamic broker configs, before the logs use them
-        self.quota_configs = QuotaConfigStore(self.tree, self.quota_manager)
-        await self.quota_configs.load()
+        tree = self._tree = await self._open_tree(log_dirs[0])
+        self._scram_credentials = ScramCredentialStore(tree)
+        self.cluster_id = await cluster_identity.cluster_id(tree)
+        await ensure_persistent_paths(tree)
+        try:
+            self.broker_id = await cluster_identity.broker_id(tree, self.cluster_id, log_dirs, self.broker_id, cfg)
+        except cluster_identity.ClusterIdentityError as exc:
+            raise BrokerStartError(str(exc)) from None
+        quota_configs = self._quota_configs = QuotaConfigStore(tree, self.quota_manager)
+        config_admin = self._config_admin = ConfigAdmin(cfg, self.broker_id, tree, self.metadata_cache, quota_configs)
+        await config_admin.load()  # dynamic broker configs, before the logs use them
+        await quota_configs.load()
         # The logs found on disk open with their topics' configs (Kafka's LogManager.startup).
-        await self.config_admin.load_topic_configs(self._local_topics())
-        self._open_logs()
-        self.isr_manager = ZkIsrManager(self.tree)
+        await config_admin.load_topic_configs(self._local_topics())
+        log_manager = config_admin.log_manager = self._open_logs(config_admin)
+        isr_manager = self._isr_manager = ZkIsrManager(tree)
         self._connector = self._inter_broker_connector()
-        self.replica_manager = ReplicaManager(
-            self.broker_id, self.log_manager, config=ReplicationConfig.from_broker(cfg.values),
-            isr_writer=self.isr_manager, connector=self._connect_to_leader, leader_endpoint=self.inter_broker.endpoint,
+        replica_manager = self._replica_manager = ReplicaManager(
+            self.broker_id, log_manager, config=ReplicationConfig.from_broker(cfg.values),
+            isr_writer=isr_manager, connector=self._connect_to_leader, leader_endpoint=self.inter_broker.endpoint,
             partition_known=lambda topic, index: self.metadata_cache.partition(topic, index) is not None,
-            follower_quota=self.config_admin.replication_quotas.follower)
-        self.replica_manager.metadata_updater = self._update_metadata
-        self.replica_manager.on_leadership_change = self._on_leadership_change
-        self.replica_manager.on_replicas_stopped = self._on_replicas_stopped
+            follower_quota=config_admin.replication_quotas.follower)
+        replica_manager.metadata_updater = self._update_metadata
+        replica_manager.on_leadership_change = self._on_leadership_change
+        replica_manager.on_replicas_stopped = self._on_replicas_stopped
         # Dirs that failed while loading are handed over now, the others as they fail.
-        self.log_manager.failure_channel.set_listener(asyncio.get_running_loop(), self._on_log_dir_failure)
-        self.producer_ids = ProducerIdManager(self.tree, self.broker_id)
-        # Before the controller starts: leaderships hand the coordinator its __consumer_offsets partitions.
-        offsets_topic = OffsetsTopic(OffsetsTopicConfig.from_broker(cfg.values), self.topic_admin.create,
+        log_manager.failure_channel.set_listener(asyncio.get_running_loop(), self._on_log_dir_failure)
+        producer_ids = self._producer_ids = ProducerIdManager(tree, self.broker_id)
+        # The coordinators' topics are created with their own settings, also when a client's
+        # Metadata request auto-creates them.
+        offsets_topic = OffsetsTopic(OffsetsTopicConfig.from_broker(cfg.values), self._create_topic,
                                      self.metadata_cache.partition_count, lambda: len(self.live_brokers()),
                                      cap_replication_factor=not self.clustered)
-        self.group_coordinator = GroupCoordinator(
-            GroupConfig.from_broker(cfg.values),
-            OffsetsTopicStore(self.replica_manager.get, cfg["offsets.commit.timeout.ms"]),
-            ensure_topic=offsets_topic.ensure)
-        self.group_coordinator.start()
-        txn_topic = OffsetsTopic(transaction_topic_config(cfg.values), self.topic_admin.create,
+        txn_topic = OffsetsTopic(transaction_topic_config(cfg.values), self._create_topic,
                                  self.metadata_cache.partition_count, lambda: len(self.live_brokers()),
                                  cap_replication_factor=not self.clustered)
+        self._topic_admin = TopicAdmin(
+            cfg, self.broker_id, tree, self.metadata_cache, config_admin, replica_manager, self.wait_for_metadata,
+            internal_topics={GROUP_METADATA_TOPIC: offsets_topic.ensure, TRANSACTION_STATE_TOPIC: txn_topic.ensure})
+        # Before the controller starts: leaderships hand the coordinator its __consumer_offsets partitions.
+        group_coordinator = self._group_coordinator = GroupCoordinator(
+            GroupConfig.from_broker(cfg.values),
+            OffsetsTopicStore(replica_manager.get, cfg["offsets.commit.timeout.ms"]),
+            ensure_topic=offsets_topic.ensure)
+        group_coordinator.start()
         self._txn_markers = TxnMarkerSender(self._partition_leader, self._connect_for_markers,
                                             local=(self.broker_id, self._write_txn_markers_local))
-        self.txn_coordinator = TransactionCoordinator(
+        txn_coordinator = self._txn_coordinator = TransactionCoordinator(
             TxnConfig.from_broker(cfg.values),
-            OffsetsTopicStore(self.replica_manager.get, cfg["request.timeout.ms"], topic=TRANSACTION_STATE_TOPIC),
-            self.producer_ids.next_id, self._txn_markers.send, ensure_topic=txn_topic.ensure)
-        self.txn_coordinator.start()
-        self.replica_manager.start()
-        self.isr_manager.start()
-        await self.config_admin.start()
+            OffsetsTopicStore(replica_manager.get, cfg["request.timeout.ms"], topic=TRANSACTION_STATE_TOPIC),
+            producer_ids.next_id, self._txn_markers.send, ensure_topic=txn_topic.ensure)
+        txn_coordinator.start()
+        replica_manager.start()
+        isr_manager.start()
+        await config_admin.start()
         await self._start_gateway()
         try:
-            self.metrics_exporter, tasks = await broker_metrics.start_metrics(self, self._stop_background)
+            view = broker_metrics.broker_state(
+                replica_manager, lambda: self._controller, group_coordinator, self.listeners, self.metadata_cache,
+                config_admin.replication_quotas, lambda: self.disk_load_protector)
+            self.metrics_exporter, tasks = await broker_metrics.start_metrics(
+                cfg, self.metrics, view, self.gateway.service if self.gateway is not None else None,
+                self._stop_background)
         except OSError as exc:
             raise BrokerStartError(f"cannot serve metrics on {cfg['metrics.listener']}: {exc.strerror or exc}") from None
         self._tasks.extend(tasks)
         if self.authorizer is not None:
             # ACLs are loaded before the first request is served, so none slips through unchecked.
-            await self.authorizer.start(self.tree)
+            await self.authorizer.start(tree)
         await self._register_at_start()
-        log_manager = self.log_manager
         self._controller_requests = ControllerRequests(
-            self.replica_manager, lambda topic, index: log_manager.get_log(topic, index) is not None,
-            self.config_admin.load_topic_configs, lambda: self.state.broker_epoch)
-        self.controller = KafkaController(
-            self.broker_id, self.tree, self._controller_channel,
+            replica_manager, lambda topic, index: log_manager.get_log(topic, index) is not None,
+            config_admin.load_topic_configs, lambda: self.state.broker_epoch)
+        controller = self._controller = config_admin.controller = KafkaController(
+            self.broker_id, tree, self._controller_channel,
             ControllerConfig.from_broker_config(cfg.values, self.inter_broker.listener))
         # Every part the handlers use exists now; they get them from here on, never the Broker.
         dispatcher = Dispatcher(self._services())
-        await self.controller.startup()
+        await controller.startup()
         # Serving before the controller's requests arrive: in a cluster they come over these
         # listeners. The start-up line below still waits for them (bounded).
         for lst in self.listeners:
             lst.serve(dispatcher)
         await self._wait_until_ready()
-        self._tasks.append(asyncio.create_task(self.log_manager.run_background(self._stop_background),
+        self._tasks.append(asyncio.create_task(log_manager.run_background(self._stop_background),
                                                name="log-manager"))
         self.started = True
         where = ", ".join(f"{a.listener}://{a.host}:{a.port}" for a in self.advertised)
@@ -318,6 +403,10 @@ class Broker:
             accounting=Accounting(self.metrics, self.quota_manager, self.track_traffic, self.session_report),
             state=self.state)
 
+    async def _create_topic(self, req: TopicRequest, validate_only: bool, timeout_ms: int) -> CreateOutcome:
+        """The coordinators' topics are created through the topic admin (made after them)."""
+        return await self.topic_admin.create(req, validate_only, timeout_ms)
+
     def start_session_report(self, service: ManagementService) -> None:
         """Report the connections to `service` every session.report.ms until the broker stops."""
         if self.session_report is not None:
@@ -335,66 +424,6 @@ class Broker:
             return 0, 0
         me = self.broker_id
         return sum(1 for p in info.partitions.values() if p.leader == me), len(info.partitions)
-
-    async def _init_cluster_identity(self) -> None:
-        from kaflet.log import checkpoints
-
-        try:
-            data, _ = await self.tree.get(zkdata.CLUSTER_ID_PATH)
-            cluster_id = zkdata.parse_cluster_id(data)
-        except NoNodeError:
-            cluster_id = zkdata.random_uuid()
-            try:
-                await self.tree.create(zkdata.CLUSTER_ID_PATH, zkdata.cluster_id_json(cluster_id), make_parents=True)
-            except NodeExistsError:
-                data, _ = await self.tree.get(zkdata.CLUSTER_ID_PATH)
-                cluster_id = zkdata.parse_cluster_id(data)
-        self.cluster_id = cluster_id
-        await ensure_persistent_paths(self.tree)
-
-        stored_ids = set()
-        for d in self.log_dirs:
-            try:
-                meta = checkpoints.read_meta_properties(os.path.join(d, "meta.properties"))
-            except OSError as exc:
-                # The log manager takes a failing dir offline when it loads it.
-                log.error("cannot read %s/meta.properties: %s", d, exc)
-                continue
-            if meta is None:
-                continue
-            if meta.get("cluster.id") and meta["cluster.id"] != cluster_id:
-                raise BrokerStartError(
-                    f"The cluster id {cluster_id} does not match the cluster.id {meta['cluster.id']} stored in "
-                    f"{d}/meta.properties; the log directory belongs to another cluster"
-                )
-            if "broker.id" in meta:
-                stored_ids.add(int(meta["broker.id"]))
-        if len(stored_ids) > 1:
-            raise BrokerStartError(f"log directories disagree on broker.id: {sorted(stored_ids)}")
-        stored = stored_ids.pop() if stored_ids else None
-        if self.broker_id >= 0:
-            if stored is not None and stored != self.broker_id:
-                raise BrokerStartError(
-                    f"Configured broker.id {self.broker_id} doesn't match stored broker.id {stored} in meta.properties"
-                )
-        elif stored is not None:
-            self.broker_id = stored
-        elif self.config["broker.id.generation.enable"]:
-            stat = await self.tree.set(zkdata.BROKER_SEQID_PATH, b"")
-            self.broker_id = stat.version + self.config["reserved.broker.max.id"]
-        else:
-            raise BrokerStartError("broker.id is not set and broker.id.generation.enable is false")
-        written = 0
-        for d in self.log_dirs:
-            try:
-                checkpoints.write_meta_properties(os.path.join(d, "meta.properties"),
-                                                  {"version": "0", "broker.id": str(self.broker_id),
-                                                   "cluster.id": cluster_id})
-                written += 1
-            except OSError as exc:
-                log.error("cannot write %s/meta.properties: %s", d, exc)
-        if not written:
-            raise BrokerStartError(f"cannot write meta.properties in any log directory ({', '.join(self.log_dirs)})")
 
     async def _start_gateway(self) -> None:
         """Check cluster.id, then (with gateway.url) load the gateway's caches before the first
@@ -441,22 +470,22 @@ class Broker:
                     topics.add(tp[0])
         return topics
 
-    def _open_logs(self) -> None:
+    def _open_logs(self, config_admin: ConfigAdmin) -> LogManager:
         from kaflet.log.cleaner import CleanerConfig
         from kaflet.log.log_manager import LogDirLockedError
 
         cfg = self.config
         try:
             # The dynamic log.cleaner.* configs too (loaded just before), as Kafka starts with them.
-            cleaner_config = self.config_admin.cleaner_config()
+            cleaner_config = config_admin.cleaner_config()
         except ConfigError as exc:
             log.error("dynamic log cleaner configs not applied: %s", exc)
-            cleaner_config = CleanerConfig.from_broker(cfg)
+            cleaner_config = CleanerConfig.from_broker(cfg.values)
         try:
             manager = LogManager(
                 self.log_dirs,
-                self.config_admin.topic_defaults(),
-                topic_config=self.config_admin.topic_config,
+                config_admin.topic_defaults(),
+                topic_config=config_admin.topic_config,
                 recovery_point_checkpoint_interval_ms=cfg["log.flush.offset.checkpoint.interval.ms"],
                 log_start_offset_checkpoint_interval_ms=cfg["log.flush.start.offset.checkpoint.interval.ms"],
                 high_watermark_checkpoint_interval_ms=cfg["replica.high.watermark.checkpoint.interval.ms"],
@@ -468,12 +497,13 @@ class Broker:
                 cleaner_config=cleaner_config,
             )
             manager.startup()
-            # Only a fully loaded manager may write the clean-shutdown marker at stop.
-            self.log_manager = manager
         except LogDirLockedError as exc:
             raise BrokerStartError(f"{exc}; is another broker using it?") from None
         except (OSError, ValueError) as exc:
             raise BrokerStartError(f"cannot open the log directories: {exc}") from None
+        # Only a fully loaded manager may write the clean-shutdown marker at stop.
+        self._log_manager = manager
+        return manager
 
     async def _register_broker(self) -> None:
         info = zkdata.BrokerInfo(
@@ -707,7 +737,8 @@ class Broker:
             # Kafka's session expiry: ephemeral nodes (registration, /controller) are gone.
             log.warning("ZooKeeper session expired; resigning and re-registering once reconnected")
             self._session_lost = True
-            self.controller.on_session_lost()
+            if self._controller is not None:  # else it starts in the new session
+                self._controller.on_session_lost()
         elif state == "CONNECTED" and self._session_lost and self._session_task is None:
             self._session_task = asyncio.create_task(self._on_new_session(), name="zookeeper-session")
 
@@ -735,46 +766,6 @@ class Broker:
         finally:
             self._session_task = None
 
-    # -- controlled shutdown ----------------------------------------------------------------
-
-    async def _controlled_shutdown(self) -> None:
-        """Kafka's controlled shutdown: ask the controller to move this broker's leaderships
-        away (and take it out of the ISRs) before stopping, retrying as configured."""
-        cfg = self.config
-        retries = cfg["controlled.shutdown.max.retries"]
-        backoff_s = cfg["controlled.shutdown.retry.backoff.ms"] / 1000
-        for attempt in range(retries + 1):
-            if attempt:
-                await asyncio.sleep(backoff_s)
-            try:
-                error, remaining = await self._send_controlled_shutdown()
-            except (BrokerConnectionError, OSError, TimeoutError) as exc:
-                log.warning("controlled shutdown attempt %d failed: %s", attempt + 1, exc)
-                continue
-            if error == ErrorCode.NONE and not remaining:
-                log.info("controlled shutdown succeeded")
-                return
-            log.warning("controlled shutdown attempt %d: %s, partitions still led: %s", attempt + 1,
-                        ErrorCode(error).name, ", ".join(f"{t}-{p}" for t, p in remaining) or "none")
-        log.warning("controlled shutdown did not complete; proceeding with an unclean shutdown")
-
-    async def _send_controlled_shutdown(self) -> tuple[int, list[tuple[str, int]]]:
-        controller_id = self.metadata_cache.controller_id
-        if self.controller.is_active:
-            return await self.controller.controlled_shutdown(self.broker_id, self.state.broker_epoch)
-        if controller_id < 0 or self.inter_broker.endpoint(controller_id) is None:
-            return int(ErrorCode.NOT_CONTROLLER), []
-        client = await self.inter_broker.connect_to(
-            controller_id, client_id=f"broker-{self.broker_id}-shutdown",
-            request_timeout_s=self.config["controller.socket.timeout.ms"] / 1000)
-        try:
-            request = codec.request_class(ApiKey.CONTROLLED_SHUTDOWN)(
-                broker_id=self.broker_id, broker_epoch=self.state.broker_epoch)
-            response = await client.send(ApiKey.CONTROLLED_SHUTDOWN, 3, request)
-        finally:
-            await client.aclose()
-        return response.error_code, [(r.topic_name, r.partition_index) for r in response.remaining_partitions]
-
     # -- shutdown ---------------------------------------------------------------------------
 
     async def stop(self, controlled: bool = True) -> None:
@@ -786,27 +777,28 @@ class Broker:
         self.state.stopping = True
         if controlled and self.clustered and self.started and self.config["controlled.shutdown.enable"]:
             # Still serving: clients follow the leaderships as they move away.
-            await self._controlled_shutdown()
+            await controlled_shutdown(self.config, self.broker_id, lambda: self.state.broker_epoch, self.controller,
+                                      lambda: self.metadata_cache.controller_id, self.inter_broker)
         for lst in self.listeners:
             lst.stop_accepting()
-        if self.controller is not None:
-            await self.controller.shutdown()  # another broker takes over at once
+        if self._controller is not None:
+            await self._controller.shutdown()  # another broker takes over at once
         if self._session_task is not None:
             self._session_task.cancel()
-        if self.group_coordinator is not None:
-            self.group_coordinator.shutdown()  # answers waiting JoinGroup/SyncGroup so draining is quick
-        if self.txn_coordinator is not None:
-            self.txn_coordinator.shutdown()
+        if self._group_coordinator is not None:
+            self._group_coordinator.shutdown()  # answers waiting JoinGroup/SyncGroup so draining is quick
+        if self._txn_coordinator is not None:
+            self._txn_coordinator.shutdown()
         if self._txn_markers is not None:
             self._txn_markers.close()
-        if self.replica_manager is not None:
-            self.replica_manager.shutdown()  # waiting fetches and acks=all produces are answered
+        if self._replica_manager is not None:
+            self._replica_manager.shutdown()  # waiting fetches and acks=all produces are answered
         for lst in self.listeners:
             await lst.drain_and_close(timeout=5.0)
-        if self.replica_manager is not None:
-            await self.replica_manager.stop()  # fetchers stop before the logs close
-        if self.isr_manager is not None:
-            await self.isr_manager.stop()
+        if self._replica_manager is not None:
+            await self._replica_manager.stop()  # fetchers stop before the logs close
+        if self._isr_manager is not None:
+            await self._isr_manager.stop()
         self._stop_background.set()
         current = asyncio.current_task()
         for t in self._tasks:
@@ -814,7 +806,8 @@ class Broker:
                 continue  # the halt task runs this stop
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
-        await self.config_admin.stop()
+        if self._config_admin is not None:
+            await self._config_admin.stop()
         if self.authorizer is not None:
             await self.authorizer.stop()
         self.gateway_auth.stop()
@@ -824,10 +817,10 @@ class Broker:
             await self.gateway.stop()
         if self.metrics_exporter is not None:
             await self.metrics_exporter.stop()
-        if self.log_manager is not None:
-            self.log_manager.shutdown()
-        if self.tree is not None:
-            await self.tree.close()
+        if self._log_manager is not None:
+            self._log_manager.shutdown()
+        if self._tree is not None:
+            await self._tree.close()
         if self.started:
             log.info("kaflet broker %d stopped cleanly", self.broker_id)
         self._stopped.set()

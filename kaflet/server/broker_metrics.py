@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from kaflet.metrics.exporter import BrokerState, ListenerError, MetricsExporter, parse_listener
 from kaflet.metrics.jmx_topics import run_daily_clear, run_refresh
@@ -19,7 +20,14 @@ from kaflet.metrics.stats import AppTopicStats, BrokerMetrics
 from kaflet.server.config import BrokerConfig, ConfigError
 
 if TYPE_CHECKING:
-    from kaflet.server.broker import Broker
+    from kaflet.controller.controller import KafkaController
+    from kaflet.coordinator.group.coordinator import GroupCoordinator
+    from kaflet.gateway.model import ManagementService
+    from kaflet.log.disk_load import DiskLoadProtector
+    from kaflet.metadata.metadata_cache import MetadataCache
+    from kaflet.network.listener import Listener
+    from kaflet.quota.replication import ReplicationQuotas
+    from kaflet.replication.replica_manager import ReplicaManager
 
 log = logging.getLogger("kaflet.metrics")
 
@@ -49,48 +57,57 @@ def check_listener(config: BrokerConfig) -> None:
             raise ConfigError(str(exc)) from None
 
 
-def _state(broker: Broker) -> BrokerState:
+def broker_state(replicas: ReplicaManager, controller: Callable[[], KafkaController | None],
+                 groups: GroupCoordinator, listeners: Sequence[Listener], metadata: MetadataCache,
+                 replication_quotas: ReplicationQuotas, disk_load: Callable[[], DiskLoadProtector | None]
+                 ) -> BrokerState:
+    """What the exporter reads of the broker at scrape time; the controller and disk load
+    protection are looked up then, as they may start after the endpoint."""
+
+    def active_controller() -> bool:
+        c = controller()
+        return c is not None and c.is_active
+
+    def replication_rates() -> dict[str, float]:
+        return {q.kind: q.byte_rate() for q in (replication_quotas.leader, replication_quotas.follower)}
+
+    def disks() -> dict[str, tuple[float, int, int]]:
+        protector = disk_load()
+        if protector is None:
+            return {}
+        return {name: (d.util, d.admitted, d.refused) for name, d in protector.disks.items()}
+
     return BrokerState(
-        partitions=lambda: list(broker.replica_manager.partitions.values()),
-        active_controller=lambda: broker.controller is not None and broker.controller.is_active,
-        group_count=lambda: len(broker.group_coordinator.groups) if broker.group_coordinator is not None else 0,
-        connections=lambda: {lst.name: len(lst.connections) for lst in broker.listeners},
-        topic_exists=lambda topic: topic in broker.metadata_cache.topics,
-        isr_shrinks=lambda: broker.replica_manager.isr_shrinks,
-        isr_expands=lambda: broker.replica_manager.isr_expands,
-        disks=lambda: _disks(broker),
-        replication_rates=lambda: _replication_rates(broker),
+        partitions=lambda: list(replicas.partitions.values()),
+        active_controller=active_controller,
+        group_count=lambda: len(groups.groups),
+        connections=lambda: {lst.name: len(lst.connections) for lst in listeners},
+        topic_exists=lambda topic: topic in metadata.topics,
+        isr_shrinks=lambda: replicas.isr_shrinks,
+        isr_expands=lambda: replicas.isr_expands,
+        disks=disks,
+        replication_rates=replication_rates,
     )
 
 
-def _replication_rates(broker: Broker) -> dict[str, float]:
-    quotas = broker.config_admin.replication_quotas
-    return {q.kind: q.byte_rate() for q in (quotas.leader, quotas.follower)}
-
-
-def _disks(broker: Broker) -> dict[str, tuple[float, int, int]]:
-    protector = broker.disk_load_protector
-    if protector is None:
-        return {}
-    return {name: (d.util, d.admitted, d.refused) for name, d in protector.disks.items()}
-
-
-async def start_metrics(broker: Broker, stop: asyncio.Event) -> tuple[MetricsExporter | None, list[asyncio.Task[Any]]]:
-    """Open the endpoint (OSError when it cannot bind) and start kafkaexmetrics' background tasks."""
-    stats = broker.metrics
+async def start_metrics(config: BrokerConfig, stats: BrokerMetrics | None, state: BrokerState,
+                        service: ManagementService | None, stop: asyncio.Event
+                        ) -> tuple[MetricsExporter | None, list[asyncio.Task[None]]]:
+    """Open the endpoint (OSError when it cannot bind) and start kafkaexmetrics' background tasks
+    (the topic list from the management service `service`, or every topic without one)."""
     if stats is None:
         return None, []
-    host, port = parse_listener(broker.config["metrics.listener"])
-    exporter = MetricsExporter(stats, _state(broker), host, port)
+    host, port = parse_listener(config["metrics.listener"])
+    exporter = MetricsExporter(stats, state, host, port)
     await exporter.start()
-    tasks: list[asyncio.Task[Any]] = []
+    tasks: list[asyncio.Task[None]] = []
     apps = stats.app_topics
     if apps is not None:
         tasks.append(asyncio.create_task(run_daily_clear(apps, stop), name="kafkaexmetrics-clear"))
-        if broker.gateway is not None:
+        if service is not None:
             tasks.append(asyncio.create_task(
-                run_refresh(apps, broker.gateway.service, broker.config["cluster.id"],
-                            broker.config["gateway.sync.interval.ms"], stop), name="kafkaexmetrics-topics"))
+                run_refresh(apps, service, config["cluster.id"], config["gateway.sync.interval.ms"], stop),
+                name="kafkaexmetrics-topics"))
         else:
             log.info("kafkaexmetrics: no gateway.url, per-application metrics for every topic")
     return exporter, tasks

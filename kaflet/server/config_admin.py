@@ -23,7 +23,7 @@ from kaflet.metadata.topic_names import validate as validate_topic_name
 from kaflet.metadata.tree import NodeExistsError, NoNodeError, WatchEvent
 from kaflet.protocol.errors import ErrorCode
 from kaflet.quota.replication import FOLLOWER_RATE, LEADER_RATE, ReplicationQuotas
-from kaflet.server.config import ConfigError
+from kaflet.server.config import BrokerConfig, ConfigError
 from kaflet.server.dynamic_config import (
     RESOURCE_BROKER,
     RESOURCE_TOPIC,
@@ -42,8 +42,12 @@ from kaflet.server.dynamic_config import (
 from kaflet.server.topic_config import InvalidConfigError, report_not_enforced, validate_topic_configs
 
 if TYPE_CHECKING:
+    from kaflet.controller.controller import KafkaController
     from kaflet.log.cleaner import CleanerConfig
-    from kaflet.server.broker import Broker
+    from kaflet.log.log_manager import LogManager
+    from kaflet.metadata.metadata_cache import MetadataCache
+    from kaflet.metadata.tree import MetadataTree
+    from kaflet.quota.store import QuotaConfigStore
 
 UNCLEAN = "unclean.leader.election.enable"
 
@@ -55,7 +59,7 @@ def _is_true(value: str | None) -> bool:
 log = logging.getLogger("kaflet.configs")
 
 _TOPICS = zkdata.ConfigType.TOPIC
-# ConfigResource.Type names, as Kafka's messages print them.
+# ResourceType names, as Kafka's messages print them.
 _RESOURCE_NAMES = {2: "TOPIC", 4: "BROKER", 8: "BROKER_LOGGER", 16: "CLIENT_METRICS", 32: "GROUP"}
 _BROKERS = zkdata.ConfigType.BROKER
 # Entities whose changes go to the quota store (kaflet/quota/store.py).
@@ -66,9 +70,19 @@ class ConfigAdmin:
     """The broker's config service (the parts of Kafka's AdminManager, DynamicBrokerConfig and
     ConfigChangeListener that concern topics and brokers)."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.dynamic = DynamicBrokerConfig(broker.broker_id, broker.config.originals)
+    def __init__(self, config: BrokerConfig, broker_id: int, tree: MetadataTree, metadata: MetadataCache,
+                 quota_configs: QuotaConfigStore) -> None:
+        self.config = config
+        self.broker_id = broker_id
+        self.tree = tree
+        self.metadata = metadata
+        self.quota_configs = quota_configs
+        #: The logs that topic configs and broker-level topic defaults reach. The log manager
+        #: opens the logs with this service's configs, so the broker sets it once they are open.
+        self.log_manager: LogManager | None = None
+        #: The controller that unclean.leader.election.enable reaches; set once the broker made it.
+        self.controller: KafkaController | None = None
+        self.dynamic = DynamicBrokerConfig(broker_id, config.originals)
         #: Each topic's ``/config/topics/<t>`` overrides, for the logs of the topics hosted here.
         self.topic_overrides: dict[str, dict[str, str]] = {}
         self._last_seq = -1
@@ -77,22 +91,20 @@ class ConfigAdmin:
         # The cleaner settings to restart the log cleaner with, and the task doing it.
         self._cleaner_target: CleanerConfig | None = None
         self._cleaner_task: asyncio.Task[None] | None = None
-        cfg = broker.config
         #: The leader and follower replication quotas (KIP-73), fed by the dynamic rate configs
         #: and the topics' throttled-replicas configs.
-        self.replication_quotas = ReplicationQuotas(broker.broker_id, cfg["replication.quota.window.num"],
-                                                    cfg["replication.quota.window.size.seconds"] * 1000)
+        self.replication_quotas = ReplicationQuotas(broker_id, config["replication.quota.window.num"],
+                                                    config["replication.quota.window.size.seconds"] * 1000)
 
     # ------------------------------------------------------------------ start-up and defaults
 
     async def load(self) -> None:
         """Read the dynamic broker configs (before the logs open, so they start with them)."""
-        self.dynamic.broker_id = self.replication_quotas.broker_id = self.broker.broker_id
         self.dynamic.update(default=await self._read(_BROKERS, zkdata.DEFAULT_ENTITY),
-                            per_broker=await self._read(_BROKERS, str(self.broker.broker_id)))
+                            per_broker=await self._read(_BROKERS, str(self.broker_id)))
         if self.dynamic.default or self.dynamic.per_broker:
             log.info("dynamic broker configs: cluster default %s, broker %d %s",
-                     self.dynamic.default, self.broker.broker_id, self.dynamic.per_broker)
+                     self.dynamic.default, self.broker_id, self.dynamic.per_broker)
         self._report_dynamic()
         self._refresh_replication_quotas()
 
@@ -103,7 +115,7 @@ class ConfigAdmin:
 
     def topic_defaults(self) -> dict[str, str]:
         """Topic-config defaults: server.properties, then the dynamic broker configs."""
-        return effective_topic_defaults(self.broker.config.topic_defaults(), self.dynamic)
+        return effective_topic_defaults(self.config.topic_defaults(), self.dynamic)
 
     def topic_config(self, topic: str) -> Mapping[str, str]:
         """A topic's overrides as last read (the log manager's ``topic_config``)."""
@@ -130,7 +142,7 @@ class ConfigAdmin:
 
     def cleaner_config(self, dynamic: DynamicBrokerConfig | None = None) -> CleanerConfig:
         """The log cleaner's settings with the dynamic ``log.cleaner.*`` configs (ConfigError)."""
-        return effective_cleaner_config(self.broker.config, dynamic or self.dynamic)
+        return effective_cleaner_config(self.config, dynamic or self.dynamic)
 
     def topic_entries(self, overrides: Mapping[str, str]) -> list[ConfigEntry]:
         """Every config of a topic with these overrides, as DescribeConfigs reports it."""
@@ -139,12 +151,12 @@ class ConfigAdmin:
     # ------------------------------------------------------------------ tree I/O
 
     async def _read(self, entity_type: str, name: str) -> dict[str, str]:
-        got = await self.broker.tree.get_or_none(zkdata.config_entity_path(entity_type, name))
+        got = await self.tree.get_or_none(zkdata.config_entity_path(entity_type, name))
         return zkdata.parse_entity_config(got[0]) if got else {}
 
     async def _write(self, entity_type: str, name: str, configs: Mapping[str, str]) -> None:
         """Set-or-create the entity's config node, then announce the change (as AdminZkClient)."""
-        tree = self.broker.tree
+        tree = self.tree
         path = zkdata.config_entity_path(entity_type, name)
         data = zkdata.entity_config_json(dict(configs))
         try:
@@ -168,10 +180,10 @@ class ConfigAdmin:
         except ValueError:
             raise ConfigRequestError(ErrorCode.INVALID_REQUEST,
                                      f"Broker id must be an integer, but it is: {name}") from None
-        if broker_id != self.broker.broker_id:
+        if broker_id != self.broker_id:
             raise ConfigRequestError(
                 ErrorCode.INVALID_REQUEST,
-                f"Unexpected broker id, expected {self.broker.broker_id} or empty string, but received {name}")
+                f"Unexpected broker id, expected {self.broker_id} or empty string, but received {name}")
         return str(broker_id)
 
     def _check_topic(self, name: str, message: bool) -> None:
@@ -179,7 +191,7 @@ class ConfigAdmin:
             validate_topic_name(name)
         except AdminError as exc:
             raise ConfigRequestError(exc.error_code, exc.message) from None
-        if name not in self.broker.metadata_cache.topics:
+        if name not in self.metadata.topics:
             raise ConfigRequestError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                      f"The topic '{name}' does not exist." if message else None)
 
@@ -237,7 +249,7 @@ class ConfigAdmin:
             entity = self._broker_entity(name)
             per_broker = entity != zkdata.DEFAULT_ENTITY
             new = validate_broker_update(change(await self._read(_BROKERS, entity)), name, per_broker,
-                                         password_encoder="password.encoder.secret" in self.broker.config.originals)
+                                         password_encoder="password.encoder.secret" in self.config.originals)
             self._check_cleaner_update(name, per_broker, new)
             if validate_only:
                 return
@@ -251,7 +263,7 @@ class ConfigAdmin:
     def _check_cleaner_update(self, name: str, per_broker: bool, new: Mapping[str, str]) -> None:
         """Kafka's LogCleaner.validateReconfiguration of the settings this broker's cleaner
         would get (a refusal is INVALID_REQUEST, as Kafka's "Invalid dynamic configuration")."""
-        cleaner = self.broker.log_manager.cleaner if self.broker.log_manager is not None else None
+        cleaner = self.log_manager.cleaner if self.log_manager is not None else None
         if cleaner is None:
             return  # log.cleaner.enable=false: no cleaner to reconfigure, as in Kafka
         after = DynamicBrokerConfig(self.dynamic.broker_id, {})
@@ -275,18 +287,18 @@ class ConfigAdmin:
         """Re-read one changed entity and make its configs take effect."""
         entity_type, _, name = entity_path.partition("/")
         if entity_type == _TOPICS:
-            if name not in self.broker.metadata_cache.topics:
+            if name not in self.metadata.topics:
                 return
             overrides = await self._read(_TOPICS, name)
             self._set_topic_overrides(name, overrides)
             self._refresh_logs([name])
-            if _is_true(overrides.get(UNCLEAN)) and self.broker.controller is not None:
+            if _is_true(overrides.get(UNCLEAN)) and self.controller is not None:
                 # Kafka's TopicConfigHandler: the controller retries the topic's offline partitions.
-                self.broker.controller.enable_topic_unclean_leader_election(name)
+                self.controller.enable_topic_unclean_leader_election(name)
         elif entity_type == _BROKERS:
             if name == zkdata.DEFAULT_ENTITY:
                 self.dynamic.update(default=await self._read(_BROKERS, name))
-            elif name == str(self.broker.broker_id):
+            elif name == str(self.broker_id):
                 self.dynamic.update(per_broker=await self._read(_BROKERS, name))
             else:
                 return  # another broker's own configs
@@ -296,9 +308,7 @@ class ConfigAdmin:
             self._refresh_controller()
             self._refresh_cleaner()
         elif entity_type in _QUOTA_ENTITIES:
-            quotas = getattr(self.broker, "quota_configs", None)
-            if quotas is not None:
-                await quotas.apply_entity(entity_type, name)
+            await self.quota_configs.apply_entity(entity_type, name)
 
     def _refresh_replication_quotas(self) -> None:
         """The throttled replication rates (per broker or the cluster default) take effect. They
@@ -316,7 +326,7 @@ class ConfigAdmin:
     def _refresh_controller(self) -> None:
         """The broker default of unclean.leader.election.enable reaches the controller; turned
         on, it retries the offline partitions at once (Kafka's updateUncleanLeaderElection)."""
-        controller = self.broker.controller
+        controller = self.controller
         if controller is None:
             return
         enabled = _is_true(self.dynamic.value(UNCLEAN))
@@ -329,7 +339,7 @@ class ConfigAdmin:
         """New broker-level topic defaults: every log without an override follows them."""
         from kaflet.log.config import LogConfig
 
-        lm = self.broker.log_manager
+        lm = self.log_manager
         if lm is None:
             return
         try:
@@ -343,9 +353,9 @@ class ConfigAdmin:
         """New dynamic cleaner settings: restart the log cleaner with them (Kafka's
         LogCleaner.reconfigure), in the background; a restart in progress is followed by
         another when the settings changed again meanwhile."""
-        lm = self.broker.log_manager
+        lm = self.log_manager
         cleaner = lm.cleaner if lm is not None else None
-        if cleaner is None:
+        if lm is None or cleaner is None:
             return
         try:
             wanted = self.cleaner_config()
@@ -363,10 +373,9 @@ class ConfigAdmin:
             return
         self._cleaner_target = wanted
         if self._cleaner_task is None:
-            self._cleaner_task = asyncio.create_task(self._reconfigure_cleaner(), name="kaflet-cleaner-reconfigure")
+            self._cleaner_task = asyncio.create_task(self._reconfigure_cleaner(lm), name="kaflet-cleaner-reconfigure")
 
-    async def _reconfigure_cleaner(self) -> None:
-        lm = self.broker.log_manager
+    async def _reconfigure_cleaner(self, lm: LogManager) -> None:
         try:
             while (target := self._cleaner_target) is not None and lm.cleaner is not None:
                 # Off the loop: stopping joins the cleaner threads, which may wait for the loop.
@@ -380,7 +389,7 @@ class ConfigAdmin:
             self._cleaner_task = None
 
     def _refresh_logs(self, topics: list[str]) -> None:
-        lm = self.broker.log_manager
+        lm = self.log_manager
         if lm is None:
             return
         for topic in topics:
@@ -395,7 +404,7 @@ class ConfigAdmin:
         """Start following /config/changes; what is there already is state we just read."""
         names = await self._watch_changes()
         self._last_seq = notifications.latest_sequence(names, zkdata.CONFIG_CHANGE_PREFIX)
-        await notifications.purge_expired(self.broker.tree, zkdata.CONFIG_CHANGES_PATH, names)
+        await notifications.purge_expired(self.tree, zkdata.CONFIG_CHANGES_PATH, names)
         self._task = asyncio.create_task(self._run(), name="kaflet-config-changes")
 
     async def resync(self) -> None:
@@ -416,7 +425,7 @@ class ConfigAdmin:
         self._wake.set()
 
     async def _watch_changes(self) -> list[str]:
-        return await self.broker.tree.children(zkdata.CONFIG_CHANGES_PATH, watch=self._on_change)
+        return await self.tree.children(zkdata.CONFIG_CHANGES_PATH, watch=self._on_change)
 
     async def _run(self) -> None:
         while True:
@@ -434,7 +443,7 @@ class ConfigAdmin:
     async def _process(self) -> None:
         names = await self._watch_changes()
         for seq, node in notifications.pending(names, zkdata.CONFIG_CHANGE_PREFIX, self._last_seq):
-            got = await self.broker.tree.get_or_none(f"{zkdata.CONFIG_CHANGES_PATH}/{node}")
+            got = await self.tree.get_or_none(f"{zkdata.CONFIG_CHANGES_PATH}/{node}")
             if got is not None:
                 try:
                     entity_path = zkdata.parse_config_change(got[0])
@@ -443,6 +452,6 @@ class ConfigAdmin:
                 else:
                     await self.apply_entity(entity_path)
             self._last_seq = seq
-        await notifications.purge_expired(self.broker.tree, zkdata.CONFIG_CHANGES_PATH, names)
+        await notifications.purge_expired(self.tree, zkdata.CONFIG_CHANGES_PATH, names)
 
 

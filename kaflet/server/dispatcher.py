@@ -31,7 +31,7 @@ from kaflet.protocol.primitives import DecodeError
 from kaflet.protocol.response import encode_body
 from kaflet.quota.enforcement import QuotaEnforcer
 from kaflet.security.sasl import SaslAuthenticationError
-from kaflet.security.session import SaslState
+from kaflet.security.session import SaslSession, SaslState
 from kaflet.server.handlers import HANDLERS, api_versions
 from kaflet.server.renumbering import renumbered
 from kaflet.server.request_context import RequestContext
@@ -57,7 +57,7 @@ class Dispatcher:
         started = time.monotonic()
         sasl = conn.sasl
         if sasl is not None and sasl.state is SaslState.AUTHENTICATE_RAW:
-            return await self._raw_token(conn, frame)
+            return await self._raw_token(conn, sasl, frame)
         try:
             header = parse_request_header(frame)
         except (DecodeError, UnicodeDecodeError) as exc:
@@ -139,9 +139,8 @@ class Dispatcher:
         # Fetch's regions are the log's file regions, which the connection sends with sendfile.
         return [head, *cast("list[Chunk]", result)]
 
-    async def _raw_token(self, conn: Connection, frame: memoryview) -> Sequence[Chunk] | None:
+    async def _raw_token(self, conn: Connection, sasl: SaslSession, frame: memoryview) -> Sequence[Chunk] | None:
         """One token of the legacy exchange (after SaslHandshake v0): no headers, size-prefixed answers."""
-        sasl = conn.sasl
         try:
             answer = await sasl.authenticate(bytes(frame))
         except SaslAuthenticationError as exc:

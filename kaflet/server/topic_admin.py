@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING
 
 from kaflet.controller import topics as controller_topics
@@ -21,7 +21,12 @@ from kaflet.server.topic_config import (
 )
 
 if TYPE_CHECKING:
-    from kaflet.server.broker import Broker
+    from kaflet.metadata.metadata_cache import MetadataCache
+    from kaflet.metadata.tree import MetadataTree
+    from kaflet.replication.replica_manager import ReplicaManager
+    from kaflet.server.config import BrokerConfig
+    from kaflet.server.config_admin import ConfigAdmin
+    from kaflet.server.services import MetadataWaiter
 
 log = logging.getLogger("kaflet.admin")
 
@@ -34,20 +39,31 @@ SOURCE_DEFAULT = 5
 class TopicAdmin:
     """Creates, deletes and grows topics on behalf of admin requests and auto-creation."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, config: BrokerConfig, broker_id: int, tree: MetadataTree, metadata: MetadataCache,
+                 configs: ConfigAdmin, replicas: ReplicaManager, wait_for_metadata: MetadataWaiter,
+                 internal_topics: Mapping[str, Callable[[], Awaitable[bool]]]) -> None:
+        self.config = config
+        self.broker_id = broker_id
+        self.tree = tree
+        self.metadata = metadata
+        self.configs = configs
+        self.replicas = replicas
+        self.wait_for_metadata = wait_for_metadata
+        # Internal topics (the coordinators') are created with their own settings, not the
+        # defaults, also when a Metadata request names them.
+        self._internal_topics = internal_topics
         self._auto_creating: set[str] = set()
 
     def _live(self) -> list[tuple[int, str | None]]:
-        return [(b.id, b.rack) for b in self.broker.live_brokers()]
+        return [(b.id, b.rack) for b in self.metadata.brokers.values()]
 
     def describe_configs(self, overrides: dict[str, str]) -> dict[str, tuple[str, int]]:
         """Every config of a topic with these overrides: (value, source), as DescribeConfigs
         reports them (dynamic broker configs included)."""
-        return {e.name: (e.value or "", e.source) for e in self.broker.config_admin.topic_entries(overrides)}
+        return {e.name: (e.value or "", e.source) for e in self.configs.topic_entries(overrides)}
 
     async def create(self, req: TopicRequest, validate_only: bool, timeout_ms: int) -> CreateOutcome:
-        cfg = self.broker.config
+        cfg = self.config
         out = CreateOutcome()
         try:
             validate_topic_name(req.name)
@@ -66,12 +82,12 @@ class TopicAdmin:
             if rf <= 0:
                 return CreateOutcome(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
         try:
-            overrides = validate_topic_configs(dict(req.configs), self.broker.config_admin.topic_defaults())
+            overrides = validate_topic_configs(dict(req.configs), self.configs.topic_defaults())
         except InvalidConfigError as exc:
             return CreateOutcome(ErrorCode.INVALID_CONFIG, str(exc))
         try:
             created = await controller_topics.create_topic(
-                self.broker.tree,
+                self.tree,
                 req.name,
                 partitions,
                 rf,
@@ -90,8 +106,8 @@ class TopicAdmin:
             return out
         # Kafka's DelayedCreatePartitions: answer once the controller has given every partition a
         # leader and this broker's metadata shows it.
-        ok = await self.broker.wait_for_metadata(lambda: self._online(req.name, range(out.num_partitions)), timeout_ms)
-        info = self.broker.metadata_cache.topics.get(req.name)
+        ok = await self.wait_for_metadata(lambda: self._online(req.name, range(out.num_partitions)), timeout_ms)
+        info = self.metadata.topics.get(req.name)
         if info is not None:
             out.topic_id = info.topic_id
         if not ok and timeout_ms > 0:
@@ -100,19 +116,15 @@ class TopicAdmin:
 
     async def auto_create(self, names: list[str]) -> None:
         """Create topics named by a Metadata request, with the broker's defaults."""
-        cfg = self.broker.config
+        cfg = self.config
         for name in names:
             if name in self._auto_creating:
                 continue
-            coordinator = self.broker.group_coordinator
-            if name == "__consumer_offsets" and coordinator is not None and coordinator.ensure_topic is not None:
-                # Kafka creates its internal topic with the offsets.topic.* settings, not the defaults.
-                await coordinator.ensure_topic()
-                continue
-            txn_coordinator = self.broker.txn_coordinator
-            if name == "__transaction_state" and txn_coordinator is not None and \
-                    txn_coordinator.ensure_topic is not None:
-                await txn_coordinator.ensure_topic()  # with the transaction.state.log.* settings
+            ensure_internal = self._internal_topics.get(name)
+            if ensure_internal is not None:
+                # Kafka creates __consumer_offsets with the offsets.topic.* settings and
+                # __transaction_state with the transaction.state.log.* ones.
+                await ensure_internal()
                 continue
             self._auto_creating.add(name)
             try:
@@ -126,12 +138,12 @@ class TopicAdmin:
                 self._auto_creating.discard(name)
 
     async def delete(self, name: str, timeout_ms: int) -> tuple[int, str | None]:
-        if not self.broker.config["delete.topic.enable"]:
+        if not self.config["delete.topic.enable"]:
             return ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled."
-        if name not in self.broker.metadata_cache.topics:
+        if name not in self.metadata.topics:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition."
         try:
-            await controller_topics.delete_topic(self.broker.tree, name)
+            await controller_topics.delete_topic(self.tree, name)
         except AdminError as exc:
             return exc.error_code, exc.message
         # Kafka answers once the metadata no longer shows the topic; kaflet also waits until this
@@ -141,10 +153,10 @@ class TopicAdmin:
         # last wait is best effort: a replica on a broker that is down keeps the node (as in
         # Kafka), and the deletion has still succeeded as far as the metadata goes.
         deadline = time.monotonic() + max(timeout_ms, 0) / 1000
-        ok = await self.broker.wait_for_metadata(
-            lambda: name not in self.broker.metadata_cache.topics and not self.broker.replica_manager.hosts_topic(name),
+        ok = await self.wait_for_metadata(
+            lambda: name not in self.metadata.topics and not self.replicas.hosts_topic(name),
             timeout_ms)
-        while ok and time.monotonic() < deadline and await self.broker.tree.exists(topic_path(name)) is not None:
+        while ok and time.monotonic() < deadline and await self.tree.exists(topic_path(name)) is not None:
             await asyncio.sleep(0.02)
         if not ok:
             return ErrorCode.REQUEST_TIMED_OUT, f"Deletion of topic {name} did not complete within {timeout_ms} ms"
@@ -153,29 +165,29 @@ class TopicAdmin:
     async def create_partitions(
         self, name: str, count: int, assignments: list[list[int]] | None, validate_only: bool, timeout_ms: int
     ) -> tuple[int, str | None]:
-        info = self.broker.metadata_cache.topics.get(name)
+        info = self.metadata.topics.get(name)
         if info is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
         try:
             await controller_topics.add_partitions(
-                self.broker.tree, name, count, self._live(), assignments, validate_only)
+                self.tree, name, count, self._live(), assignments, validate_only)
         except AdminError as exc:
             return exc.error_code, exc.message
         if not validate_only:
-            await self.broker.wait_for_metadata(lambda: self._online(name, range(count)), timeout_ms)
+            await self.wait_for_metadata(lambda: self._online(name, range(count)), timeout_ms)
         return ErrorCode.NONE, None
 
     def _online(self, name: str, partitions: range) -> bool:
         """Every partition has a leader in this broker's metadata, and those it leads itself are
         in its replica manager (so a produce right after the answer finds them)."""
-        info = self.broker.metadata_cache.topics.get(name)
+        info = self.metadata.topics.get(name)
         if info is None:
             return False
         for p in partitions:
             part = info.partitions.get(p)
             if part is None or part.leader < 0:
                 return False
-            if part.leader == self.broker.broker_id and self.broker.replica_manager.get(name, p) is None:
+            if part.leader == self.broker_id and self.replicas.get(name, p) is None:
                 return False
         return True
 

@@ -15,7 +15,7 @@ MIN_VERSION = 0
 MAX_VERSION = 4
 
 
-# ConfigResource.Type codes.
+# ResourceType codes.
 _TOPIC, _BROKER, _BROKER_LOGGER, _CLIENT_METRICS, _GROUP = 2, 4, 8, 16, 32
 
 

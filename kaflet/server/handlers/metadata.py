@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from kaflet.metadata.metadata_cache import TopicInfo
+from kaflet.metadata.metadata_cache import MetadataCache, TopicInfo
 from kaflet.metadata.topic_names import invalid_reason
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
@@ -109,7 +109,7 @@ async def serve(ctx: RequestContext, req: Any) -> Response:
     return resp
 
 
-def _names(names: list[tuple[str | None, Any]], cache: Any) -> list[str]:
+def _names(names: list[tuple[str | None, Any]], cache: MetadataCache) -> list[str]:
     out = []
     for name, tid in names:
         if name is None and tid is not None:
