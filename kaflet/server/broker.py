@@ -239,7 +239,7 @@ class Broker:
             self.broker_id, self.log_manager, config=ReplicationConfig.from_broker(cfg.values),
             isr_writer=self.isr_manager, connector=self._connect_to_leader, leader_endpoint=self.inter_broker.endpoint,
             partition_known=lambda topic, index: self.metadata_cache.partition(topic, index) is not None,
-            follower_quota=self.config_admin.replication_quotas.follower)
+            follower_quota=self.config_admin.replication_quotas.follower, stopping=lambda: self.state.stopping)
         self.replica_manager.metadata_updater = self._update_metadata
         self.replica_manager.on_leadership_change = self._on_leadership_change
         self.replica_manager.on_replicas_stopped = self._on_replicas_stopped
