@@ -207,7 +207,7 @@ class Accounting:
     #: The counters behind the Prometheus endpoint; None: none are kept.
     metrics: BrokerMetrics | None
     quotas: QuotaManager
-    #: Produce and Fetch report their bytes per topic (RequestContext.traffic).
+    #: Produce and Fetch count their bytes per topic (server/traffic.py, RequestContext.traffic).
     track_traffic: bool
     #: Connections per topic reported to the management service; None: no gateway.
     session_report: SessionReport | None

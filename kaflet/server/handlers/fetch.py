@@ -33,12 +33,12 @@ from kaflet.protocol.fetch import (
     NodeEndpoint,
     PartitionFetchData,
     decode_fetch_request,
-    records_size,
 )
 from kaflet.protocol.legacy_records import MAGIC_V0, MAGIC_V1, down_convert
 from kaflet.protocol.records import COMPRESSION_ZSTD
 from kaflet.replication.fetch_path import FetchParams, PartitionFetchInfo
 from kaflet.security.acl import AclOperation, ResourceType
+from kaflet.server import traffic
 from kaflet.server.fetch_session import (
     CachedPartition,
     PartitionKey,
@@ -97,13 +97,8 @@ async def handle(ctx: RequestContext, body: memoryview) -> SessionFetchResponse:
         for cp, data in read:
             if cp.topic is not None:
                 stats.fetched(cp.topic, data.error_code)
-    traffic = ctx.traffic
-    if traffic is not None and not is_follower:
-        # A consumer's bytes per topic read (topics it fetched nothing from count with 0).
-        for cp, data in read:
-            name = cp.topic
-            if name is not None:
-                traffic[name] = traffic.get(name, 0) + (records_size(data.records) if data.records else 0)
+    if not is_follower:
+        traffic.count_fetched(ctx.traffic, read)
     nodes: list[NodeEndpoint] = []
     if version >= 16:
         nodes = _current_leaders(read, cache, ctx.listener)
