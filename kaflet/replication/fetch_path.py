@@ -25,7 +25,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Protocol
 
 from kaflet.log.disk_load import ColdReads, DiskLoadProtector
 from kaflet.protocol.errors import ErrorCode, KafkaError
@@ -57,17 +57,34 @@ class FetchParams:
         return self.replica_id >= 0
 
 
-class PartitionFetchInfo(NamedTuple):
-    """One partition to read, by its real number (Kafka's FetchRequest.PartitionData)."""
+class PartitionFetchInfo(Protocol):
+    """What is asked of one partition (Kafka's FetchRequest.PartitionData), by its real number.
 
-    topic: str
-    partition: int
-    fetch_offset: int
+    A Protocol so the fetch session's own entries (server/fetch_session.py ``CachedPartition``)
+    are handed over as they are: a fetch of 1,000 partitions allocates nothing more per
+    partition, which the garbage collector would notice. ``topic`` is None for a topic id the
+    broker cannot name (the handler answers those itself); such a partition is not hosted here.
+    """
+
+    @property
+    def topic(self) -> str | None: ...
+
+    @property
+    def partition(self) -> int: ...
+
+    @property
+    def fetch_offset(self) -> int: ...
+
     #: The follower's log start offset (-1 from consumers).
-    log_start_offset: int
-    max_bytes: int
+    @property
+    def fetcher_log_start_offset(self) -> int: ...
+
+    @property
+    def max_bytes(self) -> int: ...
+
     #: The leader epoch the fetcher believes current (-1: no check).
-    current_leader_epoch: int
+    @property
+    def leader_epoch(self) -> int: ...
 
 
 @dataclass(slots=True)
@@ -98,8 +115,8 @@ async def fetch_messages(hosted: Mapping[tuple[str, int], Partition], partition_
         quota = None
     deadline = time.monotonic() + max(params.max_wait_ms, 0) / 1000
     # One answer object per partition for the whole fetch; a pass over the logs refills it.
-    local: list[_Target] = [(info, hosted.get((info.topic, info.partition)), PartitionFetchData(info.partition))
-                            for info in infos]
+    local: list[_Target] = [(info, None if (topic := info.topic) is None else hosted.get((topic, info.partition)),
+                             PartitionFetchData(info.partition)) for info in infos]
     total, failed = _read(local, max_bytes, 0, partition_known, replica_id, read_committed, cold, quota)
     if is_follower:
         # A follower's position is recorded once, from the first read (Kafka's fetchMessages).
@@ -124,7 +141,8 @@ async def fetch_messages(hosted: Mapping[tuple[str, int], Partition], partition_
             i = waiting.get(part)
             if i is not None:
                 info, _, data = local[i]
-                local[i] = (info, hosted.get((info.topic, info.partition)), data)
+                topic = info.topic
+                local[i] = (info, None if topic is None else hosted.get((topic, info.partition)), data)
                 again.append(local[i])
         total, failed = _read(again, max_bytes, total, partition_known, replica_id, read_committed, cold, quota)
     if quota is not None:
@@ -154,7 +172,8 @@ def _read(targets: list[_Target], max_bytes: int, total: int, partition_known: C
             data.records = data.aborted_transactions = None
         if part is None or not part.is_leader:
             # Gone from this broker since the request arrived: deleted, or no longer led here.
-            known = partition_known(info.topic, info.partition)
+            topic = info.topic
+            known = topic is not None and partition_known(topic, info.partition)
             data.error_code = _NOT_LEADER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             failed = True
             continue
@@ -164,7 +183,7 @@ def _read(targets: list[_Target], max_bytes: int, total: int, partition_known: C
         data.high_watermark = hw
         data.last_stable_offset = lso = log.last_stable_offset
         data.log_start_offset = start
-        epoch = info.current_leader_epoch
+        epoch = info.leader_epoch
         if epoch >= 0 and epoch != part.leader_epoch:
             data.error_code = part.check_leader_epoch(epoch)
             failed = True
@@ -217,7 +236,7 @@ def _record_follower_fetch(targets: list[_Target], replica_id: int, total: int) 
     for info, part, data in targets:
         if data.error_code or part is None:
             continue
-        error = record_follower_fetch(part, replica_id, info.fetch_offset, info.log_start_offset)
+        error = record_follower_fetch(part, replica_id, info.fetch_offset, info.fetcher_log_start_offset)
         if error:
             if data.records:
                 total -= records_size(data.records)

@@ -159,11 +159,14 @@ class RecordingReadPath:
 
     def __init__(self, answers: dict[tuple[str, int], PartitionFetchData] | None = None) -> None:
         self.answers = answers or {}
-        self.calls: list[tuple[FetchParams, list[PartitionFetchInfo], Any, Any]] = []
+        #: (params, (topic, partition, fetch offset, log start offset, max bytes, leader epoch) of
+        #: each partition, quota, disk load protector) of each call.
+        self.calls: list[tuple[FetchParams, list[tuple[str | None, int, int, int, int, int]], Any, Any]] = []
 
     async def fetch_messages(self, params: FetchParams, infos: Sequence[PartitionFetchInfo],
                              quota: Any = None, disk_load: Any = None) -> FetchResult:
-        self.calls.append((params, list(infos), quota, disk_load))
+        self.calls.append((params, [(i.topic, i.partition, i.fetch_offset, i.fetcher_log_start_offset, i.max_bytes,
+                                     i.leader_epoch) for i in infos], quota, disk_load))
         return FetchResult([self.answers.get((i.topic, i.partition)) or
                             PartitionFetchData(i.partition, high_watermark=5, last_stable_offset=5, log_start_offset=0)
                             for i in infos])
@@ -427,7 +430,7 @@ async def test_fetch_makes_one_call_to_the_read_path_with_the_request_params() -
     # max_bytes capped by fetch.max.bytes, min_bytes by max_bytes; the partitions the metadata
     # cache does not know are answered without asking.
     assert params == FetchParams(replica_id=-1, max_wait_ms=500, min_bytes=1000, max_bytes=1000, isolation_level=1)
-    assert infos == [PartitionFetchInfo("orders", 0, 7, -1, 4096, 3), PartitionFetchInfo("orders", 1, 9, -1, 4096, 3)]
+    assert infos == [("orders", 0, 7, -1, 4096, 3), ("orders", 1, 9, -1, 4096, 3)]
     assert quota is None and disk_load is None
     assert _fetched(answer) == {("orders", 0): (ErrorCode.NONE, 5, b""), ("orders", 1): (ErrorCode.NONE, 5, b""),
                                 ("orders", 7): (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, b"")}
@@ -443,7 +446,7 @@ async def test_fetch_of_a_follower_calls_the_read_path_once_and_counts_no_traffi
     await _call(fetch, ctx, _fetch_request({("orders", 0): 7}, replica_id=2, isolation_level=1))
     ((params, infos, quota, _),) = replicas.calls
     assert params.is_follower and params.replica_id == 2
-    assert infos == [PartitionFetchInfo("orders", 0, 7, -1, 4096, 3)]
+    assert infos == [("orders", 0, 7, -1, 4096, 3)]
     assert quota is None  # the leader quota throttles nothing
     assert ctx.traffic == {} and ctx.quota_exempt
 

@@ -36,7 +36,7 @@ from kaflet.protocol.fetch import (
 )
 from kaflet.protocol.legacy_records import MAGIC_V0, MAGIC_V1, down_convert
 from kaflet.protocol.records import COMPRESSION_ZSTD
-from kaflet.replication.fetch_path import FetchParams, PartitionFetchInfo
+from kaflet.replication.fetch_path import FetchParams
 from kaflet.security.acl import AclOperation, ResourceType
 from kaflet.server import traffic
 from kaflet.server.fetch_session import (
@@ -72,7 +72,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> SessionFetchResponse:
     fetch_data, to_forget = _request_partitions(req, version, cache.topics_by_id, tables)
     context = storage.fetch_sessions.new_context(version, req.session_id, req.session_epoch, is_follower,
                                                fetch_data, to_forget, cache.topics_by_id)
-    targets, infos, erroneous = _classify(ctx, context.partitions(), is_follower, cache)
+    targets, erroneous = _classify(ctx, context.partitions(), is_follower, cache)
 
     max_bytes = min(req.max_bytes, services.settings.fetch_max_bytes)
     params = FetchParams(req.replica_id, req.max_wait_ms, min(req.min_bytes, max_bytes), max_bytes,
@@ -81,14 +81,15 @@ async def handle(ctx: RequestContext, body: memoryview) -> SessionFetchResponse:
     leader_quota = storage.leader_quota
     quota = leader_quota if is_follower and leader_quota.throttles_any else None
     replicas = storage.replicas
-    result = await replicas.fetch_messages(params, infos, quota, storage.disk_load)
+    # The session's entries go as they are (PartitionFetchInfo): nothing is copied per partition.
+    result = await replicas.fetch_messages(params, targets, quota, storage.disk_load)
     read: list[ResponsePartition] = list(zip(targets, result.partitions, strict=True))
     if version < STORAGE_ERROR_VERSION:
         for _, data in read:
             if data.error_code == ErrorCode.KAFKA_STORAGE_ERROR:
                 data.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
     if version < V2_VERSION:
-        _down_convert(infos, result.partitions, replicas, version, max_bytes, services.accounting.metrics)
+        _down_convert(read, replicas, version, max_bytes, services.accounting.metrics)
     ctx.throttle_ms = result.throttle_ms
     stats = services.accounting.metrics
     if stats is not None:
@@ -155,22 +156,21 @@ def _number_for_client(answer: list[ResponsePartition], tables: Callable[[str], 
             data.index = client if client is not None else -1 - cp.partition
 
 
-def _classify(ctx: RequestContext, partitions: list[CachedPartition], is_follower: bool, cache: MetadataCache
-              ) -> tuple[list[CachedPartition], list[PartitionFetchInfo], list[ResponsePartition]]:
-    """Split the partitions to fetch into those to read (with what the replica manager is asked
-    of each) and those answered with an error now (Kafka's KafkaApis does the same split).
+def _classify(ctx: RequestContext, partitions: list[CachedPartition], is_follower: bool,
+              cache: MetadataCache) -> tuple[list[CachedPartition], list[ResponsePartition]]:
+    """Split the partitions to fetch into those the replica manager reads and those answered
+    with an error now (Kafka's KafkaApis makes the same split).
 
     A follower needs ClusterAction on the cluster; a consumer needs Read on each topic.
     """
-    infos: list[PartitionFetchInfo] = []
     if not partitions:
-        return [], infos, []
+        return [], []
     erroneous: list[ResponsePartition] = []
     if is_follower:
         allowed = ctx.authorize_cluster(AclOperation.CLUSTER_ACTION)
         if not allowed:
-            return [], infos, [(cp, PartitionFetchData(cp.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
-                               for cp in partitions]
+            return [], [(cp, PartitionFetchData(cp.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                        for cp in partitions]
         readable: set[str] | None = None
     else:
         names = {cp.topic for cp in partitions if cp.topic is not None}
@@ -187,21 +187,20 @@ def _classify(ctx: RequestContext, partitions: list[CachedPartition], is_followe
             erroneous.append((cp, PartitionFetchData(cp.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)))
         else:
             targets.append(cp)
-            infos.append(PartitionFetchInfo(name, cp.partition, cp.fetch_offset, cp.fetcher_log_start_offset,
-                                            cp.max_bytes, cp.leader_epoch))
-    return targets, infos, erroneous
+    return targets, erroneous
 
 
-def _down_convert(infos: list[PartitionFetchInfo], read: list[PartitionFetchData], replicas: ReplicaAccess,
-                  version: int, max_bytes: int, stats: BrokerMetrics | None) -> None:
+def _down_convert(read: list[ResponsePartition], replicas: ReplicaAccess, version: int, max_bytes: int,
+                  stats: BrokerMetrics | None) -> None:
     """Replace each partition's records by a message set of the magic ``version`` reads (Fetch
     v0-3, consumers only), within its max_bytes and what is left of the response's."""
     magic = MAGIC_V0 if version <= 1 else MAGIC_V1
     total = 0
-    for info, data in zip(infos, read, strict=True):
-        if data.error_code:
+    for cp, data in read:
+        topic = cp.topic
+        if data.error_code or topic is None:
             continue
-        part = replicas.get(info.topic, info.partition)
+        part = replicas.get(topic, cp.partition)
         if part is None:
             continue
         config = part.log.config
@@ -219,7 +218,7 @@ def _down_convert(infos: list[PartitionFetchInfo], read: list[PartitionFetchData
                            for r in data.records)
         try:
             # As the read: the first partition with data may exceed the limits by one message.
-            converted = down_convert(records, magic, info.fetch_offset, max(min(info.max_bytes, max_bytes - total), 0),
+            converted = down_convert(records, magic, cp.fetch_offset, max(min(cp.max_bytes, max_bytes - total), 0),
                                      total == 0)
         except KafkaError as exc:
             _refuse(data, exc.code)
@@ -227,7 +226,7 @@ def _down_convert(infos: list[PartitionFetchInfo], read: list[PartitionFetchData
         data.records = [converted.data] if converted.data else None
         total += len(converted.data)
         if stats is not None and converted.record_count:
-            stats.converted(info.topic, converted.record_count, produce=False)
+            stats.converted(topic, converted.record_count, produce=False)
 
 
 def _refuse(data: PartitionFetchData, error: ErrorCode) -> None:
