@@ -7,7 +7,7 @@ partitions, from the topic configs ``leader.replication.throttled.replicas`` and
 ``follower.replication.throttled.replicas``: ``partition:broker`` pairs, of which a broker takes
 the partitions paired with its own id, or ``*`` for all of the topic's partitions.
 
-* Leader side (the Fetch handler): the bytes of throttled partitions sent to followers are
+* Leader side (the read path, ``ReplicaManager.fetch_messages``): the bytes of throttled partitions sent to followers are
   recorded, whether the follower is in sync or not; while the rate is over the bound, a
   throttled partition is answered without records to a follower that is not in the ISR
   (Kafka's ``shouldLeaderThrottle``: in-sync followers are never held back, to avoid ISR

@@ -5,8 +5,8 @@ delayed produce (``delayed_produce.py``).
 Each Partition keeps the wake callbacks of the fetches waiting on it, in two sets: followers
 are woken by every append (they read up to the log end offset), consumers only when the high
 watermark moves (what they may read), and both at a leadership change or when the partition
-is closed (``Partition.data_waiter``). Nothing polls: the fetch handler reads again only the
-partitions that woke it.
+is closed (``Partition.data_waiter``). Nothing polls: the read path (``fetch_path.py``) reads
+again only the partitions that woke it.
 """
 
 from __future__ import annotations

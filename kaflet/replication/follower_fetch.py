@@ -1,6 +1,6 @@
 """The leader's side of a follower's Fetch (Kafka's ReplicaManager.fetchMessages for a replica
-id): what the Fetch handler asks of replication, kept here so the handler stays the same for
-consumers and followers.
+id): what the read path (``fetch_path.py``) does differently for a follower, kept here so that
+path stays the same for consumers and followers.
 
 A follower (replica id >= 0) reads up to the log end offset, not the high watermark: it must
 copy what is not committed yet for the high watermark to advance at all. After the read the

@@ -1,6 +1,6 @@
 """What replication asks of a replication quota (Kafka's ReplicaQuota trait).
 
-The leader side (the Fetch handler, ``follower_fetch.should_leader_throttle``) and the follower
+The leader side (the read path, ``follower_fetch.should_leader_throttle``) and the follower
 side (the replica fetchers) use one of these each; kaflet/quota/replication.py implements them
 (KIP-73's leader and follower quotas), fed by the broker's configs.
 """

@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 
 from kaflet.log.append_origin import AppendOrigin
 from kaflet.log.config import LogConfig
+from kaflet.log.disk_load import DiskLoadProtector
 from kaflet.log.log_manager import LogManager
 from kaflet.metadata.topic_names import is_valid
 from kaflet.metadata.zkdata import ZERO_UUID, uuid_to_str
@@ -53,6 +54,7 @@ from kaflet.replication.append import (
     append_records,
 )
 from kaflet.replication.config import ReplicationConfig
+from kaflet.replication.fetch_path import FetchParams, FetchResult, PartitionFetchInfo, fetch_messages
 from kaflet.replication.fetcher import (
     BrokerEndpoint,
     Connector,
@@ -130,6 +132,7 @@ class ReplicaManager:
                  leader_endpoint: EndpointLookup | None = None,
                  partition_known: PartitionKnown | None = None,
                  follower_quota: ReplicaQuota | None = None,
+                 stopping: Callable[[], bool] | None = None,
                  now_ms: Callable[[], int] = _now_ms) -> None:
         self.broker_id = broker_id
         self.log_manager = log_manager
@@ -148,6 +151,8 @@ class ReplicaManager:
         self.on_leadership_change: LeadershipCallback | None = None
         self.on_replicas_stopped: StoppedCallback | None = None
         self.shutting_down = False
+        # The broker is stopping (set before this manager's own shutdown): long polls answer at once.
+        self._stopping = stopping or (lambda: self.shutting_down)
         self._isr_task: asyncio.Task[None] | None = None
         #: ISR changes written by this broker's leaders (Kafka's IsrExpandsPerSec / IsrShrinksPerSec).
         self.isr_expands = 0
@@ -184,6 +189,18 @@ class ReplicaManager:
             out.append([append_marker_to(self.partitions.get(tp), spec, pending) for tp in spec[4]])
         pending.results.extend(r for results in out for r in results)
         return out, pending
+
+    # -- the read path ------------------------------------------------------------------------
+
+    async def fetch_messages(self, params: FetchParams, infos: Sequence[PartitionFetchInfo],
+                             quota: ReplicaQuota | None = None, disk_load: DiskLoadProtector | None = None
+                             ) -> FetchResult:
+        """Read the partitions led here for a consumer or a follower, long-polling as ``params``
+        ask: the one way records of partitions go out to clients and followers
+        (``fetch_path.fetch_messages``). ``quota`` throttles a follower's read of throttled
+        partitions (KIP-73); ``disk_load`` may refuse a consumer's cold reads."""
+        return await fetch_messages(self.partitions, self._partition_known, self._stopping, params, infos,
+                                    quota, disk_load)
 
     def hosts_topic(self, topic: str) -> bool:
         """Whether any partition of the topic is hosted here."""

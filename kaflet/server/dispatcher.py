@@ -32,6 +32,7 @@ from kaflet.protocol.response import encode_body
 from kaflet.quota.enforcement import QuotaEnforcer
 from kaflet.security.sasl import SaslAuthenticationError
 from kaflet.security.session import SaslSession, SaslState
+from kaflet.server import traffic
 from kaflet.server.handlers import HANDLERS, api_versions
 from kaflet.server.renumbering import renumbered
 from kaflet.server.request_context import RequestContext
@@ -41,7 +42,6 @@ log = logging.getLogger("kaflet.requests")
 auth_log = logging.getLogger("kaflet.security")
 
 _HANDSHAKE_APIS = (ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE)
-_TRAFFIC_APIS = (ApiKey.PRODUCE, ApiKey.FETCH)
 
 
 class Dispatcher:
@@ -88,8 +88,7 @@ class Dispatcher:
             )
         ctx = RequestContext(self.services, conn, header)
         accounting = self.accounting
-        if accounting.track_traffic and header.api_key in _TRAFFIC_APIS:
-            ctx.traffic = {}
+        ctx.traffic = traffic.start(accounting, header.api_key)
         body_view = frame[header.body_offset :]
         handler = module.handle
         router = self.state.partition_router
@@ -100,10 +99,7 @@ class Dispatcher:
             response, throttle_ms = await self.quotas.handle(ctx, handler, body_view, len(frame))
         except Exception as exc:
             raise _frame_error(exc, header, conn) from None
-        report = accounting.session_report
-        if ctx.traffic and report is not None:
-            report.note(header.api_key, header.api_version, conn.principal.name, conn.peer[0], header.client_id,
-                        list(ctx.traffic))
+        traffic.report(accounting, ctx.traffic, header, conn)
         if isinstance(response, DeferredResponse):
             # Only handed out with no quota in force (RequestContext.may_defer): throttle 0.
             return DeferredResponse(self._complete(ctx, response.completion, started))

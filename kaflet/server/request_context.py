@@ -23,8 +23,8 @@ class RequestContext:
     services: Services
     conn: Connection
     header: RequestHeader
-    #: Produce and Fetch fill in the bytes they moved per topic when the broker tracks traffic
-    #: (the gateway's topic quotas and session report); None otherwise, so nothing is counted.
+    #: The bytes per topic a Produce or Fetch moved, counted by server/traffic.py when the broker
+    #: tracks traffic (the gateway's topic quotas and session report); None: nothing is counted.
     traffic: dict[str, int] | None = None
     #: Set by Fetch for a follower's fetch: replication is exempt from client quotas, as in
     #: Kafka (it answers followers with sendResponseExemptThrottle).

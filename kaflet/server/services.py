@@ -34,7 +34,9 @@ if TYPE_CHECKING:
     from kaflet.quota.replication import ReplicationQuota
     from kaflet.quota.store import QuotaConfigStore
     from kaflet.replication.append import AppendEntry, MarkerSpec, PartitionAppendResult, PendingAppends
+    from kaflet.replication.fetch_path import FetchParams, FetchResult, PartitionFetchInfo
     from kaflet.replication.partition import Partition
+    from kaflet.replication.quota import ReplicaQuota
     from kaflet.security.authorizer import Authorizer
     from kaflet.security.scram_store import ScramCredentialStore
     from kaflet.server.config_admin import ConfigAdmin
@@ -46,7 +48,8 @@ TopicPartition = tuple[str, int]
 
 
 class ReplicaAccess(Protocol):
-    """The hosted partitions and the one write path (the replica manager, as handlers use it)."""
+    """The hosted partitions, the one write path and the one read path (the replica manager,
+    as handlers use it)."""
 
     @property
     def partitions(self) -> Mapping[TopicPartition, Partition]: ...
@@ -58,6 +61,10 @@ class ReplicaAccess(Protocol):
 
     def append_txn_markers(self, markers: Sequence[MarkerSpec], started: float | None = None
                            ) -> tuple[list[list[PartitionAppendResult]], PendingAppends]: ...
+
+    async def fetch_messages(self, params: FetchParams, infos: Sequence[PartitionFetchInfo],
+                             quota: ReplicaQuota | None = None, disk_load: DiskLoadProtector | None = None
+                             ) -> FetchResult: ...
 
     def last_offset_for_leader_epoch(self, topic: str, partition: int, current_leader_epoch: int,
                                      leader_epoch: int) -> tuple[ErrorCode, int, int]: ...
@@ -201,7 +208,7 @@ class Accounting:
     #: The counters behind the Prometheus endpoint; None: none are kept.
     metrics: BrokerMetrics | None
     quotas: QuotaManager
-    #: Produce and Fetch report their bytes per topic (RequestContext.traffic).
+    #: Produce and Fetch count their bytes per topic (server/traffic.py, RequestContext.traffic).
     track_traffic: bool
     #: Connections per topic reported to the management service; None: no gateway.
     session_report: SessionReport | None

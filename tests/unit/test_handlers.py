@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +26,13 @@ from kaflet.network.connection import DeferredResponse
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
+from kaflet.protocol.fetch import PartitionFetchData
 from kaflet.protocol.header import RequestHeader
 from kaflet.protocol.records import Record, build_batch
 from kaflet.protocol.response import encode_body
 from kaflet.quota.entity import QuotaType
 from kaflet.replication.append import AppendEntry, PartitionAppendResult, PendingAppends, append_records
+from kaflet.replication.fetch_path import FetchParams, FetchResult, PartitionFetchInfo, fetch_messages
 from kaflet.replication.partition import Partition
 from kaflet.security.acl import ResourceType
 from kaflet.security.authorizer import Action
@@ -135,13 +137,48 @@ class InMemoryReplicas:
 
 
 class LogReplicas:
-    """Real partitions over real logs, looked up the way the replica manager does."""
+    """Real partitions over real logs, looked up and read the way the replica manager does."""
 
-    def __init__(self, partitions: dict[tuple[str, int], Partition]) -> None:
+    def __init__(self, partitions: dict[tuple[str, int], Partition],
+                 stopping: Callable[[], bool] = lambda: False) -> None:
         self.partitions = partitions
+        self.stopping = stopping
 
     def get(self, topic: str, partition: int) -> Partition | None:
         return self.partitions.get((topic, partition))
+
+    async def fetch_messages(self, params: FetchParams, infos: Sequence[PartitionFetchInfo],
+                             quota: Any = None, disk_load: Any = None) -> FetchResult:
+        return await fetch_messages(self.partitions, lambda t, i: (t, i) in self.partitions, self.stopping,
+                                    params, infos, quota, disk_load)
+
+
+class RecordingReadPath:
+    """The replica manager's read path and nothing else: records each fetch_messages call and
+    answers each partition with the data it is given (else an empty read at offset 5)."""
+
+    def __init__(self, answers: dict[tuple[str, int], PartitionFetchData] | None = None) -> None:
+        self.answers = answers or {}
+        #: (params, (topic, partition, fetch offset, log start offset, max bytes, leader epoch) of
+        #: each partition, quota, disk load protector) of each call.
+        self.calls: list[tuple[FetchParams, list[tuple[str | None, int, int, int, int, int]], Any, Any]] = []
+
+    async def fetch_messages(self, params: FetchParams, infos: Sequence[PartitionFetchInfo],
+                             quota: Any = None, disk_load: Any = None) -> FetchResult:
+        self.calls.append((params, [(i.topic, i.partition, i.fetch_offset, i.fetcher_log_start_offset, i.max_bytes,
+                                     i.leader_epoch) for i in infos], quota, disk_load))
+        return FetchResult([self.answers.get((i.topic, i.partition)) or
+                            PartitionFetchData(i.partition, high_watermark=5, last_stable_offset=5, log_start_offset=0)
+                            for i in infos])
+
+    def __getattr__(self, attr: str) -> Any:
+        raise AssertionError(f"the handler used replicas.{attr} besides fetch_messages")
+
+
+class IdleLeaderQuota:
+    """The leader replication quota while no partition is throttled."""
+
+    throttles_any = False
 
 
 class RecordingGroups:
@@ -179,12 +216,12 @@ def _cache(topics: dict[str, int], brokers: Iterable[int] = (1,)) -> MetadataCac
 
 def _services(*, cache: MetadataCache | None = None, replicas: Any = None, groups: Any = None,
               topics: Any = None, authorizer: Any = None, state: RunState | None = None,
-              auto_create: bool = True, fetch_max_bytes: int = 55 << 20) -> Services:
+              auto_create: bool = True, fetch_max_bytes: int = 55 << 20, leader_quota: Any = None) -> Services:
     async def no_wait(_predicate: Any, _timeout_ms: int) -> bool:
         raise AssertionError("the handler waited for metadata")
 
     storage = Storage(replicas or Unused("replicas"), Unused("logs"),
-                      FetchManager(FetchSessionCache(10), lambda: 0.0), Unused("leader_quota"),
+                      FetchManager(FetchSessionCache(10), lambda: 0.0), leader_quota or Unused("leader_quota"),
                       None)
     return Services(
         cluster=Cluster(1, CLUSTER_ID, cache or _cache({}), no_wait),
@@ -356,7 +393,9 @@ async def test_fetch_long_polls_until_an_append_arrives(hosted: dict[tuple[str, 
 
 
 async def test_fetch_answers_at_once_while_the_broker_stops(hosted: dict[tuple[str, int], Partition]) -> None:
-    services = _services(cache=_cache({"orders": 2}), replicas=LogReplicas(hosted), state=RunState(stopping=True))
+    state = RunState(stopping=True)
+    services = _services(cache=_cache({"orders": 2}), replicas=LogReplicas(hosted, lambda: state.stopping),
+                         state=state)
     ctx = _context(services, ApiKey.FETCH, 12)
     answer = await asyncio.wait_for(_call(fetch, ctx, _fetch({("orders", 0): 0}, max_wait_ms=60000)), 5)
     assert _fetched(answer) == {("orders", 0): (ErrorCode.NONE, 0, b"")}
@@ -368,6 +407,58 @@ async def test_fetch_refuses_topics_the_consumer_may_not_read(hosted: dict[tuple
                          authorizer=DenyingAuthorizer([(ResourceType.TOPIC, "orders")]))
     answer = await _call(fetch, _context(services, ApiKey.FETCH, 12), _fetch({("orders", 0): 0}))
     assert _fetched(answer) == {("orders", 0): (ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1, b"")}
+
+
+def _fetch_request(parts: dict[tuple[str, int], int], *, replica_id: int = -1, max_wait_ms: int = 500,
+                   min_bytes: int = 1, max_bytes: int = 1 << 20, isolation_level: int = 0) -> Any:
+    by_topic: dict[str, list[Any]] = {}
+    for (topic, index), offset in parts.items():
+        by_topic.setdefault(topic, []).append(F.FetchTopic.FetchPartition(
+            partition=index, fetch_offset=offset, partition_max_bytes=4096, current_leader_epoch=3))
+    return F(replica_id=replica_id, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes,
+             isolation_level=isolation_level, topics=[F.FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()])
+
+
+async def test_fetch_makes_one_call_to_the_read_path_with_the_request_params() -> None:
+    replicas = RecordingReadPath()
+    services = _services(cache=_cache({"orders": 2}), replicas=replicas, fetch_max_bytes=1000)
+    ctx = _context(services, ApiKey.FETCH, 12)
+    ctx.traffic = {}
+    answer = await _call(fetch, ctx, _fetch_request({("orders", 0): 7, ("orders", 1): 9, ("orders", 7): 0},
+                                                    min_bytes=5000, max_bytes=1 << 20, isolation_level=1))
+    ((params, infos, quota, disk_load),) = replicas.calls
+    # max_bytes capped by fetch.max.bytes, min_bytes by max_bytes; the partitions the metadata
+    # cache does not know are answered without asking.
+    assert params == FetchParams(replica_id=-1, max_wait_ms=500, min_bytes=1000, max_bytes=1000, isolation_level=1)
+    assert infos == [("orders", 0, 7, -1, 4096, 3), ("orders", 1, 9, -1, 4096, 3)]
+    assert quota is None and disk_load is None
+    assert _fetched(answer) == {("orders", 0): (ErrorCode.NONE, 5, b""), ("orders", 1): (ErrorCode.NONE, 5, b""),
+                                ("orders", 7): (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, b"")}
+    assert ctx.traffic == {"orders": 0}  # a consumer's topics read, with their bytes
+    assert not ctx.quota_exempt
+
+
+async def test_fetch_of_a_follower_calls_the_read_path_once_and_counts_no_traffic() -> None:
+    replicas = RecordingReadPath()
+    services = _services(cache=_cache({"orders": 2}), replicas=replicas, leader_quota=IdleLeaderQuota())
+    ctx = _context(services, ApiKey.FETCH, 12)
+    ctx.traffic = {}
+    await _call(fetch, ctx, _fetch_request({("orders", 0): 7}, replica_id=2, isolation_level=1))
+    ((params, infos, quota, _),) = replicas.calls
+    assert params.is_follower and params.replica_id == 2
+    assert infos == [("orders", 0, 7, -1, 4096, 3)]
+    assert quota is None  # the leader quota throttles nothing
+    assert ctx.traffic == {} and ctx.quota_exempt
+
+
+@pytest.mark.parametrize(("version", "expected"), [(5, ErrorCode.NOT_LEADER_OR_FOLLOWER),
+                                                    (6, ErrorCode.KAFKA_STORAGE_ERROR)])
+async def test_fetch_tells_clients_before_v6_not_leader_for_a_storage_error(version: int, expected: ErrorCode) -> None:
+    failed = PartitionFetchData(0, ErrorCode.KAFKA_STORAGE_ERROR)
+    replicas = RecordingReadPath({("orders", 0): failed})
+    ctx = _context(_services(cache=_cache({"orders": 1}), replicas=replicas), ApiKey.FETCH, version)
+    answer = await _call(fetch, ctx, _fetch_request({("orders", 0): 0}))
+    assert _fetched(answer) == {("orders", 0): (expected, -1, b"")}
 
 
 # -- Metadata -----------------------------------------------------------------------------

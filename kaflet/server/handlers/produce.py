@@ -36,6 +36,7 @@ from kaflet.replication.append import (
 )
 from kaflet.replication.partition import Partition
 from kaflet.security.acl import AclOperation, ResourceType
+from kaflet.server import traffic
 from kaflet.server.request_context import RequestContext
 
 API_KEY = ApiKey.PRODUCE
@@ -89,7 +90,7 @@ async def serve(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse | D
         results.append((topic.name, parts))
     pending = replicas.append_records(entries, req.acks, internal_topics_allowed=ctx.header.client_id == ADMIN_CLIENT_ID,
                                       started=started)
-    traffic = ctx.traffic
+    traffic.count_produced(ctx.traffic, entries, pending.results)
     stats = services.accounting.metrics
     principal = ctx.conn.principal.name
     for entry, res, appended in zip(entries, answers, pending.results, strict=True):
@@ -98,8 +99,6 @@ async def serve(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse | D
             _fill(res, appended)
             _count_failure(ctx, entry.topic, res.error_code, entry.records)
             continue
-        if traffic is not None:
-            traffic[entry.topic] = traffic.get(entry.topic, 0) + len(entry.records)
         if stats is not None:
             if appended.converted:
                 stats.converted(entry.topic, appended.converted, produce=True)
