@@ -26,6 +26,7 @@ from kaflet.metadata.zkdata import BrokerInfo
 from kaflet.protocol.api_keys import ApiKey, api_name
 from kaflet.protocol.broker_connection import BrokerConnection, BrokerConnectionError, BrokerConnector
 from kaflet.protocol.controller_messages import ControllerRequest, ControllerResponse
+from kaflet.util.outage_log import OutageLog
 
 log = logging.getLogger("kaflet.controller")
 
@@ -39,7 +40,7 @@ CONTROLLER_API_VERSIONS: Mapping[int, int] = {
     ApiKey.LEADER_AND_ISR: 5, ApiKey.STOP_REPLICA: 3, ApiKey.UPDATE_METADATA: 7,
 }
 
-#: While a broker stays unreachable, its failures are logged at WARN at most this often.
+#: While a broker stays unreachable, its outage is summed up at WARN this often.
 WARN_INTERVAL_S = 30.0
 
 
@@ -173,6 +174,8 @@ class ControllerChannel:
             self._run_callback(item, response, state.broker.id)
 
     async def _send_remote(self, state: _BrokerState, host: str, port: int) -> None:
+        outage = OutageLog(log, f"Controller {self.controller_id}: sending to broker {state.broker.id} at {host}:{port}",
+                           summary_every_s=WARN_INTERVAL_S)
         try:
             while True:
                 item = await state.queue.get()
@@ -184,7 +187,7 @@ class ControllerChannel:
                     log.error("Controller %d: cannot encode %s v%d for broker %d (%s); the request is dropped",
                               self.controller_id, api_name(item.api_key), item.version, state.broker.id, exc)
                     continue
-                response = await self._send_until_answered(state, host, port, item, body)
+                response = await self._send_until_answered(state, host, port, item, body, outage)
                 self._run_callback(item, response, state.broker.id)
         finally:
             if state.client is not None:
@@ -192,35 +195,26 @@ class ControllerChannel:
                 state.client = None
 
     async def _send_until_answered(self, state: _BrokerState, host: str, port: int, item: _Item,
-                                   body: bytes) -> Any:
+                                   body: bytes, outage: OutageLog) -> Any:
         """The decoded response, after as many reconnects and resends as it takes."""
         broker_id = state.broker.id
-        failures = 0
         backoff = self._backoff_s
-        last_warning = 0.0
         while True:
             try:
                 if state.client is None:
                     state.client = await self.connector.connect(
                         host, port, client_id=f"controller-{self.controller_id}",
                         request_timeout_s=self.request_timeout_s)
-                    log.info("Controller %d connected to broker %d at %s:%d for sending state change requests%s",
-                             self.controller_id, broker_id, host, port,
-                             f" after {failures} failed attempt(s)" if failures else "")
-                return await state.client.send(item.api_key, item.version, body)
+                    log.info("Controller %d connected to broker %d at %s:%d for sending state change requests",
+                             self.controller_id, broker_id, host, port)
+                response = await state.client.send(item.api_key, item.version, body)
+                outage.succeeded()
+                return response
             except BrokerConnectionError as exc:
                 if state.client is not None:
                     state.client.close()
                     state.client = None
-                failures += 1
-                now = time.monotonic()
-                if failures == 1 or now - last_warning >= WARN_INTERVAL_S:
-                    last_warning = now
-                    log.warning("Controller %d fails to send %s to broker %d (attempt %d): %s; reconnecting and "
-                                "resending", self.controller_id, api_name(item.api_key), broker_id, failures, exc)
-                else:
-                    log.debug("Controller %d: attempt %d to send %s to broker %d failed: %s",
-                              self.controller_id, failures, api_name(item.api_key), broker_id, exc)
+                outage.failed(f"{api_name(item.api_key)}: {exc}", "reconnecting and resending")
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, self._max_backoff_s)
 

@@ -44,6 +44,7 @@ from kaflet.metadata.tree import (
     NoNodeError,
     WatchEvent,
 )
+from kaflet.util.outage_log import OutageLog
 
 log = logging.getLogger("kaflet.gateway.cache")
 
@@ -149,6 +150,8 @@ class DataCache(Generic[K, V]):
         self.check_interval_ms = check_interval_ms
         self.clock = clock
         self.sync_parent, self.commit_path, self.reload_path = paths(name)
+        #: The pulls' failures: one warning per outage of the service (or of ZooKeeper), not one per attempt.
+        self.pulls = OutageLog(log, f"DataCache {name} node {node_id}: pull")
         self.sync_path = f"{self.sync_parent}/{node_id}"
         self._main: dict[K, V] = self._fold({}, self.defaults)
         self._parked: list[Record[K, V]] = []
@@ -198,9 +201,8 @@ class DataCache(Generic[K, V]):
         try:
             await self._load()
         except ManagementServiceError as exc:
-            log.warning("DataCache %s node %d: the management service did not answer the initial load (%s); "
-                        "serving the %d static default entries until it does", self.name, self.node_id, exc,
-                        len(self._main))
+            self.pulls.failed(exc, f"serving the {len(self._main)} static default entries until the management "
+                                   "service answers")
         self._last_check = self.clock()
         self._task = asyncio.create_task(self._run(), name=f"data-cache-{self.name}")
 
@@ -467,9 +469,7 @@ class DataCache(Generic[K, V]):
                     if self.clock() - self._last_check >= self.check_interval_ms:
                         self._last_check = self.clock()
                         await self.check()
-                if failures:
-                    log.info("DataCache %s node %d: the management service answers again after %d failed "
-                             "attempts", self.name, self.node_id, failures)
+                self.pulls.succeeded()
                 failures = 0
                 missing = False
             except EndpointMissingError as exc:
@@ -480,8 +480,8 @@ class DataCache(Generic[K, V]):
             except (ManagementServiceError, MetadataError) as exc:
                 failures += 1
                 retry = min(self.sync_interval_ms, FIRST_RETRY_MS * 2 ** min(failures - 1, 20))
-                log.warning("DataCache %s node %d: pull failed (attempt %d, next in %.1f s, keeping commit %d): "
-                            "%s", self.name, self.node_id, failures, retry / 1000, self.commit_timestamp, exc)
+                self.pulls.failed(exc, f"keeping commit {self.commit_timestamp}; next attempt in {retry / 1000:.1f} s, "
+                                       f"backing off to every {self.sync_interval_ms / 1000:g} s")
             except Exception as exc:  # a bug must not end the cache: keep the last view, say so
                 failures += 1
                 log.error("DataCache %s node %d: pull failed unexpectedly: %r", self.name, self.node_id, exc)

@@ -7,7 +7,9 @@ Every session.report.ms the broker POSTs to the management service's
 the last 20 minutes) and refuses to delete a topic or an application that still has some.
 
 Each report holds the connections seen since the previous one. A report the service does not
-take is merged into the next, so a service that is down loses nothing but freshness.
+take is merged into the next, so a service that is down loses nothing but freshness; its outage
+is logged once when it starts, summed up every minute while it lasts, and once when it ends
+(kaflet/util/outage_log.py), not at every report.
 
 Clients do not say which version they are; the version of the Produce or Fetch request they
 send does (a client sends the highest version it and the broker both know), so the report names
@@ -23,6 +25,7 @@ from collections.abc import Callable
 from kaflet.gateway.model import ManagementService, ManagementServiceError
 from kaflet.gateway.quotas import app_id
 from kaflet.protocol.api_keys import ApiKey
+from kaflet.util.outage_log import OutageLog
 
 log = logging.getLogger("kaflet.gateway.session_report")
 
@@ -57,6 +60,7 @@ class SessionReport:
         self._seen: dict[str, dict[str, set[str]]] = {PRODUCE: {}, FETCH: {}}
         #: Reports the service took (for the broker's log and tests).
         self.sent = 0
+        self.outage = OutageLog(log, "session report to the management service")
 
     def note(self, api_key: int, api_version: int, principal: str, ip: str, client_id: str | None,
              topics: list[str]) -> None:
@@ -90,9 +94,10 @@ class SessionReport:
             await service.post(PATH, body, query)
         except ManagementServiceError as exc:
             self._give_back(body)
-            log.warning("session report not taken by the management service (kept for the next one): %s", exc)
+            self.outage.failed(exc, "the connections are kept for the next report")
             return False
         self.sent += 1
+        self.outage.succeeded()
         return True
 
     async def run(self, service: ManagementService, stop: asyncio.Event) -> None:

@@ -27,6 +27,7 @@ from kaflet.manager.clusters import (
     LogDirs,
     TopicInfo,
 )
+from kaflet.util.outage_log import OutageLog
 
 log = logging.getLogger("kaflet.manager.sampling")
 
@@ -192,6 +193,8 @@ class ClusterObserver:
         self.clock = clock
         self.rates = MessageRates(capacity)
         self.last_error: str | None = None
+        # The background rounds' failures: one warning per outage of the cluster, not one per round.
+        self.outage = OutageLog(log, f"sampling {client.access.bootstrap_servers}")
         self.rounds = 0
         self._snapshot: ClusterSnapshot | None = None
         self._log_dirs: LogDirs | None = None
@@ -259,9 +262,10 @@ class ClusterObserver:
             began = time.monotonic()
             try:
                 self.sample()
+                self.outage.succeeded()
             except ClusterError as exc:
                 self.last_error = str(exc)
-                log.warning("sampling %s failed: %s", self.client.access.bootstrap_servers, exc)
+                self.outage.failed(exc)
             except Exception as exc:  # a bug must not end the sampling for good
                 self.last_error = f"{type(exc).__name__}: {exc}"
                 log.exception("sampling %s failed", self.client.access.bootstrap_servers)

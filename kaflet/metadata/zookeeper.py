@@ -6,6 +6,10 @@ so callbacks always run on the broker's loop.
 
 The connect string may carry a chroot (``host1:2181,host2:2181/kafka``), as Kafka's
 ``zookeeper.connect`` does; the chroot path is created if it is missing, like Kafka does.
+
+kazoo writes a few lines at every attempt to reach the ensemble; while it cannot, those go to
+the tree's outage log instead (kaflet/util/outage_log.py): one warning when the connection is
+lost, a summary every minute, one line when it is back.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from kaflet.metadata.tree import (
     parent_of,
     validate_path,
 )
+from kaflet.util.outage_log import OutageLog
 
 __all__ = ["ZooKeeperTree", "split_chroot"]
 
@@ -70,6 +75,28 @@ _EVENT_MAP = {
     KzEventType.CHANGED: EventType.CHANGED,
     KzEventType.CHILD: EventType.CHILD,
 }
+
+
+# kazoo's lines (kazoo/protocol/connection.py) for one failed attempt to reach a server, and
+# those it writes at every attempt, which say nothing the outage log does not.
+_KAZOO_ATTEMPT_FAILED = frozenset({"Connection dropped: %s", "Connection time-out: %s"})
+_KAZOO_ATTEMPT_NOISE = frozenset({"Connecting to %s(%s):%s, use_ssl: %r", "Transition to CONNECTING"})
+
+
+class _KazooLog(logging.LoggerAdapter[logging.Logger]):
+    """kazoo's logger, with its lines per connection attempt turned into an outage log."""
+
+    def __init__(self, logger: logging.Logger, outage: OutageLog) -> None:
+        super().__init__(logger, {})
+        self.outage = outage
+
+    def log(self, level: int, msg: object, *args: Any, **kwargs: Any) -> None:
+        if msg in _KAZOO_ATTEMPT_FAILED:
+            self.outage.failed(str(msg) % args)
+            return
+        if msg in _KAZOO_ATTEMPT_NOISE and (self.outage.failing or msg == "Transition to CONNECTING"):
+            level = logging.DEBUG
+        super().log(level, msg, *args, **kwargs)
 
 
 def _map_error(exc: BaseException, path: str | None) -> BaseException:
@@ -148,7 +175,10 @@ class ZooKeeperTree(MetadataTree):
         self.on_session_lost = on_session_lost
         #: Called on the loop with "CONNECTED", "SUSPENDED" or "LOST" on every state change.
         self.on_state_change: Callable[[str], Any] | None = None
-        self._client = KazooClient(hosts=self.hosts, timeout=session_timeout)
+        #: The connection's failed attempts while the ensemble cannot be reached.
+        self.outage = OutageLog(log, f"ZooKeeper connection to {self.hosts}")
+        self._client = KazooClient(hosts=self.hosts, timeout=session_timeout,
+                                   logger=_KazooLog(logging.getLogger("kazoo.client"), self.outage))
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
         self._started = False
@@ -176,6 +206,7 @@ class ZooKeeperTree(MetadataTree):
             await self._loop.run_in_executor(None, self._client.close)
             raise SessionLostError(None, f"cannot connect to ZooKeeper at {self.connect_string}: {e}") from e
         self._started = True
+        self.outage.succeeded()  # the listener below missed this first connection
         if self.chroot:
             # Kafka creates its chroot when it is missing; do it before switching into it.
             await self.ensure_path(self.chroot)
@@ -203,6 +234,7 @@ class ZooKeeperTree(MetadataTree):
         if self.on_state_change is not None:
             loop.call_soon_threadsafe(self.on_state_change, str(state))
         if state == KazooState.CONNECTED:
+            self.outage.succeeded()
             with self._lost_lock:
                 lost, self._lost_watches = self._lost_watches, []
             for kind, path, watch in lost:

@@ -64,6 +64,7 @@ from kaflet.replication.config import ReplicationConfig
 from kaflet.replication.fetch_session_handler import FetchSessionHandler
 from kaflet.replication.partition import Partition
 from kaflet.replication.quota import ReplicaQuota
+from kaflet.util.outage_log import OutageLog
 
 log = logging.getLogger("kaflet.fetcher")
 
@@ -214,7 +215,7 @@ class ReplicaFetcher:
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stopped = False
-        self._failing = False
+        self._outage = OutageLog(log, f"{name}: connection to broker {leader.broker_id} ({leader.host}:{leader.port})")
         #: The incremental fetch session with the leader (KIP-227).
         self._session = FetchSessionHandler(name)
 
@@ -333,17 +334,10 @@ class ReplicaFetcher:
         self._close_connection()
         if self._stopped:
             return
-        if not self._failing:
-            log.warning("%s: %s to broker %d (%s:%d) failed: %s; retrying every %d ms", self.name, what,
-                        self.leader.broker_id, self.leader.host, self.leader.port, exc, self.config.fetch_backoff_ms)
-        else:
-            log.debug("%s: %s failed again: %s", self.name, what, exc)
-        self._failing = True
+        self._outage.failed(f"{what}: {exc}", f"retrying every {self.config.fetch_backoff_ms} ms")
 
     def _connection_ok(self) -> None:
-        if self._failing:
-            log.info("%s: broker %d answers again", self.name, self.leader.broker_id)
-            self._failing = False
+        self._outage.succeeded()
 
     # -- truncation ---------------------------------------------------------------------------
 

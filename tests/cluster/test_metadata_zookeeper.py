@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from kaflet.controller import topics as ct
 from kaflet.metadata import zkdata as zk
 from kaflet.metadata.zk_testing import ZooKeeperServer
 from kaflet.metadata.zookeeper import ZooKeeperTree, split_chroot
+from tests.support.controller import until
 
 BROKERS = [(1, None), (2, None), (3, None)]
 
@@ -93,3 +95,29 @@ async def test_session_expiry_calls_hook_and_drops_ephemerals(
     finally:
         await tree.close()
         await observer.close()
+
+
+async def test_an_outage_of_zookeeper_is_one_warning_and_one_recovery(caplog: pytest.LogCaptureFixture) -> None:
+    """kazoo logs two lines at every attempt to reach a server; while the server is down the
+    tree turns them into one warning, DEBUG lines, and one line when it is back."""
+    caplog.set_level(logging.DEBUG)
+    with ZooKeeperServer() as server:
+        tree = await ZooKeeperTree.connect(server.connect_string, session_timeout=30.0)
+        try:
+            await tree.create("/before", b"1")
+            await asyncio.to_thread(server.terminate)
+            await until(lambda: tree.outage.attempts >= 3, timeout=30, what="three failed attempts")
+            attempts = tree.outage.attempts
+            await asyncio.to_thread(server.restart)
+            await until(lambda: not tree.outage.failing, timeout=60, what="the reconnection")
+            assert (await tree.get("/before"))[0] == b"1"  # the same session, back
+        finally:
+            await tree.close()
+    target = f"ZooKeeper connection to {server.connect_string}"
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len([w for w in warnings if target in w]) == 1, warnings
+    kazoo_lines = ("Connection dropped", "Connection time-out", "Transition to CONNECTING")
+    assert not [w for w in warnings if target not in w and w.startswith(kazoo_lines)], warnings
+    [recovered] = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO and target in r.getMessage()]
+    assert "recovered after" in recovered
+    assert int(recovered.split("recovered after ")[1].split(" ")[0]) >= attempts

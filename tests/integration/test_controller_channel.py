@@ -193,14 +193,15 @@ async def test_resends_after_the_broker_is_restarted(fresh_broker: BrokerProcess
     assert responses[1][1].topics[0].error_code == 0
     assert responses[2][1].topics[0].error_code == 0  # the topic made before the crash survived it
 
-    # Repeated failures are a WARN once (then at most every 30 s), not one per attempt.
-    warnings = [r for r in caplog.records if r.levelno == logging.WARNING and "fails to send" in r.getMessage()]
-    retries = [r for r in caplog.records if r.levelno == logging.DEBUG and "failed" in r.getMessage()
-               and "to send CREATE_TOPICS" in r.getMessage()]
-    assert len(warnings) == 1
+    # Repeated failures are a WARN once (then a summary at most every 30 s), not one per attempt.
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    retries = [r for r in caplog.records if r.levelno == logging.DEBUG and "failed again" in r.getMessage()
+               and "CREATE_TOPICS" in r.getMessage()]
+    assert len(warnings) == 1 and f"sending to broker {REMOTE_ID}" in warnings[0], warnings
+    assert "CREATE_TOPICS" in warnings[0] and "reconnecting and resending" in warnings[0]
     assert len(retries) >= 2
-    assert any("after" in r.getMessage() and "failed attempt" in r.getMessage() for r in caplog.records
-               if r.levelno == logging.INFO)
+    assert any(f"sending to broker {REMOTE_ID}" in r.getMessage() and "recovered after" in r.getMessage()
+               and "failed attempts" in r.getMessage() for r in caplog.records if r.levelno == logging.INFO)
 
 
 async def test_a_broker_announcing_two_gigabytes_is_dropped_and_the_request_resent(

@@ -16,6 +16,7 @@ import kaflet
 # Lowest first. A package may import its own layer and the layers below; a new top-level
 # package must be placed here.
 LAYERS: list[set[str]] = [
+    {"util"},
     {"protocol"},
     {"log", "metadata"},
     {"security"},
