@@ -29,19 +29,22 @@ class BrokerProcess:
     the parent, which then stops the brokers in order. ``host`` is where the broker listens
     (127.0.0.1 unless its listeners say otherwise); ``command_prefix`` runs it under another
     command (``ip netns exec <ns>``, which execs: the PID stays the broker's) and
-    ``socket_factory`` opens the readiness connection to a broker the parent cannot reach directly.
+    ``socket_factory`` opens the readiness connection to a broker the parent cannot reach directly;
+    ``python`` is the interpreter that runs ``kaflet.cli`` (another environment's kaflet).
     """
 
     def __init__(self, data_dir: Path, overrides: dict[str, str] | None = None, *,
                  log_path: Path | None = None, own_session: bool = False, host: str = "127.0.0.1",
                  command_prefix: Sequence[str] = (),
-                 socket_factory: Callable[[str, int, float], socket.socket] | None = None) -> None:
+                 socket_factory: Callable[[str, int, float], socket.socket] | None = None,
+                 python: str = sys.executable) -> None:
         self.data_dir = Path(data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.overrides = dict(overrides or {})
         self.own_session = own_session
         self.host = host
         self.command_prefix = list(command_prefix)
+        self.python = python
         self._connect = socket_factory or (lambda h, p, t: socket.create_connection((h, p), timeout=t))
         self.proc: subprocess.Popen[bytes] | None = None
         self.port: int | None = None
@@ -81,7 +84,7 @@ class BrokerProcess:
             # The caller's own listeners: a restart keeps each listener's port.
             listeners = _ENDPOINT.sub(lambda m: f"{m.group(1)}://{m.group(2)}:{self.ports.get(m.group(1).upper(), m.group(3))}",
                                       listeners)
-        args = [*self.command_prefix, sys.executable, "-m", "kaflet.cli", "broker",
+        args = [*self.command_prefix, self.python, "-m", "kaflet.cli", "broker",
                 "--override", f"listeners={listeners}",
                 "--override", f"log.dirs={self.data_dir}"]
         for k, v in overrides.items():

@@ -7,6 +7,7 @@ this module adds the context manager the tests use.
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,9 +17,13 @@ __all__ = ["BrokerProcess", "running_broker"]
 
 
 @contextlib.contextmanager
-def running_broker(data_dir: Path, overrides: dict[str, str] | None = None) -> Iterator[BrokerProcess]:
-    """A started broker that is stopped (then killed if it hangs, by PID) on exit."""
-    broker = BrokerProcess(data_dir, overrides)
+def running_broker(data_dir: Path, overrides: dict[str, str] | None = None, *,
+                   python: str = sys.executable) -> Iterator[BrokerProcess]:
+    """A started broker that is stopped (then killed if it hangs, by PID) on exit.
+
+    ``python`` runs it: another environment's interpreter runs that environment's kaflet.
+    """
+    broker = BrokerProcess(data_dir, overrides, python=python)
     broker.start()
     try:
         yield broker

@@ -5,14 +5,16 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+from collections.abc import Sequence
 
 CLI = [sys.executable, "-m", "kaflet.cli"]
 
 
-def run(*args: str, stdin: str | bytes | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    """Run the CLI; returns the finished process with text stdout/stderr."""
+def run(*args: str, stdin: str | bytes | None = None, timeout: float = 60,
+        cli: Sequence[str] = CLI) -> subprocess.CompletedProcess[str]:
+    """Run the CLI (``cli``: another installation's); returns the finished process with text stdout/stderr."""
     data = stdin.encode() if isinstance(stdin, str) else stdin
-    proc = subprocess.run([*CLI, *args], input=data, capture_output=True, timeout=timeout)
+    proc = subprocess.run([*cli, *args], input=data, capture_output=True, timeout=timeout)
     return subprocess.CompletedProcess(proc.args, proc.returncode, proc.stdout.decode(), proc.stderr.decode())
 
 
