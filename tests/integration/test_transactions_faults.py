@@ -25,6 +25,9 @@ from tests.support.topics import create_topic
 from tests.support.transactions import consume_all as _consume
 
 TXN_TIMEOUT_MS = 3000
+#: A transaction that must still be open after a broker is killed and started again: long enough
+#: for a restart on a busy machine (3 s was not), short enough to wait for its abort.
+RESTART_TXN_TIMEOUT_MS = 12000
 # The coordinator looks for timed-out transactions this often (Kafka's default is 10 s).
 BROKER_OVERRIDES = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "500"}
 
@@ -152,7 +155,7 @@ def test_broker_killed_mid_transaction(fresh_broker: BrokerProcess, child_produc
     topic, txn_id = f"txn-fault-broker-{finish}", f"fault-broker-{finish}"
     create_topic(bs, topic, 1)
     # new_instance: a timeout long enough that only the new instance's init_transactions() can end it.
-    child = _start_child(child_producers, bs, topic, txn_id, TXN_TIMEOUT_MS if finish == "timeout" else 120000)
+    child = _start_child(child_producers, bs, topic, txn_id, RESTART_TXN_TIMEOUT_MS if finish == "timeout" else 120000)
     with closing(RawClient(bs)) as client:
         old = _open_transaction(client, topic)
     fresh_broker.kill()

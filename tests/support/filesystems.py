@@ -14,6 +14,7 @@ import contextlib
 import itertools
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,11 @@ def _mount_point(parent: Path) -> Path:
 
 def _run(*args: str) -> None:
     subprocess.run(args, check=True, capture_output=True, timeout=60)
+
+
+def _loop_devices(image: Path) -> str:
+    """``losetup -j``'s lines for the loop devices backed by ``image`` (empty: none)."""
+    return subprocess.run(["losetup", "-j", str(image)], capture_output=True, text=True, timeout=60).stdout.strip()
 
 
 def _unmount(point: Path) -> None:
@@ -153,4 +159,10 @@ def remount(fs: Ext4) -> None:
     """Mount the same disk again (after the broker stopped): a failed file system comes back
     read-write with its journal replayed."""
     _unmount(fs.point)
+    # The lazy unmount frees the old file system only once nothing holds it; mounting the image
+    # again before that would put a second ext4 on the same blocks. Wait until its loop device
+    # is gone.
+    deadline = time.monotonic() + 30
+    while _loop_devices(fs.image) and time.monotonic() < deadline:
+        time.sleep(0.1)
     _run("mount", "-o", "loop,errors=remount-ro", str(fs.image), str(fs.point))

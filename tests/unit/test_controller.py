@@ -229,8 +229,9 @@ async def test_session_expiry_resigns_and_reelects(tree: EmbeddedTree) -> None:
     # The broker re-registers in its new session, then the controller competes again.
     await register_broker(tree, 1)
     h.controller.on_session_reestablished()
-    await until(lambda: h.controller.is_active, what="re-election")
-    assert h.controller.epoch == 2 and len(h.channels) == 2
+    # Elected first, then its failover opens the new channel: wait for both.
+    await until(lambda: h.controller.is_active and len(h.channels) == 2, what="re-election")
+    assert h.controller.epoch == 2
     await h.controller.shutdown()
 
 
