@@ -20,6 +20,7 @@ run: $(STAMP)
 	$(BIN)/kaflet broker $(ARGS)
 
 test: $(STAMP)
+	scripts/system-packages --ensure
 	$(BIN)/ruff check kaflet tests benchmarks
 	$(BIN)/mypy kaflet
 	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
