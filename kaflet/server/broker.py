@@ -778,7 +778,7 @@ class Broker:
         if controlled and self.clustered and self.started and self.config["controlled.shutdown.enable"]:
             # Still serving: clients follow the leaderships as they move away.
             await controlled_shutdown(self.config, self.broker_id, lambda: self.state.broker_epoch, self.controller,
-                                      lambda: self.metadata_cache.controller_id, self.inter_broker)
+                                      self.metadata_cache, self.inter_broker)
         for lst in self.listeners:
             lst.stop_accepting()
         if self._controller is not None:

@@ -505,6 +505,25 @@ def test_soak_random_faults(cluster_factory: Callable[..., Cluster], producers: 
     member.close()
 
 
+def test_a_whole_cluster_stopped_at_once_shuts_down_without_waiting_the_back_off(
+        cluster_factory: Callable[..., Cluster]) -> None:
+    """Every broker SIGTERMed at once: an attempt meets a controller that is going away, or
+    partitions whose other replicas are leaving too. The retry waits for the next controller or
+    the next view of the live brokers, not the whole back-off (ten minutes here, so waiting it
+    out would fail the 60 s stop), and the last broker, with no one left to lead its
+    partitions, does not retry at all."""
+    cluster = cluster_factory(3, overrides={"controlled.shutdown.retry.backoff.ms": "600000"})
+    new_topic(cluster)
+    killed = stop_brokers(list(cluster.brokers.values()), timeout=60)
+    assert killed == [], [b.log_tail(15) for b in killed]
+    for b in (1, 2, 3):
+        log = cluster.broker(b).new_log()
+        assert "controlled shutdown did not complete" not in log, log[-3000:]
+        assert cluster.broker(b).proc is not None and cluster.broker(b).proc.returncode == 0
+    logs = "".join(cluster.broker(b).new_log() for b in (1, 2, 3))
+    assert "no other live broker can lead" in logs, logs[-5000:]
+
+
 @pytest.mark.slow
 def test_whole_cluster_restarts(cluster_factory: Callable[..., Cluster],
                                 producers: Callable[..., AckedProducer]) -> None:
