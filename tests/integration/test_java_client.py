@@ -2,7 +2,7 @@
 
 Small programs of ours (tests/java) drive Admin, an idempotent producer with every codec and
 consumers of a classic group; one JVM per program run. They print what the broker answered and
-the assertions are here.
+the assertions are here (Admin's in tests/support/java.py, shared with the cluster test).
 """
 
 from __future__ import annotations
@@ -17,19 +17,11 @@ import pytest
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from tests.support.broker_process import BrokerProcess, running_broker
-from tests.support.java import JavaPrograms, JavaUnavailable, compile_programs
+from tests.support.java import JavaPrograms, check_admin
 from tests.support.metrics import scrape
 from tests.support.raw_client import RawClient
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
-
-
-@pytest.fixture(scope="session")
-def java(tmp_path_factory: pytest.TempPathFactory) -> JavaPrograms:
-    try:
-        return compile_programs(tmp_path_factory.mktemp("java-classes"))
-    except JavaUnavailable as exc:
-        pytest.fail(str(exc))
 
 
 @pytest.fixture(scope="module")
@@ -51,39 +43,6 @@ def _requests(port: int, request: str) -> float:
                if name == "kafka_network_requestmetrics_requests_total" and ("request", request) in labels)
 
 
-def admin_checks(java: JavaPrograms, bootstrap: str, broker_ids: list[int], replication: int) -> None:
-    """Run AdminCheck and assert on what it printed; shared by the one-broker and cluster tests."""
-    prefix = f"java-admin-{uuid.uuid4().hex[:8]}"
-    lines = java.run("AdminCheck", bootstrap, prefix, str(replication))
-    created = {w[1]: w[2] for w in lines if w[0] == "created"}
-    assert set(created) == {f"{prefix}-paged", f"{prefix}-single"}
-    by_name = {w[1]: w[2:] for w in lines if w[0] == "byName"}
-    by_id = {w[1]: w[2:] for w in lines if w[0] == "byId"}
-    # Described by name (DescribeTopicPartitions, paged two partitions at a time) and by id
-    # (Metadata v12 with the name ""): the same topic ids, partitions, leaders, replicas and ISR.
-    assert by_name == by_id
-    for name, (tid, internal, ops, parts) in by_name.items():
-        assert tid == created[name] and internal == "internal=false"
-        assert "DESCRIBE" in ops.split("=")[1].split(",")
-        partitions = [p.split(":") for p in parts.removeprefix("partitions=").split(";")]
-        assert [int(p[0]) for p in partitions] == list(range(3 if name.endswith("paged") else 1))
-        for _index, leader, replicas, isr in partitions:
-            assert int(leader) in broker_ids and len(replicas.split(",")) == replication
-            assert sorted(isr.split(",")) == sorted(replicas.split(","))
-    facts = {w[0]: w[1:] for w in lines}
-    assert facts["unknownId"] == ["UnknownTopicIdException"]
-    assert facts["topicConfig"] == ["retention.ms", "3600000", "DYNAMIC_TOPIC_CONFIG"]
-    assert facts["brokerConfig"] == ["log.retention.hours", "168"]
-    cluster_id, _, controller, _, nodes = facts["cluster"]
-    assert cluster_id and int(controller) in broker_ids
-    assert sorted(int(n) for n in nodes.split(",")) == sorted(broker_ids)
-    # Five records at timestamps 1000000, ..., 1000040: the largest is the last, 1000015 finds the third.
-    assert facts["offsets"] == ["earliest", "0", "latest", "5", "maxTimestamp", "4", "forTimestamp", "2"]
-    deleted = {w[1]: w[2] for w in lines if w[0] == "deleted"}
-    assert deleted == {f"{prefix}-paged": "UnknownTopicOrPartitionException",
-                       f"{prefix}-single": "UnknownTopicOrPartitionException"}
-
-
 def test_admin_topics_by_name_and_id_configs_offsets_cluster(java: JavaPrograms, broker: BrokerProcess,
                                                             metrics_port: int) -> None:
     c = RawClient(broker.bootstrap)
@@ -93,7 +52,7 @@ def test_admin_topics_by_name_and_id_configs_offsets_cluster(java: JavaPrograms,
     finally:
         c.close()
     before = _requests(metrics_port, "DescribeTopicPartitions")
-    admin_checks(java, broker.bootstrap, [node], 1)
+    check_admin(java, broker.bootstrap, [node], 1)
     # The client described by name with DescribeTopicPartitions, two partitions a page: the
     # 3-partition topic took two requests at least (it falls back to Metadata only where the
     # API is not advertised).

@@ -13,6 +13,7 @@ import os
 import shutil
 import signal
 import subprocess
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -79,3 +80,36 @@ def compile_programs(into: Path) -> JavaPrograms:
     if proc.returncode != 0:
         raise AssertionError(f"javac failed:\n{proc.stderr}")
     return JavaPrograms(into, tuple(jars))
+
+
+def check_admin(java: JavaPrograms, bootstrap: str, broker_ids: list[int], replication: int) -> None:
+    """Run AdminCheck and assert on what it printed; shared by the one-broker and cluster tests."""
+    prefix = f"java-admin-{uuid.uuid4().hex[:8]}"
+    lines = java.run("AdminCheck", bootstrap, prefix, str(replication))
+    created = {w[1]: w[2] for w in lines if w[0] == "created"}
+    assert set(created) == {f"{prefix}-paged", f"{prefix}-single"}
+    by_name = {w[1]: w[2:] for w in lines if w[0] == "byName"}
+    by_id = {w[1]: w[2:] for w in lines if w[0] == "byId"}
+    # Described by name (DescribeTopicPartitions, paged two partitions at a time) and by id
+    # (Metadata v12 with the name ""): the same topic ids, partitions, leaders, replicas and ISR.
+    assert by_name == by_id
+    for name, (tid, internal, ops, parts) in by_name.items():
+        assert tid == created[name] and internal == "internal=false"
+        assert "DESCRIBE" in ops.split("=")[1].split(",")
+        partitions = [p.split(":") for p in parts.removeprefix("partitions=").split(";")]
+        assert [int(p[0]) for p in partitions] == list(range(3 if name.endswith("paged") else 1))
+        for _index, leader, replicas, isr in partitions:
+            assert int(leader) in broker_ids and len(replicas.split(",")) == replication
+            assert sorted(isr.split(",")) == sorted(replicas.split(","))
+    facts = {w[0]: w[1:] for w in lines}
+    assert facts["unknownId"] == ["UnknownTopicIdException"]
+    assert facts["topicConfig"] == ["retention.ms", "3600000", "DYNAMIC_TOPIC_CONFIG"]
+    assert facts["brokerConfig"] == ["log.retention.hours", "168"]
+    cluster_id, _, controller, _, nodes = facts["cluster"]
+    assert cluster_id and int(controller) in broker_ids
+    assert sorted(int(n) for n in nodes.split(",")) == sorted(broker_ids)
+    # Five records at timestamps 1000000, ..., 1000040: the largest is the last, 1000015 finds the third.
+    assert facts["offsets"] == ["earliest", "0", "latest", "5", "maxTimestamp", "4", "forTimestamp", "2"]
+    deleted = {w[1]: w[2] for w in lines if w[0] == "deleted"}
+    assert deleted == {f"{prefix}-paged": "UnknownTopicOrPartitionException",
+                       f"{prefix}-single": "UnknownTopicOrPartitionException"}
