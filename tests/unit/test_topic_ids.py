@@ -93,6 +93,15 @@ async def test_describe_topic_partitions_pages_all_topics_in_name_order() -> Non
             p.offline_replicas) == (1, [1], [1], [], [], [])
 
 
+async def test_describe_topic_partitions_marks_internal_topics() -> None:
+    cache = h._cache({"__consumer_offsets": 1, "orders": 1})
+    ctx = h._context(h._services(cache=cache), ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0)
+    answer = await h._call(describe_topic_partitions, ctx, _dtp("__consumer_offsets", "orders", "__transaction_state"))
+    assert [(t.name, t.error_code, t.is_internal) for t in answer.topics] == [
+        ("__consumer_offsets", 0, True), ("__transaction_state", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, True),
+        ("orders", 0, False)]
+
+
 async def test_describe_topic_partitions_limit_is_capped_by_the_broker_and_at_least_one() -> None:
     services = _with_limit(h._services(cache=h._cache({"a": 5})), 2)
     ctx = h._context(services, ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0)

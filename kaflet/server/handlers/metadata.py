@@ -3,6 +3,11 @@
 With an authorizer, as Kafka: topics the principal may not Describe are left out of an all-topics
 answer and get TOPIC_AUTHORIZATION_FAILED when asked for by name (or id); auto-creation needs
 Create on the cluster or on the topic.
+
+By topic id, as Kafka's handleTopicMetadataRequest: from v12, as soon as one requested topic has
+a non-zero id every topic is looked up by its id, whatever its name says (null, or the Java
+client's ""), and an unknown id is answered UNKNOWN_TOPIC_ID with the id; v10 and v11 carry the
+id field but a non-zero id (or a null name) makes the request INVALID_REQUEST.
 """
 
 from __future__ import annotations
