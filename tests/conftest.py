@@ -9,6 +9,7 @@ import pytest
 
 from tests.support import filesystems
 from tests.support.broker_process import BrokerProcess, running_broker
+from tests.support.java import JavaPrograms, JavaUnavailable, compile_programs
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -16,6 +17,15 @@ def _no_stale_test_mounts() -> None:
     """File systems mounted by a test run that was killed before it unmounted them go now."""
     if filesystems.mounts_unavailable_reason() is None:
         filesystems.unmount_stale()
+
+
+@pytest.fixture(scope="session")
+def java(tmp_path_factory: pytest.TempPathFactory) -> JavaPrograms:
+    """tests/java/*.java compiled once per session (per xdist worker), with the client's class path."""
+    try:
+        return compile_programs(tmp_path_factory.mktemp("java-classes"))
+    except JavaUnavailable as exc:
+        pytest.fail(str(exc))
 
 
 @pytest.fixture(scope="module")

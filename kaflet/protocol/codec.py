@@ -30,6 +30,7 @@ _MODULES = {
     44: "admin.configs", 45: "admin.topics", 46: "admin.topics", 47: "consumer.group",
     48: "admin.client_quotas", 49: "admin.client_quotas", 50: "admin.users", 51: "admin.users",
     60: "admin.cluster", 61: "admin.transactions", 65: "admin.transactions", 66: "admin.transactions",
+    75: "admin.topics",
     # The controller-to-broker APIs: kaflet's own definitions (kafka-python has none).
     4: "kaflet.protocol.inter_broker", 5: "kaflet.protocol.inter_broker",
     6: "kaflet.protocol.inter_broker", 7: "kaflet.protocol.inter_broker",

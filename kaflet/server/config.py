@@ -148,6 +148,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("fetch.max.bytes", int, 57671680, minimum=1024),
     ConfigDef("max.incremental.fetch.session.cache.slots", int, 1000, minimum=0),
     ConfigDef("request.timeout.ms", int, 30000, minimum=0),
+    ConfigDef("max.request.partition.size.limit", int, 2000, minimum=1),
     # Cluster mode (kaflet/controller, docs/cluster.md): ZooKeeper, the controller, shutdown.
     ConfigDef("zookeeper.connect", str, None),
     ConfigDef("zookeeper.session.timeout.ms", int, 18000, minimum=1),

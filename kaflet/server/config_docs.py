@@ -85,6 +85,7 @@ BROKER_DOCS: dict[str, str] = {
     "num.partitions": "Partition count of topics created without one.",
     "default.replication.factor": "Replication factor of topics created without one.",
     "auto.create.topics.enable": "Whether a metadata request for an unknown topic creates it.",
+    "max.request.partition.size.limit": "Most partitions one DescribeTopicPartitions answer lists.",
     "delete.topic.enable": "Whether topics may be deleted.",
     "log.roll.hours": "Age in hours after which a segment is rolled; log.roll.ms takes precedence.",
     "log.roll.jitter.hours": "Roll jitter in hours; log.roll.jitter.ms takes precedence.",

@@ -26,6 +26,7 @@ real partition to the client's number.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from functools import partial
@@ -42,6 +43,7 @@ from kaflet.server.fetch_session import SessionFetchResponse
 from kaflet.server.handlers import (
     add_partitions_to_txn,
     describe_producers,
+    describe_topic_partitions,
     fetch,
     list_offsets,
     metadata,
@@ -216,6 +218,25 @@ def _metadata_response(ctx: RequestContext, resp: Any, _: bool, tables: Tables) 
     _to_client(resp.topics, "name", "partitions", "partition_index", tables)
 
 
+def _describe_topic_partitions_request(ctx: RequestContext, req: Any, tables: Tables) -> bool:
+    """The cursor's partition to the real one; past the client's last, past the real last."""
+    cursor = req.cursor
+    table = tables(cursor.topic_name) if cursor is not None else None
+    if cursor is not None and table is not None and cursor.partition_index >= 0:
+        index = cursor.partition_index
+        cursor.partition_index = table.real_of[index] if index < len(table.real_of) else table.count
+    return True
+
+
+def _describe_topic_partitions_response(ctx: RequestContext, resp: Any, _: bool, tables: Tables) -> None:
+    _to_client(resp.topics, "name", "partitions", "partition_index", tables)
+    cursor = resp.next_cursor
+    table = tables(cursor.topic_name) if cursor is not None else None
+    if cursor is not None and table is not None:
+        # The client resumes at the first enabled partition from the real one on.
+        cursor.partition_index = bisect_left(table.real_of, cursor.partition_index)
+
+
 def _offset_for_leader_epoch_request(ctx: RequestContext, req: Any, tables: Tables) -> Positions:
     if ctx.version >= 3 and getattr(req, "replica_id", -1) >= 0:
         return None  # a follower names real partitions
@@ -282,6 +303,9 @@ REWRITES: dict[int, Rewrite[Any, Any, Any]] = {
     ApiKey.LIST_OFFSETS: Rewrite(_codec_decoder(ApiKey.LIST_OFFSETS), list_offsets.serve, _list_offsets_request,
                                  _positional("topics", "partitions", "partition_index")),
     ApiKey.METADATA: Rewrite(_codec_decoder(ApiKey.METADATA), metadata.serve, _metadata_request, _metadata_response),
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: Rewrite(_codec_decoder(ApiKey.DESCRIBE_TOPIC_PARTITIONS),
+                                              describe_topic_partitions.serve, _describe_topic_partitions_request,
+                                              _describe_topic_partitions_response),
     ApiKey.OFFSET_COMMIT: Rewrite(_codec_decoder(ApiKey.OFFSET_COMMIT), offset_commit.serve,
                                   _positional_request("name", "partitions", "partition_index"),
                                   _positional("topics", "partitions", "partition_index")),

@@ -165,6 +165,8 @@ class Settings:
     fetch_max_bytes: int
     auto_create_topics_enable: bool
     request_timeout_ms: int
+    #: Most partitions one DescribeTopicPartitions answer lists (max.request.partition.size.limit).
+    max_request_partition_size_limit: int = 2000
 
 
 @dataclass(frozen=True, slots=True)

@@ -432,6 +432,34 @@ def test_metadata_authorized_operations_and_auto_create(broker: BrokerProcess) -
         c.close()
 
 
+def test_topics_by_id_and_describe_topic_partitions_need_describe(broker: BrokerProcess) -> None:
+    seen, hidden = uniq("seen"), uniq("hidden")
+    new_topics(broker, seen, hidden, partitions=2)
+    grant(broker, allow(ResourceType.TOPIC, seen, "carol", AclOperation.DESCRIBE))
+    admin_c, c = sasl_raw(broker, "admin"), sasl_raw(broker, "carol")
+    try:
+        M, D = codec.request_class(3), codec.request_class(75)
+        ids = {t.name: t.topic_id for t in admin_c.request(3, 12, M(
+            topics=[M.MetadataRequestTopic(name=n, topic_id=None) for n in (seen, hidden)],
+            allow_auto_topic_creation=False)).topics}
+        # By id: the undescribable topic's id comes back refused, its name withheld.
+        md = c.request(3, 12, M(topics=[M.MetadataRequestTopic(name="", topic_id=ids[n]) for n in (seen, hidden)],
+                                allow_auto_topic_creation=False))
+        assert {t.topic_id: (t.error_code, t.name) for t in md.topics} == {
+            ids[seen]: (0, seen), ids[hidden]: (TOPIC_DENIED, None)}
+        dtp = c.request(75, 0, D(topics=[D.TopicRequest(name=hidden), D.TopicRequest(name=seen)],
+                                 response_partition_limit=100, cursor=None))
+        assert [(t.name, t.error_code, len(t.partitions), t.topic_id) for t in dtp.topics] == [
+            (seen, 0, 2, ids[seen]), (hidden, TOPIC_DENIED, 0, None)]
+        assert dtp.topics[0].topic_authorized_operations == 1 << 8  # DESCRIBE only
+        # All topics: only what carol may describe is listed.
+        every = c.request(75, 0, D(topics=[], response_partition_limit=2000, cursor=None))
+        assert seen in {t.name for t in every.topics} and hidden not in {t.name for t in every.topics}
+    finally:
+        admin_c.close()
+        c.close()
+
+
 def test_security_disabled_without_authorizer(tmp_path: Path) -> None:
     b = BrokerProcess(tmp_path / "data")
     b.start()

@@ -336,6 +336,56 @@ def _metadata_check(broker: BrokerProcess, c: RawClient, v: int) -> None:
         include_topic_authorized_operations=False)).topics[0]
     # v0-3 cannot ask not to auto-create, so the topic is created (LEADER_NOT_AVAILABLE or none).
     assert missing.error_code in ((E.NONE, E.LEADER_NOT_AVAILABLE) if v < 4 else (E.UNKNOWN_TOPIC_OR_PARTITION,))
+    if v >= 10:
+        # By id (Kafka: whenever an id is non-zero, whatever the name): v12 looks it up, with a
+        # null name or the Java client's "", and echoes an unknown id; v10-11 carry the field
+        # but not its meaning, so the request is invalid (each topic answered, its id echoed).
+        unknown = uuid.uuid4()
+        for name in (None, ""):
+            resp = c.request(K.METADATA, v, M(
+                topics=[M.MetadataRequestTopic(name=name, topic_id=t.topic_id),
+                        M.MetadataRequestTopic(name=name, topic_id=unknown)],
+                allow_auto_topic_creation=False, include_cluster_authorized_operations=False,
+                include_topic_authorized_operations=False))
+            got = {r.topic_id: r for r in resp.topics}
+            assert set(got) == {t.topic_id, unknown}
+            if v >= 12:
+                assert (got[t.topic_id].error_code, got[t.topic_id].name) == (0, topic)
+                assert sorted(p.partition_index for p in got[t.topic_id].partitions) == [0, 1]
+                assert (got[unknown].error_code, got[unknown].name) == (E.UNKNOWN_TOPIC_ID, None)
+            else:
+                assert {r.error_code for r in resp.topics} == {E.INVALID_REQUEST}
+
+
+@check(K.DESCRIBE_TOPIC_PARTITIONS, range(0, 1))
+def _describe_topic_partitions_check(broker: BrokerProcess, c: RawClient, v: int) -> None:
+    topic = _topic(broker, "dtp", 3)
+    D = _req(K.DESCRIBE_TOPIC_PARTITIONS)
+    resp = c.request(K.DESCRIBE_TOPIC_PARTITIONS, v, D(
+        topics=[D.TopicRequest(name=topic), D.TopicRequest(name=_name("none"))], response_partition_limit=2000,
+        cursor=None))
+    t, missing = resp.topics
+    node = broker_id(c)
+    assert (t.error_code, t.name, t.topic_id, t.is_internal) == (0, topic, _topic_id(c, topic), False)
+    assert [(p.partition_index, p.leader_id, p.replica_nodes, p.isr_nodes, p.eligible_leader_replicas,
+             p.last_known_elr, p.offline_replicas) for p in t.partitions] == [
+        (i, node, [node], [node], [], [], []) for i in range(3)]
+    assert t.topic_authorized_operations != -2147483648  # always filled in, as Kafka does
+    assert missing.error_code == E.UNKNOWN_TOPIC_OR_PARTITION and resp.next_cursor is None
+    # A limit of 2 pages the topic: two partitions, then a cursor at the third.
+    first = c.request(K.DESCRIBE_TOPIC_PARTITIONS, v, D(topics=[D.TopicRequest(name=topic)],
+                                                        response_partition_limit=2, cursor=None))
+    assert [p.partition_index for p in first.topics[0].partitions] == [0, 1]
+    assert (first.next_cursor.topic_name, first.next_cursor.partition_index) == (topic, 2)
+    rest = c.request(K.DESCRIBE_TOPIC_PARTITIONS, v, D(topics=[D.TopicRequest(name=topic)],
+                                                       response_partition_limit=2, cursor=D.Cursor(
+                                                           topic_name=topic, partition_index=2)))
+    assert [p.partition_index for p in rest.topics[0].partitions] == [2] and rest.next_cursor is None
+
+
+def broker_id(c: RawClient) -> int:
+    """The node id of the (only) broker, from Metadata."""
+    return int(_call(c, K.METADATA, 4, topics=[], allow_auto_topic_creation=False).brokers[0].node_id)
 
 
 @check(K.OFFSET_COMMIT, range(0, 9))
@@ -574,6 +624,20 @@ def _delete_topics_check(broker: BrokerProcess, c: RawClient, v: int) -> None:
     gone = c.request(K.DELETE_TOPICS, v, D(topic_names=[name], topics=[
         D.DeleteTopicState(name=name, topic_id=uuid.UUID(int=0))], timeout_ms=10000)).responses[0]
     assert gone.error_code == E.UNKNOWN_TOPIC_OR_PARTITION
+    if v >= 6:
+        # By id: the topic's id deletes it (answered with its name), an unknown id is
+        # UNKNOWN_TOPIC_ID, and a name with an id makes the request invalid.
+        by_id = _topic(broker, "dtid")
+        tid = _topic_id(c, by_id)
+        both = c.request(K.DELETE_TOPICS, v, D(topics=[D.DeleteTopicState(name=by_id, topic_id=tid)],
+                                               timeout_ms=10000)).responses[0]
+        assert (both.error_code, both.topic_id) == (E.INVALID_REQUEST, tid)
+        unknown = uuid.uuid4()
+        resp = c.request(K.DELETE_TOPICS, v, D(topics=[D.DeleteTopicState(name=None, topic_id=tid),
+                                                       D.DeleteTopicState(name=None, topic_id=unknown)],
+                                               timeout_ms=10000)).responses
+        got = {r.topic_id: (r.error_code, r.name) for r in resp}
+        assert got == {tid: (0, by_id), unknown: (E.UNKNOWN_TOPIC_ID, None)}
 
 
 @check(K.DELETE_RECORDS, range(0, 3))

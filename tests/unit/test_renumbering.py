@@ -16,6 +16,7 @@ from kaflet.gateway.partitions import PartitionRouter
 from kaflet.log.config import LogConfig
 from kaflet.log.log import Log
 from kaflet.metadata.metadata_cache import MetadataCache
+from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
 from kaflet.replication.partition import Partition
@@ -50,7 +51,7 @@ def test_only_apis_that_carry_partition_numbers_are_renumbered() -> None:
     assert renumbered(router, ApiKey.FIND_COORDINATOR) is None
     for key in (ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.LIST_OFFSETS, ApiKey.METADATA, ApiKey.OFFSET_COMMIT,
                 ApiKey.OFFSET_FETCH, ApiKey.OFFSET_FOR_LEADER_EPOCH, ApiKey.ADD_PARTITIONS_TO_TXN,
-                ApiKey.TXN_OFFSET_COMMIT, ApiKey.DESCRIBE_PRODUCERS):
+                ApiKey.TXN_OFFSET_COMMIT, ApiKey.DESCRIBE_PRODUCERS, ApiKey.DESCRIBE_TOPIC_PARTITIONS):
         assert renumbered(router, key) is not None
 
 
@@ -73,6 +74,25 @@ async def test_metadata_hides_disabled_partitions_and_numbers_the_others_from_0(
     answer = await _call(_router(cache, {"orders": frozenset({1, 2})}), ctx, h._metadata())
     topics = {t.name: [p.partition_index for p in t.partitions] for t in answer.topics}
     assert topics == {"orders": [0, 1], "audit": [0, 1]}
+
+
+async def test_describe_topic_partitions_pages_in_the_clients_numbers() -> None:
+    cache = h._cache({"orders": 4})
+    ctx = h._context(h._services(cache=cache), ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0)
+    router = _router(cache, {"orders": frozenset({1, 2})})
+    D = codec.request_class(ApiKey.DESCRIBE_TOPIC_PARTITIONS)
+
+    async def page(cursor: int | None) -> tuple[list[int], int | None]:
+        answer = await _call(router, ctx, D(
+            topics=[D.TopicRequest(name="orders")], response_partition_limit=1,
+            cursor=None if cursor is None else D.Cursor(topic_name="orders", partition_index=cursor)))
+        nxt = answer.next_cursor
+        return [p.partition_index for p in answer.topics[0].partitions], None if nxt is None else nxt.partition_index
+
+    # Real 0 is the client's 0; the page ends at disabled real 1, so the client resumes at its 1 (real 3).
+    assert await page(None) == ([0], 1)
+    assert await page(1) == ([1], None)
+    assert await page(2) == ([], None)  # past the client's last partition
 
 
 async def test_offset_commit_stores_under_the_real_partition() -> None:

@@ -3,14 +3,20 @@
 With an authorizer, as Kafka: topics the principal may not Describe are left out of an all-topics
 answer and get TOPIC_AUTHORIZATION_FAILED when asked for by name (or id); auto-creation needs
 Create on the cluster or on the topic.
+
+By topic id, as Kafka's handleTopicMetadataRequest: from v12, as soon as one requested topic has
+a non-zero id every topic is looked up by its id, whatever its name says (null, or the Java
+client's ""), and an unknown id is answered UNKNOWN_TOPIC_ID with the id; v10 and v11 carry the
+id field but a non-zero id (or a null name) makes the request INVALID_REQUEST.
 """
 
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, TypeVar
 
-from kaflet.metadata.metadata_cache import MetadataCache, TopicInfo
+from kaflet.metadata.metadata_cache import TopicInfo
 from kaflet.metadata.topic_names import invalid_reason
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
@@ -26,6 +32,8 @@ MAX_VERSION = 12
 # Authorized operations go out as the set of AclOperation codes the codec turns into the bit
 # field; None encodes "not requested" (INT32_MIN).
 NO_OPERATIONS = None
+
+T = TypeVar("T")
 
 
 async def handle(ctx: RequestContext, body: memoryview) -> Response:
@@ -44,36 +52,47 @@ async def serve(ctx: RequestContext, req: Any) -> Response:
 
     requested = req.topics
     all_topics = requested is None or (v == 0 and not requested)
+    if not all_topics and v < 12 and any(
+            t.name is None or _nonzero(getattr(t, "topic_id", None)) for t in requested):
+        # Kafka's InvalidRequestException: v10 and v11 carry the fields but not their meaning.
+        return _invalid_request(R, requested)
+    # Kafka looks every topic up by id as soon as one id is non-zero, whatever the names say
+    # (the Java client sends "" with an id); topics with the zero id are then left out.
+    ids = [] if all_topics else _unique(t.topic_id for t in requested if _nonzero(getattr(t, "topic_id", None)))
+    topics = []
+    names: list[str]
     if all_topics:
-        names: list[tuple[str | None, Any]] = [(n, None) for n in sorted(cache.topics)]
+        names = sorted(cache.topics)
+    elif ids:
+        names = []
+        for tid in ids:
+            found = cache.topic_by_id(tid.bytes)
+            if found is None:
+                topics.append(R.MetadataResponseTopic(
+                    error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=tid, is_internal=False, partitions=[]))
+            else:
+                names.append(found.name)
     else:
-        names = [(t.name, getattr(t, "topic_id", None)) for t in requested]
-    # Describe decides what is visible; names of ids are resolved first (ids are not secret).
-    describable = ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, _names(names, cache))
+        names = _unique(t.name for t in requested)
+    describable = ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, names)
     may_create_any = auto_create and auto_create_enabled and \
         ctx.authorize_cluster(AclOperation.CREATE)
 
-    topics = []
     to_create: list[str] = []
     live = cache.live_brokers()
-    for name, tid in names:
-        info: TopicInfo | None = None
-        by_id = name is None
-        if name is None and tid is not None:
-            info = cache.topic_by_id(tid.bytes)
-            if info is None:
-                topics.append(R.MetadataResponseTopic(
-                    error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=tid, is_internal=False, partitions=[]))
-                continue
-            name = info.name
-        assert name is not None
+    for name in names:
+        info = cache.topics.get(name)
         if name not in describable:
-            if not all_topics:
+            if ids and info is not None:
+                # Topic ids are not secret (Kafka): the id is echoed, the name is not.
                 topics.append(R.MetadataResponseTopic(
-                    error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=None if by_id else name,
-                    topic_id=tid if by_id else uuid.UUID(int=0), is_internal=False, partitions=[]))
+                    error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=None,
+                    topic_id=uuid.UUID(bytes=info.topic_id), is_internal=False, partitions=[]))
+            elif not all_topics:
+                topics.append(R.MetadataResponseTopic(
+                    error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name,
+                    topic_id=uuid.UUID(int=0), is_internal=False, partitions=[]))
             continue
-        info = info or cache.topics.get(name)
         if info is None:
             code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             if invalid_reason(name) is not None:
@@ -109,15 +128,22 @@ async def serve(ctx: RequestContext, req: Any) -> Response:
     return resp
 
 
-def _names(names: list[tuple[str | None, Any]], cache: MetadataCache) -> list[str]:
-    out = []
-    for name, tid in names:
-        if name is None and tid is not None:
-            info = cache.topic_by_id(tid.bytes)
-            name = info.name if info is not None else None
-        if name is not None:
-            out.append(name)
-    return out
+def _nonzero(topic_id: uuid.UUID | None) -> bool:
+    return topic_id is not None and topic_id.int != 0
+
+
+def _unique(items: Iterable[T]) -> list[T]:
+    """The items without repeats, in request order (Kafka answers each topic once)."""
+    return list(dict.fromkeys(items))
+
+
+def _invalid_request(R: Any, requested: list[Any]) -> Response:
+    """Kafka's MetadataRequest.getErrorResponse: every topic INVALID_REQUEST, its id echoed."""
+    return R(brokers=[], cluster_id=None, controller_id=-1, topics=[
+        R.MetadataResponseTopic(error_code=ErrorCode.INVALID_REQUEST, name=t.name or "",
+                                topic_id=getattr(t, "topic_id", None) or uuid.UUID(int=0),
+                                is_internal=False, partitions=[])
+        for t in requested])
 
 
 def cluster_operations(ctx: RequestContext) -> set[int]:
