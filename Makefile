@@ -10,13 +10,21 @@ PYTEST_WORKERS ?= 2
 
 .PHONY: run test lint bench clean
 
-$(STAMP): pyproject.toml
+# `make run` needs only the broker and the manager; the test and benchmark extras (the Java
+# client tests' wheel alone is 200 MB) are installed by the targets that use them.
+RUN_STAMP := $(VENV)/.installed-run
+
+$(RUN_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[manager]'
+	touch $(RUN_STAMP)
+
+$(STAMP): $(RUN_STAMP)
 	$(BIN)/pip install -q -e '.[test,bench,manager]'
 	touch $(STAMP)
 
-run: $(STAMP)
+run: $(RUN_STAMP)
 	$(BIN)/kaflet broker $(ARGS)
 
 test: $(STAMP)
