@@ -421,6 +421,7 @@ class LogManager:
         tp = (topic, partition)
         current, future = self._logs[tp], self._future_logs[tp]
         d_cur, d_fut = self._dir_of[tp], self._future_dir_of[tp]
+        future.update_config(current.config)  # a topic config changed during the copy
         future.update_high_watermark(current.high_watermark)
         # An epoch the current log started without appending to it yet (a new leader's).
         latest = future.latest_epoch()
@@ -538,7 +539,7 @@ class LogManager:
     def update_topic_config(self, topic: str, overrides: Mapping[str, Any] | None = None) -> None:
         """Re-read a topic's config into all its logs (after a config change)."""
         cfg = self.config_for(topic, overrides)
-        for (t, _), lg in self._logs.items():
+        for (t, _), lg in (*self._logs.items(), *self._future_logs.items()):
             if t == topic:
                 lg.update_config(cfg)
 

@@ -10,7 +10,9 @@ offset and its high watermark, and when the current log is truncated (a new lead
 log is truncated to their common prefix by the leader epochs of both (Kafka's truncation of a
 future replica through OffsetForLeaderEpoch on the current one).
 
-Once the future log has everything the current one has, the two are swapped on the event loop
+What the current log has fsync'd (its recovery point) is fsync'd in the future log before the
+swap, so flush.messages keeps its promise across a move. Once the future log has everything the
+current one has, the two are swapped on the event loop
 in one step, so no append comes in between (Kafka does it under the partition's lock):
 ``LogManager.replace_current_with_future_log`` renames the directories and the partition serves
 from the new log. The last ``SYNC_TAIL_BYTES`` are read without leaving the loop, so a steady
@@ -55,6 +57,7 @@ class AlterLogDirsMover:
         self.quota = quota
         self.fetch_max_bytes = fetch_max_bytes
         self._moving: set[TopicPartition] = set()
+        self._flushed: set[TopicPartition] = set()  # moves whose future log was fsync'd near the end
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         #: Moves completed since start (for tests and metrics).
@@ -116,6 +119,7 @@ class AlterLogDirsMover:
                 continue
             if done:
                 self._moving.discard(current)
+                self._flushed.discard(current)
                 truncations.pop(current, None)
             await asyncio.sleep(0)  # let produce and fetch requests in between copy steps
 
@@ -140,6 +144,13 @@ class AlterLogDirsMover:
             future.truncate_fully_and_start_at(cur.log_start_offset)
             return False
         if sum(r.size for r in result.regions) <= SYNC_TAIL_BYTES:
+            if tp not in self._flushed and future.recovery_point < cur.recovery_point:
+                # Nearly there: what the current log has on disk must be on disk in the new one
+                # (flush.messages=1 acknowledged it as such). fsync'd off the loop now, once, so
+                # that the swap has only the last few batches to fsync.
+                self._flushed.add(tp)
+                await future.flush_until(cur.recovery_point)
+                return False
             # The tail: copied and swapped without leaving the loop, so a steady stream of
             # appends cannot keep the future log a batch behind for ever.
             progressed = self._append(cur, future, b"".join(r.read_bytes() for r in result.regions))
@@ -159,6 +170,9 @@ class AlterLogDirsMover:
 
     def _swap(self, part: Partition) -> None:
         """The future log has everything the current one has: it takes its place."""
+        future = self.log_manager.get_future_log(part.topic, part.index)
+        if future is not None and future.recovery_point < part.log.recovery_point:
+            future.flush_sync()  # the few batches since the flush above; blocking, once a move
         part.log = self.log_manager.replace_current_with_future_log(part.topic, part.index)
         self.completed += 1
         # Waiting fetches read again, from the new log (the offsets are the same).

@@ -290,3 +290,25 @@ def _never_free() -> ReplicationQuota:
     quota.set_bound(1)
     quota.record(1 << 30)
     return quota
+
+
+async def test_what_the_current_log_fsyncd_is_fsyncd_in_the_new_one(tmp_path: Path) -> None:
+    """flush.messages=1: every acknowledged batch was fsync'd in the current log; after the swap
+    the new log's recovery point covers them too."""
+    lm = LogManager([str(tmp_path / "a"), str(tmp_path / "b")], {"flush.messages": "1", "segment.bytes": "3000"})
+    lm.startup()
+    cur = lm.get_or_create_log("t", 0)
+    part = Partition("t", 0, "", cur, 1)
+    part.make_leader(0, [1], [1])
+    for i in range(60):
+        part.append(memoryview(_batch(i)), 1)
+        await cur.flush_until(cur.log_end_offset)
+    lm.create_future_log("t", 0, str(tmp_path / "b"))
+    mover = AlterLogDirsMover(lm, lambda t, p: part, UnboundedQuota())
+    mover.add("t", 0)
+    async with asyncio.timeout(10):
+        while mover.completed == 0:
+            await asyncio.sleep(0.01)
+    assert part.log is not cur and part.log.recovery_point == part.log.log_end_offset == cur.recovery_point == 240
+    await mover.stop()
+    lm.shutdown()
