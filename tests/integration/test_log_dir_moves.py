@@ -9,7 +9,8 @@
 * SIGKILL in the middle of the copy: after the restart the move resumes from the `-future`
   dir and ends; nothing acknowledged is lost.
 * Bad requests through the tool: a directory that is not one of log.dirs (absolute or
-  relative) is refused with Kafka's LOG_DIR_NOT_FOUND in one line.
+  relative) is refused with Kafka's LOG_DIR_NOT_FOUND in one line, an offline one with
+  KAFKA_STORAGE_ERROR.
 """
 
 from __future__ import annotations
@@ -221,3 +222,19 @@ def test_bad_directories_are_refused(tmp_path: Path, made: list[Any]) -> None:
     cli.assert_usage_error(cli.run("reassign-partitions", "--bootstrap-server", broker.bootstrap,
                                    "--reassignment-json-file", plan, "--verify", "--replica-alter-log-dirs-throttle",
                                    "10"))
+
+
+def test_offline_directory_is_refused(tmp_path: Path, made: list[Any]) -> None:
+    """A log dir that failed (here: at start-up, a checkpoint file of it cannot be read) is
+    offline: a move there gets KAFKA_STORAGE_ERROR, and the partition stays where it is."""
+    d1, broken = tmp_path / "d1", tmp_path / "broken"
+    (broken / "recovery-point-offset-checkpoint").mkdir(parents=True)  # reading it fails: EISDIR
+    broker = BrokerProcess(tmp_path / "broker", {"log.dirs": f"{d1},{broken}"})
+    made.append(broker)
+    broker.start()
+    create_topic(broker.bootstrap, TOPIC, 1)
+    bid = _broker_id(broker.bootstrap)
+    proc = cli.run("reassign-partitions", "--bootstrap-server", broker.bootstrap, "--reassignment-json-file",
+                   _plan(tmp_path, bid, str(broken)), "--execute", "--timeout", "5")
+    cli.assert_one_line_error(proc, f"Failed to alter dir for {TOPIC}-0-{bid}", "KAFKA_STORAGE_ERROR")
+    assert (d1 / f"{TOPIC}-0").is_dir()
