@@ -22,6 +22,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -33,6 +34,8 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, NewTopic
+
+T = TypeVar("T")
 
 MB = 1_000_000  # MB/s uses decimal megabytes of record values (keys are empty)
 
@@ -801,6 +804,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def _raise_interrupt(_signum: int, _frame: object) -> None:
     raise KeyboardInterrupt
+
+
+def in_temporary_workdir(prefix: str, run: Callable[[Path], T]) -> T | None:
+    """``run`` in a fresh temporary directory, removed afterwards; None when Ctrl-C or SIGTERM
+    interrupted it (the brokers it started are stopped on the way out, by PID)."""
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    workdir = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        return run(workdir)
+    except KeyboardInterrupt:
+        return None
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,10 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import shutil
-import signal
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass
@@ -26,8 +23,8 @@ from bench import (
     BrokerProcess,
     Result,
     Scenario,
-    _raise_interrupt,
     create_topic,
+    in_temporary_workdir,
     produce_phase,
     started_broker,
 )
@@ -147,15 +144,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    signal.signal(signal.SIGTERM, _raise_interrupt)  # stop the broker on SIGTERM too
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    workdir = Path(tempfile.mkdtemp(prefix="kaflet-cleaning-bench-"))
-    try:
-        idle, busy, figures = run(args, workdir)
-    except KeyboardInterrupt:
+    result = in_temporary_workdir("kaflet-cleaning-bench-", lambda workdir: run(args, workdir))
+    if result is None:
         return 130
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+    idle, busy, figures = result
     print(f"\nacks=1 produce latency, 100 B records paced at {args.rate} msg/s for {args.seconds:g} s "
           f"(librdkafka's Message.latency()):")
     print(f"{'phase':<16}{'msgs':>8}{'p50 ms':>9}{'p99 ms':>9}")

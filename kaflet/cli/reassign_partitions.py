@@ -14,8 +14,13 @@ current replicas, which the new ones copy from) and ``follower.replication.throt
 file is in progress, unless ``--preserve-throttles``; ``--execute --additional --throttle``
 changes the rate of a reassignment in progress.
 
-Not offered: --replica-alter-log-dirs-throttle and moves between log directories (``log_dirs``
-other than "any"): kaflet has no moves between log directories.
+Moves between the log directories of a broker (the JSON's ``log_dirs``, one entry per replica,
+"any" for no preference) are started after the reassignment, as Kafka's tool does: an
+AlterReplicaLogDirs request to each broker, repeated every 100 ms while a broker answers
+REPLICA_NOT_AVAILABLE (the replica is not there yet) until ``--timeout``.
+``--replica-alter-log-dirs-throttle <bytes/s>`` sets
+``replica.alter.log.dirs.io.max.bytes.per.second`` on the brokers of those moves; ``--verify``
+reports each replica's move from DescribeLogDirs and clears that throttle with the others.
 """
 
 from __future__ import annotations
@@ -51,12 +56,16 @@ _CANNOT_EXECUTE = ("Cannot execute because there is an existing partition assign
 _ANY_LOG_DIR = "any"
 _VERIFY_PERIODICALLY = ("Warning: You must run --verify periodically, until the reassignment completes, to "
                         "ensure the throttle is removed.")
-#: Kafka's BROKER_LEVEL_THROTTLES (less the log-dir one, which kaflet does not have) and
-#: TOPIC_LEVEL_THROTTLES.
-_BROKER_THROTTLES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+#: Kafka's BROKER_LEVEL_THROTTLES and TOPIC_LEVEL_THROTTLES.
+_LOG_DIR_THROTTLE = "replica.alter.log.dirs.io.max.bytes.per.second"
+_BROKER_THROTTLES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate", _LOG_DIR_THROTTLE)
 _TOPIC_THROTTLES = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
 #: How long to keep looking for the controller when the one asked says it no longer is.
 _CONTROLLER_RETRIES = 5
+#: Kafka's tool asks again this often while a replica is not yet where it can be moved.
+_LOG_DIR_RETRY_S = 0.1
+#: (topic, partition, broker): Kafka's TopicPartitionReplica.
+Replica = tuple[str, int, int]
 
 
 def _name(tp: Partition) -> str:
@@ -92,10 +101,21 @@ def _load_versioned(text: str, source: str, key: str) -> dict[str, Any]:
     return data
 
 
+def _replica_name(r: Replica) -> str:
+    return f"{r[0]}-{r[1]}-{r[2]}"  # Kafka's TopicPartitionReplica.toString
+
+
 def parse_reassignment_json(text: str, source: str) -> dict[Partition, list[int]]:
     """The target replicas of a reassignment JSON file, with Kafka's checks (CliError)."""
+    return parse_reassignment(text, source)[0]
+
+
+def parse_reassignment(text: str, source: str) -> tuple[dict[Partition, list[int]], dict[Replica, str]]:
+    """The target replicas of a reassignment JSON file and the log dirs asked for (those other
+    than "any"), with Kafka's checks (CliError)."""
     data = _load_versioned(text, source, "partitions")
     out: dict[Partition, list[int]] = {}
+    dirs: dict[Replica, str] = {}
     duplicates: set[Partition] = set()
     for entry in data["partitions"]:
         topic = entry.get("topic") if isinstance(entry, dict) else None
@@ -111,9 +131,11 @@ def parse_reassignment_json(text: str, source: str) -> dict[Partition, list[int]
             if not isinstance(log_dirs, list) or len(log_dirs) != len(replicas):
                 raise CliError(f"Size of replicas list {replicas} is different from size of log dirs list "
                                f"{log_dirs} for partition {topic}-{partition}")
-            if any(d != _ANY_LOG_DIR for d in log_dirs):
-                raise CliError(f"Moving replicas between log directories is not supported by kaflet "
-                               f"(partition {topic}-{partition}: log_dirs {log_dirs}); use \"any\".")
+            if not all(isinstance(d, str) and d for d in log_dirs):
+                raise CliError(f"Invalid log_dirs {json.dumps(log_dirs)} for partition {topic}-{partition} in "
+                               f"{source} (expected a directory path or \"any\" for each replica).")
+            dirs.update(((topic, partition, r), d) for r, d in zip(replicas, log_dirs, strict=True)
+                        if d != _ANY_LOG_DIR)
         tp = (topic, partition)
         if tp in out:
             duplicates.add(tp)
@@ -130,7 +152,7 @@ def parse_reassignment_json(text: str, source: str) -> dict[Partition, list[int]
         detail = ", ".join(f"{_name(tp)} contains multiple entries for {','.join(map(str, r))}"
                            for tp, r in sorted(repeated.items()))
         raise CliError(f"Partition replica lists may not contain duplicate entries: {detail}")
-    return out
+    return out, dirs
 
 
 def parse_topics_json(text: str, source: str) -> list[str]:
@@ -220,6 +242,26 @@ class _Reassigner(Admin):
             futures = self.client.incremental_alter_configs([res], request_timeout=self.timeout_s)
             self.result(futures[res], what=f"Altering the configs of {rtype.name.lower()} {name} failed")
 
+    def alter_replica_log_dirs(self, broker: int, dirs: dict[Replica, str]) -> dict[Replica, int]:
+        """AlterReplicaLogDirs to ``broker`` for its replicas in ``dirs``: each one's error code."""
+        R = codec.request_class(ApiKey.ALTER_REPLICA_LOG_DIRS)
+        by_dir: dict[str, dict[str, list[int]]] = {}
+        for (topic, partition, _), d in sorted(dirs.items()):
+            by_dir.setdefault(d, {}).setdefault(topic, []).append(partition)
+        request = R(dirs=[R.AlterReplicaLogDir(path=d, topics=[
+            R.AlterReplicaLogDir.AlterReplicaLogDirTopic(name=t, partitions=ps) for t, ps in topics.items()])
+            for d, topics in by_dir.items()])
+        meta = self.metadata().brokers.get(broker)
+        if meta is None or meta.host is None:
+            raise CliError(f"Broker {broker} is not in the cluster.")
+        with raw_connect(meta.host, meta.port, self.conf, self.timeout_s, self.bootstrap) as conn:
+            try:
+                resp = conn.request(ApiKey.ALTER_REPLICA_LOG_DIRS, 1, request)
+            except (OSError, ValueError) as exc:
+                raise CliError(f"Broker {broker} at {meta.host}:{meta.port} did not answer AlterReplicaLogDirs: "
+                               f"{exc}.") from exc
+        return {(t.topic_name, p.partition_index, broker): p.error_code for t in resp.results for p in t.partitions}
+
     def current_replicas(self, topics: set[str]) -> dict[Partition, list[int]]:
         out: dict[Partition, list[int]] = {}
         md = self.metadata()
@@ -299,7 +341,74 @@ def _clear_throttles(r: _Reassigner, targets: dict[Partition, list[int]]) -> Non
     r.alter_configs({(ResourceType.TOPIC, t): dict.fromkeys(_TOPIC_THROTTLES) for t in topics})
 
 
-def _execute(r: _Reassigner, proposed: dict[Partition, list[int]], additional: bool, throttle: int = -1) -> None:
+def _set_log_dir_throttle(r: _Reassigner, moves: dict[Replica, str], rate: int) -> None:
+    """Kafka's modifyLogDirThrottle: the bound on every broker with a replica to move."""
+    brokers = sorted({b for _, _, b in moves})
+    r.alter_configs({(ResourceType.BROKER, str(b)): {_LOG_DIR_THROTTLE: str(rate)} for b in brokers})
+    click.echo(f"The replica-alter-dir throttle limit was set to {rate} B/s")
+
+
+def _execute_moves(r: _Reassigner, moves: dict[Replica, str]) -> None:
+    """Kafka's executeMoves: AlterReplicaLogDirs to each broker until every replica's move has
+    started; a replica not on its broker yet (REPLICA_NOT_AVAILABLE) is asked again."""
+    deadline = time.monotonic() + r.timeout_s
+    pending = dict(moves)
+    while True:
+        for broker in sorted({b for _, _, b in pending}):
+            answers = r.alter_replica_log_dirs(broker, {k: d for k, d in pending.items() if k[2] == broker})
+            for replica, code in sorted(answers.items()):
+                if replica not in pending or code == ErrorCode.REPLICA_NOT_AVAILABLE:
+                    continue
+                if code != ErrorCode.NONE:
+                    raise CliError(f"Failed to alter dir for {_replica_name(replica)}: {error_name(code)} "
+                                   f"(log dir {pending[replica]}).")
+                click.echo(f"Successfully started moving log directory to {pending.pop(replica)} for replica "
+                           f"{replica[0]}-{replica[1]} with broker {replica[2]} ")
+        if not pending:
+            return
+        if time.monotonic() >= deadline:
+            plural = "" if len(pending) == 1 else "s"
+            raise CliError(f"Timed out before log directory move{plural} could be started for: "
+                           f"{','.join(_replica_name(p) for p in sorted(pending))}")
+        time.sleep(_LOG_DIR_RETRY_S)
+
+
+def _verify_moves(r: _Reassigner, moves: dict[Replica, str]) -> bool:
+    """Kafka's verifyReplicaMoves from DescribeLogDirs: a line per replica; whether every move
+    is over (done, or no longer asked of the broker)."""
+    from kaflet.cli.log_dirs import describe_log_dirs
+
+    dirs = describe_log_dirs(r, sorted({b for _, _, b in moves}), {t for t, _, _ in moves})
+    current: dict[Replica, str] = {}
+    future: dict[Replica, str] = {}
+    for d in dirs:
+        for rep in d.replicas:
+            (future if rep.is_future else current)[(rep.topic, rep.partition, d.broker)] = d.path
+    done = True
+    for replica in sorted(moves):
+        topic, partition, broker = replica
+        target = moves[replica]
+        if replica not in current:
+            done = False
+            click.echo(f"Partition {topic}-{partition} cannot be found in any live log directory on broker "
+                       f"{broker}.")
+        elif replica in future:
+            done = False
+            if future[replica] == target:
+                click.echo(f"Reassignment of replica {_replica_name(replica)} is still in progress.")
+            else:
+                click.echo(f"Partition {topic}-{partition} on broker {broker} is being moved to log dir "
+                           f"{future[replica]} instead of {target}.")
+        elif current[replica] == target:
+            click.echo(f"Reassignment of replica {_replica_name(replica)} completed successfully.")
+        else:
+            click.echo(f"Partition {topic}-{partition} on broker {broker} is not being moved from log dir "
+                       f"{current[replica]} to {target}.")
+    return done
+
+
+def _execute(r: _Reassigner, proposed: dict[Partition, list[int]], additional: bool, throttle: int = -1,
+             moves: dict[Replica, str] | None = None, log_dir_throttle: int = -1) -> None:
     ongoing = r.ongoing()
     if not additional and ongoing:
         raise CliError(_CANNOT_EXECUTE)
@@ -314,9 +423,12 @@ def _execute(r: _Reassigner, proposed: dict[Partition, list[int]], additional: b
     click.echo("Current partition replica assignment\n")
     click.echo(reassignment_json({tp: current[tp] for tp in proposed}))
     click.echo("\nSave this to use as the --reassignment-json-file option during rollback")
-    if throttle >= 0:
+    if throttle >= 0 or log_dir_throttle >= 0:
         click.echo(_VERIFY_PERIODICALLY)
+    if throttle >= 0:
         _set_throttles(r, move_map(ongoing, proposed, current), throttle)
+    if log_dir_throttle >= 0 and moves:
+        _set_log_dir_throttle(r, moves, log_dir_throttle)
     results = r.alter(dict(proposed))
     errors = {tp: res for tp, res in results.items() if res[0] != ErrorCode.NONE}
     if errors:
@@ -324,9 +436,12 @@ def _execute(r: _Reassigner, proposed: dict[Partition, list[int]], additional: b
         raise CliError("Error reassigning partition(s): " + "; ".join(lines))
     plural = "" if len(proposed) == 1 else "s"
     click.echo(f"Successfully started partition reassignment{plural} for {_names(proposed)}")
+    if moves:
+        _execute_moves(r, moves)
 
 
-def _verify(r: _Reassigner, targets: dict[Partition, list[int]], preserve_throttles: bool = False) -> bool:
+def _verify(r: _Reassigner, targets: dict[Partition, list[int]], preserve_throttles: bool = False,
+            moves: dict[Replica, str] | None = None) -> bool:
     """Print each partition's status, and clear the throttles once none of them is in progress
     (unless ``preserve_throttles``); returns whether every reassignment is complete."""
     ongoing = r.ongoing(list(targets))
@@ -344,9 +459,10 @@ def _verify(r: _Reassigner, targets: dict[Partition, list[int]], preserve_thrott
             shown = "(the partition does not exist)" if now is None else ",".join(map(str, now))
             click.echo(f"There is no active reassignment of partition {_name(tp)}, but replica set is {shown} "
                        f"rather than {','.join(map(str, targets[tp]))}.")
-    if not any(tp in ongoing for tp in targets) and not preserve_throttles:
+    moves_done = _verify_moves(r, moves) if moves else True
+    if not any(tp in ongoing for tp in targets) and moves_done and not preserve_throttles:
         _clear_throttles(r, targets)
-    return done
+    return done and moves_done
 
 
 def _cancel(r: _Reassigner, targets: dict[Partition, list[int]], preserve_throttles: bool = False) -> None:
@@ -426,12 +542,17 @@ def _generate(r: _Reassigner, topics: list[str], broker_list: str, rack_aware: b
 @click.option("--throttle", type=int, default=-1, metavar="BYTES/S",
               help="For --execute: throttle the replication of the moving replicas to this rate (bytes/s, at least "
                    "1 KB/s is advised); --verify removes the throttle once the reassignment is done.")
+@click.option("--replica-alter-log-dirs-throttle", "log_dir_throttle", type=int, default=-1, metavar="BYTES/S",
+              help="For --execute: bound the copies of replicas moving between log directories of a broker to "
+                   "this rate (replica.alter.log.dirs.io.max.bytes.per.second); --verify removes it once they are "
+                   "done.")
 @click.option("--preserve-throttles", is_flag=True, help="For --verify and --cancel: do not remove the throttles.")
 @config_file_option("--command-config")
 @timeout_option()
 def reassign_partitions(bootstrap: str, generate: bool, execute: bool, verify: bool, cancel: bool, list_: bool,
                         json_file: Path | None, topics_file: Path | None, broker_list: str | None,
-                        disable_rack_aware: bool, additional: bool, throttle: int, preserve_throttles: bool,
+                        disable_rack_aware: bool, additional: bool, throttle: int, log_dir_throttle: int,
+                        preserve_throttles: bool,
                         config_file: str | None, timeout_s: float) -> None:
     """Move partition replicas between brokers, like kafka-reassign-partitions.sh."""
     actions = {"--generate": generate, "--execute": execute, "--verify": verify, "--cancel": cancel,
@@ -450,6 +571,8 @@ def reassign_partitions(bootstrap: str, generate: bool, execute: bool, verify: b
         raise click.UsageError(f"Option \"--additional\" can't be used with action \"{action}\"")
     if throttle != -1 and action != "--execute":
         raise click.UsageError(f"Option \"--throttle\" can't be used with action \"{action}\"")
+    if log_dir_throttle != -1 and action != "--execute":
+        raise click.UsageError(f"Option \"--replica-alter-log-dirs-throttle\" can't be used with action \"{action}\"")
     if preserve_throttles and action not in ("--verify", "--cancel"):
         raise click.UsageError(f"Option \"--preserve-throttles\" can't be used with action \"{action}\"")
     r = _Reassigner(bootstrap, config_file, timeout_s)
@@ -460,10 +583,10 @@ def reassign_partitions(bootstrap: str, generate: bool, execute: bool, verify: b
         _generate(r, parse_topics_json(_read(topics_file), str(topics_file)), broker_list, not disable_rack_aware)
     else:
         assert json_file is not None
-        targets = parse_reassignment_json(_read(json_file), str(json_file))
+        targets, moves = parse_reassignment(_read(json_file), str(json_file))
         if action == "--execute":
-            _execute(r, targets, additional, throttle)
+            _execute(r, targets, additional, throttle, moves, log_dir_throttle)
         elif action == "--verify":
-            _verify(r, targets, preserve_throttles)
+            _verify(r, targets, preserve_throttles, moves)
         else:
             _cancel(r, targets, preserve_throttles)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 from bisect import bisect_right
 from collections.abc import Callable
 from typing import NamedTuple
@@ -47,6 +48,20 @@ def parse_topic_partition(dir_name: str) -> tuple[str, int] | None:
     if not sep or not topic or not part.isdigit() or "." in part:
         return None
     return topic, int(part)
+
+
+#: ``<topic>-<p>.<32 hex>-future`` (a replica being moved here), ``-delete`` and ``-stray``:
+#: Kafka's names of a partition directory that is not the partition's current log.
+_MARKED_DIR = re.compile(r"^(?P<name>.+)\.[0-9a-f]{32}-(?P<kind>future|delete|stray)$")
+
+
+def parse_marked_dir(dir_name: str) -> tuple[str, int, str] | None:
+    """``orders-3.<uuid hex>-future`` -> ("orders", 3, "future"); None for any other name."""
+    m = _MARKED_DIR.match(dir_name)
+    if m is None:
+        return None
+    tp = parse_topic_partition(m.group("name"))
+    return None if tp is None else (tp[0], tp[1], m.group("kind"))
 
 
 class LocalLog:
@@ -329,8 +344,11 @@ class LocalLog:
                     raise
 
     def rename_dir(self, new_dir: str) -> None:
+        """Rename the directory; an open log keeps serving from there (its files stay open)."""
         os.rename(self.dir, new_dir)
         self.dir = new_dir
+        for seg in self.segments:
+            seg.moved_to(new_dir)
 
 
 def _record_at_or_after(seg: LogSegment, pos: int, h: BatchHeader, timestamp: int,

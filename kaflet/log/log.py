@@ -52,7 +52,13 @@ from kaflet.log.config import LogConfig
 from kaflet.log.dir_failure import LogDirFailureChannel
 from kaflet.log.errors import KafkaStorageError, OffsetOutOfRangeError, UnexpectedAppendOffsetError
 from kaflet.log.leader_epoch import LeaderEpochCache
-from kaflet.log.local_log import LocalLog, TimestampOffset, parse_topic_partition, unlink_quietly
+from kaflet.log.local_log import (
+    LocalLog,
+    TimestampOffset,
+    parse_marked_dir,
+    parse_topic_partition,
+    unlink_quietly,
+)
 from kaflet.log.log_loader import LogLoader, rebuild_producer_state
 from kaflet.log.log_validator import validate_and_assign, validate_fetched
 from kaflet.log.metadata_writer import MetadataWriter
@@ -165,8 +171,12 @@ class Log:
         self._failure_channel = failure_channel
         #: Set when the log directory went offline: every use answers KafkaStorageError.
         self.offline = False
-        name = parse_topic_partition(os.path.basename(directory.rstrip("/")))
-        self.topic, self.partition = name if name else (os.path.basename(directory), 0)
+        base = os.path.basename(directory.rstrip("/"))
+        name = parse_topic_partition(base) or (marked[:2] if (marked := parse_marked_dir(base)) else None)
+        self.topic, self.partition = name if name else (base, 0)
+        #: Counts truncations, so a reader that let go of the loop sees that what it read from
+        #: the log may no longer be in it (the alter-log-dirs copy).
+        self.truncations = 0
         # For error messages, made once rather than on each append.
         self._tp = f"{self.topic}-{self.partition}"
         self._executor = executor
@@ -750,6 +760,7 @@ class Log:
         self._after_truncation()
 
     def _after_truncation(self) -> None:
+        self.truncations += 1
         leo = self._local.log_end_offset
         self._high_watermark = max(self.log_start_offset, min(self._high_watermark, leo))
         self.leader_epoch_cache.truncate_from_end(leo)
@@ -820,5 +831,12 @@ class Log:
         return self._closed
 
     def rename_dir(self, new_dir: str) -> None:
-        """Move the closed log's directory (e.g. to ``...-delete``)."""
+        """Move the log's directory (e.g. to ``...-delete``, or a future log to its plain name).
+
+        An open log keeps serving from the new place: its small files not yet written are
+        written first (blocking), as the writer's queue names the old directory."""
+        if self._writer is not None and not self._closed:
+            self._writer.write_now(self)
         self._local.rename_dir(new_dir)
+        self.producer_state.dir = new_dir
+        self.leader_epoch_cache.path = os.path.join(new_dir, LEADER_EPOCH_CHECKPOINT)

@@ -24,7 +24,14 @@ Shutdown (``shutdown()``, blocking): stop the cleaner, flush every log, close it
 indexes), write the checkpoints (high watermarks included), write an empty ``.kafka_cleanshutdown`` per dir, unlock.
 The logs are flushed and closed on several threads at once, so their fsyncs are committed together.
 
-Nothing here fsyncs on the event loop: a log's small files (``partition.metadata``,
+Moves between log dirs (AlterReplicaLogDirs): a partition may also have a future log in another
+dir (``create_future_log``), which ``replace_current_with_future_log`` swaps in and start-up
+resumes or finishes (``_settle_future_logs``); the copy itself is replication/alter_log_dirs.py's.
+
+Why a little over 800 lines: the log dirs' whole lifecycle (loading, placement, moves, deletion,
+checkpoints, failures, shutdown) shares the maps of logs by dir kept here.
+
+Nothing here fsyncs on the event loop, except the log dir of a swap's first rename: a log's small files (``partition.metadata``,
 ``leader-epoch-checkpoint``) and the log dir after a deletion's rename go through the
 ``MetadataWriter`` (batched, on its threads, durable before the data they describe), data
 through ``Log.flush_until`` (in the executor).
@@ -57,11 +64,12 @@ from kaflet.log.cleaner import CleanerConfig
 from kaflet.log.cleaner_manager import LogCleaner
 from kaflet.log.config import LogConfig
 from kaflet.log.dir_failure import LogDirFailureChannel, is_resource_exhaustion
-from kaflet.log.errors import KafkaStorageError
-from kaflet.log.local_log import parse_topic_partition
+from kaflet.log.errors import KafkaStorageError, LogError
+from kaflet.log.local_log import parse_marked_dir, parse_topic_partition
 from kaflet.log.log import Log
 from kaflet.log.metadata_writer import MetadataWriter
 from kaflet.log.retention import unlink_files
+from kaflet.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +92,25 @@ def _now_ms() -> int:
 
 class LogDirLockedError(RuntimeError):
     """Another process holds the log dir's ``.lock``."""
+
+
+class LogDirNotFoundError(LogError):
+    """A directory that is not one of ``log.dirs`` (Kafka's LogDirNotFoundException)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.LOG_DIR_NOT_FOUND, message)
+
+
+def future_dir_name(topic: str, partition: int) -> str:
+    """Kafka's logFutureDirName: ``<topic>-<p>.<uuid hex>-future`` (the name is not shortened)."""
+    return f"{topic}-{partition}.{uuid.uuid4().hex}{FUTURE_DIR_SUFFIX}"
+
+
+def delete_dir_name(topic: str, partition: int) -> str:
+    """Kafka's logDeleteDirName: ``<topic>-<p>.<uuid hex>-delete``, the topic cut so the name
+    stays within 255 characters."""
+    suffix = f"-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+    return topic[: 255 - len(suffix)] + suffix
 
 
 class LogManager:
@@ -139,6 +166,12 @@ class LogManager:
         self._time = now_ms
         self._logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, str] = {}
+        # Replicas being moved to another log dir of this broker (Kafka's futureLogs), where
+        # they are, and where replicas not yet here are to be created (preferredLogDirs).
+        self._future_logs: dict[TopicPartition, Log] = {}
+        self._future_dir_of: dict[TopicPartition, str] = {}
+        self._preferred_dirs: dict[TopicPartition, str] = {}
+        self._found_futures: list[tuple[TopicPartition, str, Log]] = []
         self._locks: dict[str, int] = {}
         self._pending_deletes: list[tuple[str, int]] = []  # (path, delete after ms)
         self._started = False
@@ -194,9 +227,11 @@ class LogManager:
                 self._drop_dir(d)
         if len(errors) == len(self.log_dirs):
             raise errors[0]
+        self._settle_future_logs(any_failed=bool(errors))
         if self.cleaner_config.enable:
             # Its threads start with run_background, once there is an event loop to own the logs.
-            self.cleaner = LogCleaner(self.cleaner_config, self.log_dirs, lambda: self._logs, self._dir_of.get,
+            # Only the dirs that loaded: a failed one's cleaner checkpoint cannot be read.
+            self.cleaner = LogCleaner(self.cleaner_config, self.live_log_dirs, lambda: self._logs, self._dir_of.get,
                                       now_ms=self._time)
         self._started = True
 
@@ -225,13 +260,14 @@ class LogManager:
             if name.endswith(DELETE_DIR_SUFFIX):
                 self._pending_deletes.append((path, now))
                 continue
-            if name.endswith((FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX)):
-                log.warning("ignoring %s (intra-broker moves are not supported)", path)
+            marked = parse_marked_dir(name)
+            if marked is not None and marked[2] == "stray":
+                log.warning("ignoring %s (stray logs are KRaft's)", path)
                 continue
-            tp = parse_topic_partition(name)
+            tp = parse_topic_partition(name) if marked is None else marked[:2]
             if tp is None:
                 continue
-            if tp in self._logs:
+            if marked is None and tp in self._logs:
                 raise RuntimeError(f"duplicate log directories for {tp}: {self._dir_of[tp]} and {d}")
             lg = Log(
                 path,
@@ -245,6 +281,9 @@ class LogManager:
                 failure_channel=self.failure_channel,
                 now_ms=self._time,
             )
+            if marked is not None:
+                self._found_futures.append((tp, d, lg))  # settled once every dir is loaded
+                continue
             self._logs[tp] = lg
             self._dir_of[tp] = d
         if clean:
@@ -252,6 +291,33 @@ class LogManager:
             # Must be durable before anything is appended, or a crash would pass for a clean
             # shutdown and skip recovery. One fsync per log dir at start-up, before serving.
             fsync_dir(d)
+
+    def _settle_future_logs(self, any_failed: bool) -> None:
+        """The ``-future`` logs found at start-up. With its current log, a future log is a move
+        a crash or shutdown interrupted: it is loaded and the move resumes (Kafka). Without
+        one, the crash came between the swap's two renames (the current log already renamed
+        ``-delete``, see ``replace_current_with_future_log``): the future log was complete, and
+        it becomes the current log now. Unless a log dir failed to load: the current log may be
+        there, so the future log is left alone on disk."""
+        found, self._found_futures = self._found_futures, []
+        for tp, d, lg in found:
+            if tp in self._future_logs:
+                raise RuntimeError(f"duplicate future log directories for {tp}: {self._future_logs[tp].dir} and "
+                                   f"{lg.dir}")
+            if tp in self._logs:
+                log.info("%s-%d: resuming its move from %s to %s", *tp, self._dir_of[tp], d)
+                self._future_logs[tp] = lg
+                self._future_dir_of[tp] = d
+            elif any_failed:
+                log.warning("%s-%d: leaving %s alone: it has no current log, which may be in a failed log "
+                            "directory", *tp, lg.dir)
+                lg.close()
+            else:
+                log.warning("%s-%d: finishing the swap a crash interrupted: %s becomes its log", *tp, lg.dir)
+                lg.rename_dir(os.path.join(d, f"{tp[0]}-{tp[1]}"))
+                fsync_dir(d)
+                self._logs[tp] = lg
+                self._dir_of[tp] = d
 
     # ------------------------------------------------------------------ access
 
@@ -276,13 +342,113 @@ class LogManager:
             raise KafkaStorageError("every log directory is offline")
         return live
 
-    def _choose_dir(self) -> str:
+    def _choose_dir(self, tp: TopicPartition) -> str:
         live = self._live_dirs_or_raise()
+        preferred = self._preferred_dirs.pop(tp, None)
+        if preferred is not None and preferred in live:
+            return preferred
         counts = {d: 0 for d in live}
         for d in self._dir_of.values():
             if d in counts:
                 counts[d] += 1
         return min(live, key=lambda d: counts[d])
+
+    # ------------------------------------------------------------------ moves between log dirs
+
+    def check_log_dir(self, d: str) -> bool:
+        """Whether ``d`` (an absolute path, as configured) is online; LogDirNotFoundError when
+        it is not one of ``log.dirs`` (Kafka's isLogDirOnline)."""
+        if d not in self.log_dirs:
+            raise LogDirNotFoundError(f"Log dir {d} is not found in the config.")
+        return not self.failure_channel.is_offline(d)
+
+    def maybe_update_preferred_log_dir(self, topic: str, partition: int, d: str) -> None:
+        """Create the replica in ``d`` when it comes here (unless its current or future log is
+        already there): Kafka's maybeUpdatePreferredLogDir."""
+        tp = (topic, partition)
+        if self._dir_of.get(tp) != d and self._future_dir_of.get(tp) != d:
+            self._preferred_dirs[tp] = d
+
+    def get_future_log(self, topic: str, partition: int) -> Log | None:
+        return self._future_logs.get((topic, partition))
+
+    def future_log_dir_of(self, topic: str, partition: int) -> str | None:
+        return self._future_dir_of.get((topic, partition))
+
+    def all_future_logs(self) -> dict[TopicPartition, Log]:
+        return dict(self._future_logs)
+
+    def create_future_log(self, topic: str, partition: int, d: str) -> Log:
+        """The partition's future log in ``d`` (``<topic>-<p>.<uuid>-future``), made empty unless
+        it exists; raises ValueError when ``d`` holds the current log."""
+        tp = (topic, partition)
+        current = self._logs.get(tp)
+        if current is None:
+            raise ValueError(f"{topic}-{partition} has no log here")
+        if self._dir_of[tp] == d:
+            raise ValueError(f"{topic}-{partition} already has its log in {d}")
+        lg = self._future_logs.get(tp)
+        if lg is not None:
+            return lg
+        self._preferred_dirs.pop(tp, None)
+        lg = Log(os.path.join(d, future_dir_name(topic, partition)), current.config, had_clean_shutdown=True,
+                 topic_id=current.topic_id, executor=self._executor, metadata_writer=self.metadata_writer,
+                 failure_channel=self.failure_channel, now_ms=self._time)
+        self.metadata_writer.sync_dir(d)
+        self._future_logs[tp] = lg
+        self._future_dir_of[tp] = d
+        log.info("%s-%d: created its future log %s", topic, partition, lg.dir)
+        return lg
+
+    def abandon_future_log(self, topic: str, partition: int) -> None:
+        """Delete the partition's future log (a move given up or sent elsewhere)."""
+        tp = (topic, partition)
+        lg = self._future_logs.pop(tp, None)
+        d = self._future_dir_of.pop(tp, None)
+        if lg is not None and d is not None:
+            self._delete_closed_log(lg, d, tp)
+
+    def replace_current_with_future_log(self, topic: str, partition: int) -> Log:
+        """The future log, caught up with the current one, takes its place (Kafka's
+        replaceCurrentWithFutureLog); returns it. Call on the loop, with nothing appended in
+        between the caller's check and this call.
+
+        The renames are ordered so that a crash at any point leaves one complete log: first the
+        current log's directory becomes ``-delete`` (its log dir fsync'd), then the future log's
+        directory gets the plain name. A crash between the two leaves a ``-future`` log without
+        a current one, which start-up makes the current log (``_settle_future_logs``); Kafka's
+        opposite order leaves two plain directories and refuses to start."""
+        tp = (topic, partition)
+        current, future = self._logs[tp], self._future_logs[tp]
+        d_cur, d_fut = self._dir_of[tp], self._future_dir_of[tp]
+        future.update_config(current.config)  # a topic config changed during the copy
+        future.update_high_watermark(current.high_watermark)
+        # An epoch the current log started without appending to it yet (a new leader's).
+        latest = future.latest_epoch()
+        for epoch, start in current.leader_epoch_cache.entries:
+            if epoch > latest and start <= future.log_end_offset:
+                future.maybe_assign_epoch_start_offset(epoch, start)
+        current.close(deleting=True)
+        delete_path = os.path.join(d_cur, delete_dir_name(topic, partition))
+        try:
+            current.rename_dir(delete_path)
+            fsync_dir(d_cur)
+        except OSError as exc:
+            self.failure_channel.maybe_add_offline_log_dir(d_cur, f"moving {topic}-{partition} away", exc)
+            raise KafkaStorageError(f"the log directory {d_cur} failed: {exc}") from exc
+        del self._future_logs[tp], self._future_dir_of[tp]
+        self._logs[tp], self._dir_of[tp] = future, d_fut
+        self._pending_deletes.append((delete_path, self._time() + current.config.file_delete_delay_ms))
+        try:
+            future.rename_dir(os.path.join(d_fut, f"{topic}-{partition}"))
+        except OSError as exc:
+            self.failure_channel.maybe_add_offline_log_dir(d_fut, f"moving {topic}-{partition} here", exc)
+            raise KafkaStorageError(f"the log directory {d_fut} failed: {exc}") from exc
+        self.metadata_writer.sync_dir(d_fut)
+        if self.cleaner is not None:
+            self.cleaner.forget(tp)  # its cleaner checkpoint stays in the old dir: cleaned again
+        log.info("%s-%d: the log in %s replaced the one in %s", topic, partition, d_fut, d_cur)
+        return future
 
     def get_or_create_log(self, topic: str, partition: int, topic_id: str | None = None,
                           config: Mapping[str, Any] | LogConfig | None = None) -> Log:
@@ -296,7 +462,7 @@ class LogManager:
                 lg.update_config(config if isinstance(config, LogConfig) else self.config_for(topic, config))
             return lg
         cfg = config if isinstance(config, LogConfig) else self.config_for(topic, config)
-        d = self._choose_dir()
+        d = self._choose_dir(tp)
         lg = self._new_log(d, topic, partition, topic_id, cfg)
         self._logs[tp] = lg
         self._dir_of[tp] = d
@@ -324,7 +490,8 @@ class LogManager:
         for tp in wanted:
             if tp in self._logs or tp in self._creating:
                 continue
-            d = min(live, key=lambda x: counts[x])
+            preferred = self._preferred_dirs.pop(tp, None)
+            d = preferred if preferred is not None and preferred in counts else min(live, key=lambda x: counts[x])
             counts[d] += 1
             plans.append((tp, d, self.config_for(tp[0])))
         if not plans:
@@ -372,22 +539,27 @@ class LogManager:
     def update_topic_config(self, topic: str, overrides: Mapping[str, Any] | None = None) -> None:
         """Re-read a topic's config into all its logs (after a config change)."""
         cfg = self.config_for(topic, overrides)
-        for (t, _), lg in self._logs.items():
+        for (t, _), lg in (*self._logs.items(), *self._future_logs.items()):
             if t == topic:
                 lg.update_config(cfg)
 
     def delete_log(self, topic: str, partition: int) -> str | None:
         """Close the log and rename its dir to ``<topic>-<p>.<uuidhex>-delete`` for later removal."""
         tp = (topic, partition)
+        # The future log goes first: a future log without a current one is taken for an
+        # interrupted swap at the next start.
+        self.abandon_future_log(topic, partition)
         lg = self._logs.pop(tp, None)
         d = self._dir_of.pop(tp, None)
         if lg is None or d is None:
             return None
         if self.cleaner is not None:
             self.cleaner.forget(tp)  # a pass in progress notices the closed log and gives up
+        return self._delete_closed_log(lg, d, tp)
+
+    def _delete_closed_log(self, lg: Log, d: str, tp: TopicPartition) -> str:
         lg.close(deleting=True)
-        suffix = f"-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
-        new_dir = os.path.join(d, topic[: 255 - len(suffix)] + suffix)
+        new_dir = os.path.join(d, delete_dir_name(*tp))
         lg.rename_dir(new_dir)
         # The rename is made durable by the next batch, one fsync of the dir for every deletion
         # meanwhile (Kafka does not fsync it at all); until then a crash brings the log back,
@@ -411,13 +583,15 @@ class LogManager:
     def _offsets_by_dir(self, attr: str) -> dict[str, dict[TopicPartition, int]]:
         """The live dirs' offsets named ``attr``, by dir."""
         out: dict[str, dict[TopicPartition, int]] = {d: {} for d in self.live_log_dirs}
-        for tp, lg in self._logs.items():
-            # Kafka writes only partitions whose start moved past their first segment.
-            if attr == "log_start_offset" and lg.log_start_offset <= lg.segments[0].base_offset:
-                continue
-            offsets = out.get(self._dir_of[tp])
-            if offsets is not None:
-                offsets[tp] = getattr(lg, attr)
+        # A future log is in another dir than its current log, so the files' keys stay unique.
+        for logs, dirs in ((self._logs, self._dir_of), (self._future_logs, self._future_dir_of)):
+            for tp, lg in logs.items():
+                # Kafka writes only partitions whose start moved past their first segment.
+                if attr == "log_start_offset" and lg.log_start_offset <= lg.segments[0].base_offset:
+                    continue
+                offsets = out.get(dirs[tp])
+                if offsets is not None:
+                    offsets[tp] = getattr(lg, attr)
         return out
 
     def _write_checkpoints(self, name: str, snapshot: dict[str, dict[TopicPartition, int]]) -> None:
@@ -487,7 +661,7 @@ class LogManager:
     async def remove_due_segment_files(self, now_ms: int | None = None) -> int:
         """Unlink the ``.deleted`` segment files whose delay has passed (in the executor)."""
         now = self._time() if now_ms is None else now_ms
-        paths = [p for lg in self._logs.values() for p in lg.take_due_file_deletes(now)]
+        paths = [p for lg in (*self._logs.values(), *self._future_logs.values()) for p in lg.take_due_file_deletes(now)]
         if not paths:
             return 0
         return int(await self._in_executor(unlink_files, paths))
@@ -537,7 +711,8 @@ class LogManager:
             now = self._time()
             # Each job on its own: one that fails (a log dir's disk, mostly: that dir goes
             # offline through the failure channel) must not hold back the others.
-            due = [lg for lg in self._logs.values() if not lg.closed and lg.flush_due(now)]
+            due = [lg for lg in (*self._logs.values(), *self._future_logs.values())
+                   if not lg.closed and lg.flush_due(now)]
             if due:
                 for lg, result in zip(due, await asyncio.gather(*(lg.flush_until() for lg in due),
                                                                  return_exceptions=True), strict=True):
@@ -590,6 +765,10 @@ class LogManager:
     def _drop_dir(self, d: str) -> list[TopicPartition]:
         """Forget the logs of an offline dir, releasing their files; which they were."""
         gone = [tp for tp, dd in self._dir_of.items() if dd == d]
+        # A future log goes with its dir, and with its current log's (Kafka keeps it on disk).
+        for tp in [tp for tp, dd in self._future_dir_of.items() if dd == d or tp in gone]:
+            del self._future_dir_of[tp]
+            self._future_logs.pop(tp).go_offline()
         for tp in gone:
             lg = self._logs.pop(tp)
             del self._dir_of[tp]
@@ -625,16 +804,15 @@ class LogManager:
             lg.flush_sync(sync_parent=False)  # the log dirs are fsync'd once, below
             lg.close(sync=True)
 
-        logs = [(tp, lg) for tp, lg in self._logs.items() if not lg.closed]
+        logs = [(tp, lg) for tp, lg in (*self._logs.items(), *self._future_logs.items()) if not lg.closed]
         with ThreadPoolExecutor(SHUTDOWN_THREADS, thread_name_prefix="kaflet-log-close") as pool:
             # Nothing else touches the logs now: the loop is blocked in this call.
-            for tp, future in [(tp, pool.submit(close, lg)) for tp, lg in logs]:
+            for lg, future in [(lg, pool.submit(close, lg)) for _, lg in logs]:
                 try:
                     future.result()  # any other failure aborts: no clean-shutdown marker
                 except OSError as exc:
                     # Only that dir is left without its marker, so its logs are recovered.
-                    self.failure_channel.maybe_add_offline_log_dir(self._dir_of[tp], f"closing {tp[0]}-{tp[1]}",
-                                                                   exc)
+                    self.failure_channel.maybe_add_offline_log_dir(os.path.dirname(lg.dir), f"closing {lg.dir}", exc)
         self.checkpoint_recovery_points()
         self.checkpoint_log_start_offsets()
         self.checkpoint_high_watermarks()
@@ -656,3 +834,5 @@ class LogManager:
         self._locks.clear()
         self._logs.clear()
         self._dir_of.clear()
+        self._future_logs.clear()
+        self._future_dir_of.clear()

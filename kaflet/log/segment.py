@@ -517,6 +517,13 @@ class LogSegment:
         self._handle = None
         self._closed = True
 
+    def moved_to(self, directory: str) -> None:
+        """The partition directory was renamed to ``directory``: the files keep their names."""
+        self.dir = directory
+        self.log_path = os.path.join(directory, os.path.basename(self.log_path))
+        for index in (self.offset_index, self.time_index, self.txn_index):
+            index.path = os.path.join(directory, os.path.basename(index.path))
+
     def rename_to_deleted(self) -> list[str]:
         """Close the segment and rename its files to ``<name>.deleted``; returns the new paths.
 

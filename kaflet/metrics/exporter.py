@@ -83,7 +83,8 @@ class BrokerState:
     isr_expands: Callable[[], int]
     #: Disk load protection per device: (utilisation 0-1, cold reads admitted, refused); empty when off.
     disks: Callable[[], Mapping[str, tuple[float, int, int]]] = dict
-    #: Throttled replication byte rates by quota type (LeaderReplication, FollowerReplication).
+    #: Throttled replication byte rates by quota type (LeaderReplication, FollowerReplication,
+    #: AlterLogDirsReplication).
     replication_rates: Callable[[], Mapping[str, float]] = dict
 
 

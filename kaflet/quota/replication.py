@@ -16,6 +16,10 @@ the partitions paired with its own id, or ``*`` for all of the topic's partition
   recorded; while over the bound, a throttled partition whose replica is not caught up
   (lag > 0 or unknown) is left out of the next fetch (Kafka's ``shouldFollowerThrottle``).
 
+A third quota bounds the copies of replicas moving between this broker's log dirs
+(``replica.alter.log.dirs.io.max.bytes.per.second``, Kafka's alterLogDirs quota): every such
+partition counts, and while it is over its bound the move reads nothing.
+
 The rate is Kafka's SimpleRate over ``replication.quota.window.num`` samples of
 ``replication.quota.window.size.seconds`` (11 of 1 s by default).
 """
@@ -29,9 +33,11 @@ from kaflet.quota.rate import WindowedRate
 
 LEADER = "LeaderReplication"
 FOLLOWER = "FollowerReplication"
+ALTER_LOG_DIRS = "AlterLogDirsReplication"
 #: The config keys, as Kafka names them (QuotaConfig).
 LEADER_RATE = "leader.replication.throttled.rate"
 FOLLOWER_RATE = "follower.replication.throttled.rate"
+ALTER_LOG_DIRS_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
 LEADER_REPLICAS = "leader.replication.throttled.replicas"
 FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
 #: Kafka's default bound: Long.MAX_VALUE, i.e. no throttle.
@@ -116,18 +122,25 @@ class ReplicationQuota:
 
 
 class ReplicationQuotas:
-    """The broker's two replication quotas, fed by its dynamic and topic configs."""
+    """The broker's replication quotas (leader, follower, alter-log-dirs), fed by its dynamic
+    and topic configs."""
 
     def __init__(self, broker_id: int, samples: int = 11, window_ms: int = 1000,
                  clock: Callable[[], float] = _now_ms) -> None:
         self.broker_id = broker_id
         self.leader = ReplicationQuota(LEADER, samples, window_ms, clock)
         self.follower = ReplicationQuota(FOLLOWER, samples, window_ms, clock)
+        self.alter_log_dirs = ReplicationQuota(ALTER_LOG_DIRS, samples, window_ms, clock)
 
-    def update_rates(self, leader: str | None, follower: str | None) -> None:
+    @property
+    def all(self) -> tuple[ReplicationQuota, ReplicationQuota, ReplicationQuota]:
+        return self.leader, self.follower, self.alter_log_dirs
+
+    def update_rates(self, leader: str | None, follower: str | None, alter_log_dirs: str | None = None) -> None:
         """The (validated) rate configs' current values; None: unset."""
         self.leader.set_bound(None if leader is None else int(leader))
         self.follower.set_bound(None if follower is None else int(follower))
+        self.alter_log_dirs.set_bound(None if alter_log_dirs is None else int(alter_log_dirs))
 
     def update_topic(self, topic: str, overrides: dict[str, str] | None) -> None:
         """A topic's overrides as last read (None: the topic is gone)."""

@@ -19,3 +19,17 @@ class ReplicaQuota(Protocol):
     def is_quota_exceeded(self) -> bool: ...
 
     def record(self, nbytes: int) -> None: ...
+
+
+class UnboundedQuota:
+    """A quota that never throttles (Kafka's UnboundedQuota): what a part is given when the
+    broker sets no quota for it."""
+
+    def is_throttled(self, topic: str, partition: int) -> bool:
+        return False
+
+    def is_quota_exceeded(self) -> bool:
+        return False
+
+    def record(self, nbytes: int) -> None:
+        """Nothing to count: there is no bound."""

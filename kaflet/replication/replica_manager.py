@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from kaflet.log.append_origin import AppendOrigin
 from kaflet.log.config import LogConfig
 from kaflet.log.disk_load import DiskLoadProtector
-from kaflet.log.log_manager import LogManager
+from kaflet.log.log_manager import LogDirNotFoundError, LogManager, future_dir_name
 from kaflet.metadata.topic_names import is_valid
 from kaflet.metadata.zkdata import ZERO_UUID, uuid_to_str
 from kaflet.protocol import codec
@@ -45,6 +45,7 @@ from kaflet.protocol.controller_messages import (
     UpdateMetadataResponse,
 )
 from kaflet.protocol.errors import ErrorCode
+from kaflet.replication.alter_log_dirs import AlterLogDirsMover
 from kaflet.replication.append import (
     AppendEntry,
     MarkerSpec,
@@ -63,7 +64,7 @@ from kaflet.replication.fetcher import (
     ReplicaFetcherManager,
 )
 from kaflet.replication.partition import IsrWriter, Partition
-from kaflet.replication.quota import ReplicaQuota
+from kaflet.replication.quota import ReplicaQuota, UnboundedQuota
 
 log = logging.getLogger("kaflet.replica")
 
@@ -132,6 +133,7 @@ class ReplicaManager:
                  leader_endpoint: EndpointLookup | None = None,
                  partition_known: PartitionKnown | None = None,
                  follower_quota: ReplicaQuota | None = None,
+                 alter_log_dirs_quota: ReplicaQuota | None = None,
                  stopping: Callable[[], bool] | None = None,
                  now_ms: Callable[[], int] = _now_ms) -> None:
         self.broker_id = broker_id
@@ -145,6 +147,9 @@ class ReplicaManager:
         self.controller_epoch = INITIAL_CONTROLLER_EPOCH
         self.fetcher_manager = ReplicaFetcherManager(broker_id, self.config, self.get, connector or _no_connector,
                                                     follower_quota)
+        #: Copies replicas being moved between this broker's log dirs (AlterReplicaLogDirs).
+        self.alter_log_dirs = AlterLogDirsMover(log_manager, self.get, alter_log_dirs_quota or UnboundedQuota(),
+                                                fetch_max_bytes=self.config.fetch_max_bytes)
         self._leader_endpoint = leader_endpoint or (lambda _broker: None)
         self._partition_known = partition_known or (lambda _topic, _partition: False)
         self.metadata_updater: MetadataUpdater | None = None
@@ -280,6 +285,12 @@ class ReplicaManager:
                     errors[tp] = ErrorCode.STALE_CONTROLLER_EPOCH
         leaders = self._make_leaders(to_lead, errors) if to_lead else []
         followers = self._make_followers(to_follow, live_leaders, errors) if to_follow else []
+        # A move a restart interrupted (its -future log was loaded) resumes once the partition
+        # is hosted again, as Kafka's becomeLeaderOrFollower restarts it.
+        for tp, _, _ in (*to_lead, *to_follow):
+            if tp in self.partitions and self.log_manager.get_future_log(*tp) is not None \
+                    and tp not in self.alter_log_dirs.moving:
+                self.alter_log_dirs.add(*tp)
         # Kafka starts the high watermark checkpoints with the first LeaderAndIsr, once the
         # partitions are populated.
         self.log_manager.start_high_watermark_checkpoints()
@@ -362,6 +373,52 @@ class ReplicaManager:
             log.info("follower of %s-%d at epoch %d, leader %d, from offset %d (high watermark %d)", p.topic, p.index,
                      p.leader_epoch, leader.broker_id, p.log.log_end_offset, p.log.high_watermark)
         return [p for p, _ in became]
+
+    # -- AlterReplicaLogDirs -------------------------------------------------------------------
+
+    def alter_replica_log_dirs(self, dirs: dict[tuple[str, int], str]) -> dict[tuple[str, int], ErrorCode]:
+        """Move each replica to its log dir (Kafka's ``alterReplicaLogDirs``): a ``-future`` log
+        there that ``AlterLogDirsMover`` fills and swaps in. A replica already there needs
+        nothing; one not hosted yet will be created there (REPLICA_NOT_AVAILABLE until then)."""
+        return {tp: self._alter_replica_log_dir(tp, d) for tp, d in dirs.items()}
+
+    def _alter_replica_log_dir(self, tp: tuple[str, int], d: str) -> ErrorCode:
+        lm = self.log_manager
+        try:
+            if len(future_dir_name(*tp)) > 255 or not is_valid(tp[0]) or tp[1] < 0:
+                return ErrorCode.INVALID_TOPIC_EXCEPTION
+            if not lm.check_log_dir(d):
+                log.warning("cannot move %s-%d to %s: that log directory is offline", *tp, d)
+                return ErrorCode.KAFKA_STORAGE_ERROR
+            part = self.partitions.get(tp)
+            if part is not None:
+                if part.log.offline:
+                    return ErrorCode.KAFKA_STORAGE_ERROR
+                moving_to = lm.future_log_dir_of(*tp)
+                if moving_to is not None and moving_to != d:
+                    log.info("%s-%d: its move to %s is given up for one to %s", *tp, moving_to, d)
+                    self.alter_log_dirs.remove(*tp)
+                    lm.abandon_future_log(*tp)
+            lm.maybe_update_preferred_log_dir(*tp, d)
+            if part is None:
+                known = self._partition_known(*tp) or self.log_manager.get_log(*tp) is not None
+                return ErrorCode.REPLICA_NOT_AVAILABLE if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            if lm.log_dir_of(*tp) == d:
+                return ErrorCode.NONE
+            if lm.get_future_log(*tp) is None:
+                # Kafka creates no future log while a dir is offline: the partition might get
+                # a second one there.
+                if lm.failure_channel.any_offline:
+                    return ErrorCode.KAFKA_STORAGE_ERROR
+                lm.create_future_log(*tp, d)
+            self.alter_log_dirs.add(*tp)
+            return ErrorCode.NONE
+        except LogDirNotFoundError as exc:
+            log.warning("cannot move %s-%d: %s", *tp, exc)
+            return ErrorCode.LOG_DIR_NOT_FOUND
+        except OSError as exc:
+            log.warning("cannot move %s-%d to %s: %s", *tp, d, exc)
+            return ErrorCode.KAFKA_STORAGE_ERROR
 
     # -- StopReplica --------------------------------------------------------------------------
 
@@ -516,8 +573,10 @@ class ReplicaManager:
         self.fetcher_manager.remove_fetcher_for_partitions(list(self.partitions))
 
     async def stop(self) -> None:
-        """Stop the fetchers and the ISR task and wait for them (after ``shutdown``)."""
+        """Stop the fetchers, the moves between log dirs and the ISR task and wait for them
+        (after ``shutdown``); a move resumes at the next start."""
         self.shutdown()
+        await self.alter_log_dirs.stop()
         await self.fetcher_manager.shutdown()
 
 

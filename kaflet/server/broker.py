@@ -315,7 +315,8 @@ class Broker:
             self.broker_id, log_manager, config=ReplicationConfig.from_broker(cfg.values),
             isr_writer=isr_manager, connector=self._connect_to_leader, leader_endpoint=self.inter_broker.endpoint,
             partition_known=lambda topic, index: self.metadata_cache.partition(topic, index) is not None,
-            follower_quota=config_admin.replication_quotas.follower, stopping=lambda: self.state.stopping)
+            follower_quota=config_admin.replication_quotas.follower,
+            alter_log_dirs_quota=config_admin.replication_quotas.alter_log_dirs, stopping=lambda: self.state.stopping)
         replica_manager.metadata_updater = self._update_metadata
         replica_manager.on_leadership_change = self._on_leadership_change
         replica_manager.on_replicas_stopped = self._on_replicas_stopped

@@ -69,7 +69,7 @@ def broker_state(replicas: ReplicaManager, controller: Callable[[], KafkaControl
         return c is not None and c.is_active
 
     def replication_rates() -> dict[str, float]:
-        return {q.kind: q.byte_rate() for q in (replication_quotas.leader, replication_quotas.follower)}
+        return {q.kind: q.byte_rate() for q in replication_quotas.all}
 
     def disks() -> dict[str, tuple[float, int, int]]:
         protector = disk_load()

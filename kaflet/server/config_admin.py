@@ -22,7 +22,7 @@ from kaflet.metadata.errors import AdminError
 from kaflet.metadata.topic_names import validate as validate_topic_name
 from kaflet.metadata.tree import NodeExistsError, NoNodeError, WatchEvent
 from kaflet.protocol.errors import ErrorCode
-from kaflet.quota.replication import FOLLOWER_RATE, LEADER_RATE, ReplicationQuotas
+from kaflet.quota.replication import ALTER_LOG_DIRS_RATE, FOLLOWER_RATE, LEADER_RATE, ReplicationQuotas
 from kaflet.server.config import BrokerConfig, ConfigError
 from kaflet.server.dynamic_config import (
     RESOURCE_BROKER,
@@ -311,7 +311,8 @@ class ConfigAdmin:
             await self.quota_configs.apply_entity(entity_type, name)
 
     def _refresh_replication_quotas(self) -> None:
-        """The throttled replication rates (per broker or the cluster default) take effect. They
+        """The throttled replication rates and the alter-log-dirs bound (per broker or the
+        cluster default) take effect. They
         are dynamic-only configs, as in Kafka: one in server.properties is an unknown key there."""
         d = self.dynamic
 
@@ -319,7 +320,7 @@ class ConfigAdmin:
             return d.per_broker.get(name, d.default.get(name))
 
         try:
-            self.replication_quotas.update_rates(rate(LEADER_RATE), rate(FOLLOWER_RATE))
+            self.replication_quotas.update_rates(rate(LEADER_RATE), rate(FOLLOWER_RATE), rate(ALTER_LOG_DIRS_RATE))
         except ValueError as exc:  # a hand-written node; AlterConfigs validates the values
             log.error("replication throttle rates not applied: %s", exc)
 

@@ -465,7 +465,7 @@ def validate_broker_update(props: Mapping[str, str | None], resource_name: str, 
 #: Broker configs whose current value is read each time it is used (Broker._producer_id_expiration_ms)
 #: or applied by ConfigAdmin when it changes (the replication quotas' bounds).
 _READ_LIVE = frozenset({"producer.id.expiration.ms", "leader.replication.throttled.rate",
-                        "follower.replication.throttled.rate"})
+                        "follower.replication.throttled.rate", "replica.alter.log.dirs.io.max.bytes.per.second"})
 
 
 def applied_at_run_time(name: str) -> bool:

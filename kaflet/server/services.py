@@ -69,6 +69,8 @@ class ReplicaAccess(Protocol):
     def last_offset_for_leader_epoch(self, topic: str, partition: int, current_leader_epoch: int,
                                      leader_epoch: int) -> tuple[ErrorCode, int, int]: ...
 
+    def alter_replica_log_dirs(self, dirs: dict[TopicPartition, str]) -> dict[TopicPartition, ErrorCode]: ...
+
 
 class GroupCoordination(Protocol):
     """The group coordinator, as the group and offset handlers use it."""

@@ -293,3 +293,31 @@ def client_topic_records(cluster: Cluster, topic: str, n: int) -> None:
         p.produce(topic, b"r%d" % i, partition=0,
                   on_delivery=lambda err, _m: failed.append(str(err)) if err is not None else None)
     assert p.flush(30) == 0 and not failed, failed
+
+
+def test_move_to_another_broker_into_a_chosen_log_dir(cluster_factory: Callable[..., Cluster],
+                                                      producers: Callable[..., AckedProducer], tmp_path: Path) -> None:
+    """[1] -> [2] with `log_dirs` naming broker 2's second log dir (not the one its placement
+    rule picks): the tool sends AlterReplicaLogDirs to broker 2 until the replica exists there
+    (REPLICA_NOT_AVAILABLE until then, the dir remembered), and broker 2 ends with the
+    partition in that dir; nothing acknowledged is lost and --verify reports both moves done."""
+    d2a, d2b = tmp_path / "b2-a", tmp_path / "b2-b"
+    cluster = cluster_factory(2, overrides=FAST_FAILOVER, broker_overrides={2: {"log.dirs": f"{d2a},{d2b}"}})
+    topic = new_topic(cluster, [[1]], min_isr=1)
+    producer = producers(cluster, topic, 1)
+    producer.wait_acked(300)
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": [2], "log_dirs": [str(d2b)]}]}))
+    proc = tool(cluster, "reassign-partitions", "--reassignment-json-file", str(plan), "--execute")
+    assert proc.returncode == 0, proc
+    assert f"Successfully started moving log directory to {d2b} for replica {topic}-0 with broker 2" in proc.stdout
+    wait_moved(cluster, topic, [2])
+    cluster.wait_until(lambda: (d2b / f"{topic}-0").is_dir() and not [
+        p for p in d2b.iterdir() if p.name.endswith("-future")], 30, f"{topic}-0 in {d2b}", topics=[topic])
+    assert not (d2a / f"{topic}-0").exists()
+    out = tool(cluster, "reassign-partitions", "--reassignment-json-file", str(plan), "--verify").stdout
+    assert f"Reassignment of partition {topic}-0 is complete." in out
+    assert f"Reassignment of replica {topic}-0-2 completed successfully." in out
+    producer.wait_more(200)
+    verify(cluster, producer, topic, 1)

@@ -1169,6 +1169,27 @@ def _describe_log_dirs_check(broker: BrokerProcess, c: RawClient, v: int) -> Non
         assert 0 < result.usable_bytes <= result.total_bytes
 
 
+@check(K.ALTER_REPLICA_LOG_DIRS, range(0, 3))
+def _alter_replica_log_dirs_check(broker: BrokerProcess, c: RawClient, v: int) -> None:
+    """The broker has one log dir: a replica already there needs nothing; a path that is not one
+    of log.dirs (absolute or relative) and an unknown partition get Kafka's errors. Real moves
+    are in test_log_dir_moves.py."""
+    topic = _topic(broker, f"ard{v}")
+    D = _req(K.DESCRIBE_LOG_DIRS)
+    [here] = [r.log_dir for r in c.request(K.DESCRIBE_LOG_DIRS, 1, D(topics=None)).results]
+    A = _req(K.ALTER_REPLICA_LOG_DIRS)
+
+    def alter(path: str, t: str) -> list[tuple[str, int, int]]:
+        resp = c.request(K.ALTER_REPLICA_LOG_DIRS, v, A(dirs=[A.AlterReplicaLogDir(path=path, topics=[
+            A.AlterReplicaLogDir.AlterReplicaLogDirTopic(name=t, partitions=[0])])]))
+        return [(r.topic_name, p.partition_index, p.error_code) for r in resp.results for p in r.partitions]
+
+    assert alter(here, topic) == [(topic, 0, E.NONE)]
+    assert alter(str(broker.data_dir.parent / "elsewhere"), topic) == [(topic, 0, E.LOG_DIR_NOT_FOUND)]
+    assert alter("data", topic) == [(topic, 0, E.LOG_DIR_NOT_FOUND)]
+    assert alter(here, "no-such-topic-" + topic) == [("no-such-topic-" + topic, 0, E.UNKNOWN_TOPIC_OR_PARTITION)]
+
+
 # -- the tests --------------------------------------------------------------------------------------
 
 def test_every_advertised_version_has_a_check_and_nothing_more() -> None:

@@ -218,7 +218,28 @@ def test_byte_rates_exported_as_kafkas_replication_metrics() -> None:
     clock.ms += 2000
     state = BrokerState(partitions=list, active_controller=lambda: False, group_count=lambda: 0, connections=dict,
                         topic_exists=lambda t: True, isr_shrinks=lambda: 0, isr_expands=lambda: 0,
-                        replication_rates=lambda: {q.kind: q.byte_rate() for q in (quotas.leader, quotas.follower)})
+                        replication_rates=lambda: {q.kind: q.byte_rate() for q in quotas.all})
     families = {f.name: f for f in KafkaCollector(BrokerMetrics(), state).collect()}
     assert families["kafka_server_leaderreplication_byte_rate"].samples[0].value == pytest.approx(1500)
     assert families["kafka_server_followerreplication_byte_rate"].samples[0].value == 0
+    assert families["kafka_server_alterlogdirsreplication_byte_rate"].samples[0].value == 0
+
+
+def test_alter_log_dirs_bound_from_its_dynamic_config() -> None:
+    """replica.alter.log.dirs.io.max.bytes.per.second: validated as Kafka does, and the bound of
+    the third quota (every move between log dirs counts; unset, no bound)."""
+    name = "replica.alter.log.dirs.io.max.bytes.per.second"
+    assert validate_broker_update({name: "50000000"}, "1", per_broker=True) == {name: "50000000"}
+    with pytest.raises(ConfigRequestError):
+        validate_broker_update({name: "-1"}, "1", per_broker=True)
+    clock = Clock()
+    quotas = ReplicationQuotas(1, clock=clock)
+    quotas.update_rates(None, None, "1000")
+    assert quotas.alter_log_dirs.bound == 1000 and not quotas.alter_log_dirs.is_quota_exceeded()
+    quotas.alter_log_dirs.record(5000)
+    assert quotas.alter_log_dirs.is_quota_exceeded()
+    clock.ms += 10_000
+    assert not quotas.alter_log_dirs.is_quota_exceeded()
+    quotas.update_rates(None, None, None)
+    quotas.alter_log_dirs.record(10**9)
+    assert not quotas.alter_log_dirs.is_quota_exceeded()
