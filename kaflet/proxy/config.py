@@ -31,6 +31,9 @@ DEFAULTS: dict[str, str] = {
     "socket.request.max.bytes": "104857600",
     "sasl.server.max.receive.size": "524288",
     "connection.failed.authentication.delay.ms": "100",
+    "quota.window.num": "11",
+    "quota.window.size.seconds": "1",
+    "max.throttle.time.ms": "30000",
 }
 
 _HOST_PORT = re.compile(r"^(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]*):(?P<port>\d{1,5})$")
@@ -68,6 +71,9 @@ class GatewayConfig:
     socket_request_max_bytes: int
     sasl_max_receive_size: int
     failed_authentication_delay_ms: int
+    quota_window_num: int
+    quota_window_size_seconds: int
+    max_throttle_time_ms: int
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> GatewayConfig:
@@ -114,4 +120,7 @@ class GatewayConfig:
             socket_request_max_bytes=positive("socket.request.max.bytes", 1024),
             sasl_max_receive_size=positive("sasl.server.max.receive.size", 512),
             failed_authentication_delay_ms=positive("connection.failed.authentication.delay.ms", 0),
+            quota_window_num=positive("quota.window.num"),
+            quota_window_size_seconds=positive("quota.window.size.seconds"),
+            max_throttle_time_ms=positive("max.throttle.time.ms"),
         )

@@ -18,6 +18,7 @@ from kaflet.gateway.model import ManagementServiceError
 from kaflet.network.connection import ListenerSecurity
 from kaflet.network.listener import Listener
 from kaflet.proxy.config import GatewayConfig
+from kaflet.proxy.degradation import Degradation
 from kaflet.proxy.discovery import DiscoveryParseError, DiscoveryState, DiscoverySync, read_cache
 from kaflet.proxy.login import RelayAuthenticator
 from kaflet.proxy.router import ApiRanges, DiscoveryRouter
@@ -47,7 +48,11 @@ class GatewayProcess:
                                  request_timeout_s=config.upstream_request_timeout_ms / 1000,
                                  idle_s=config.upstream_idle_ms / 1000, cache_s=config.metadata_cache_ms / 1000)
         self.ranges = ApiRanges()
-        self.router = DiscoveryRouter(self.pool, self.ranges, config.failed_authentication_delay_ms / 1000)
+        self.degradation = Degradation(lambda: self.sync.state, samples=config.quota_window_num,
+                                       window_ms=config.quota_window_size_seconds * 1000,
+                                       max_throttle_ms=config.max_throttle_time_ms)
+        self.router = DiscoveryRouter(self.pool, self.ranges, config.failed_authentication_delay_ms / 1000,
+                                      self.degradation)
         authenticator = RelayAuthenticator(lambda: self.sync.state.clusters, self.pool)
         security = ListenerSecurity(
             "SASL_PLAINTEXT",

@@ -16,6 +16,8 @@ transaction APIs), which clients send to the broker the Metadata names and never
 bootstrap broker, closes the connection with a log line, as Kafka closes a connection for an
 API it does not serve. A frame that does not parse closes its connection only.
 
+The manager's degradation settings are applied to every request (kaflet/proxy/degradation.py).
+
 While no broker of the target cluster answers, the forwarded APIs get Kafka's retriable errors
 (Metadata: LEADER_NOT_AVAILABLE for each topic asked and no brokers; FindCoordinator:
 COORDINATOR_NOT_AVAILABLE; DescribeCluster: BROKER_NOT_AVAILABLE), and clients retry.
@@ -25,6 +27,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import struct
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -36,6 +40,7 @@ from kaflet.protocol.api_versions import encode_api_versions_response
 from kaflet.protocol.errors import ErrorCode
 from kaflet.protocol.header import RequestHeader, parse_request_header, response_header
 from kaflet.protocol.primitives import DecodeError
+from kaflet.proxy.degradation import Degradation
 from kaflet.proxy.login import RelaySaslServer
 from kaflet.proxy.upstream import LoginRefusedError, UpstreamPool, UpstreamUnavailableError
 from kaflet.security.sasl import SaslAuthenticationError
@@ -69,6 +74,7 @@ ANY_BROKER_APIS = frozenset({
     ApiKey.ALTER_PARTITION_REASSIGNMENTS, ApiKey.LIST_PARTITION_REASSIGNMENTS,
 })
 _BEFORE_AUTH = (ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE)
+_I32 = struct.Struct(">i")
 
 
 class ApiRanges:
@@ -123,13 +129,19 @@ class ApiRanges:
 class DiscoveryRouter:
     """The request handler of every gateway connection in discovery mode."""
 
-    def __init__(self, pool: UpstreamPool, ranges: ApiRanges, failed_delay_s: float) -> None:
+    def __init__(self, pool: UpstreamPool, ranges: ApiRanges, failed_delay_s: float,
+                 degradation: Degradation) -> None:
         self.pool = pool
         self.ranges = ranges
         self.failed_delay_s = failed_delay_s
+        self.degradation = degradation
         self._outages: dict[int, OutageLog] = {}
 
     async def __call__(self, conn: Connection, frame: memoryview) -> HandlerResult:
+        async with self.degradation.slot():
+            return await self._handle(conn, frame)
+
+    async def _handle(self, conn: Connection, frame: memoryview) -> HandlerResult:
         sasl = conn.sasl
         assert sasl is not None, "the gateway's listener is a SASL listener"
         if sasl.state is SaslState.AUTHENTICATE_RAW:
@@ -143,9 +155,16 @@ class DiscoveryRouter:
             allowed = _BEFORE_AUTH if sasl.in_handshake else (ApiKey.SASL_AUTHENTICATE,)
             if key not in allowed:
                 raise FrameError(f"unexpected {api_name(key)} request during SASL authentication")
+        server = sasl.server
+        app = (server.credentials.username.partition(".")[2]
+               if sasl.complete and isinstance(server, RelaySaslServer) and server.credentials else None)
+        throttle_ms = self.degradation.throttle_ms(app, conn.peer[0])
+        if throttle_ms:
+            # Kafka's way (KIP-219): answered now, with the time, and nothing read for that long.
+            conn.throttled_until = time.monotonic() + throttle_ms / 1000
         if key == ApiKey.API_VERSIONS:
             sasl.on_api_versions()
-            return self._api_versions(header)
+            return self._api_versions(header, throttle_ms)
         if not self.ranges.serves(key, version):
             raise FrameError(f"{api_name(key)} v{version} is not advertised by the gateway")
         if key not in LOCAL_APIS and key not in DISCOVERY_APIS and key not in ANY_BROKER_APIS:
@@ -160,21 +179,21 @@ class DiscoveryRouter:
             elif key == ApiKey.SASL_AUTHENTICATE:
                 answer = await self._authenticate(conn, sasl, header, body)
             else:
-                return await self._forward(conn, sasl, header, bytes(body))
+                return await self._forward(conn, sasl, header, bytes(body), throttle_ms)
         except DecodeError as exc:
             raise FrameError(f"{api_name(key)} v{version} does not decode: {exc}") from None
         return [response_header(header.correlation_id, key, header.flexible), answer]
 
     # -- local answers ------------------------------------------------------------------------
 
-    def _api_versions(self, header: RequestHeader) -> Sequence[Chunk]:
+    def _api_versions(self, header: RequestHeader, throttle_ms: int) -> Sequence[Chunk]:
         version = header.api_version
         ranges = self.ranges.advertised()
         if not self.ranges.serves(ApiKey.API_VERSIONS, version):
             # As Kafka: a v0 answer with UNSUPPORTED_VERSION and the ranges, so the client retries lower.
             body = encode_api_versions_response(ErrorCode.UNSUPPORTED_VERSION, ranges, 0, 0)
         else:
-            body = encode_api_versions_response(ErrorCode.NONE, ranges, 0, version)
+            body = encode_api_versions_response(ErrorCode.NONE, ranges, throttle_ms, version)
         return [response_header(header.correlation_id, ApiKey.API_VERSIONS, False), body]
 
     def _handshake(self, conn: Connection, sasl: SaslSession, header: RequestHeader, body: memoryview) -> bytes:
@@ -227,7 +246,7 @@ class DiscoveryRouter:
     # -- answers from the cluster -------------------------------------------------------------
 
     async def _forward(self, conn: Connection, sasl: SaslSession, header: RequestHeader,
-                       body: bytes) -> Sequence[Chunk]:
+                       body: bytes, throttle_ms: int) -> Sequence[Chunk]:
         server = sasl.server
         assert isinstance(server, RelaySaslServer) and server.credentials is not None
         cluster_id, key, version = server.cluster_id, header.api_key, header.api_version
@@ -246,7 +265,16 @@ class DiscoveryRouter:
             answer = unavailable_answer(key, version, body, f"cluster {cluster_id} is not reachable")
         else:
             outage.succeeded()
+        if throttle_ms and codec.has_throttle_time(key, version):
+            answer = with_throttle(answer, throttle_ms)
         return [response_header(header.correlation_id, key, header.flexible), answer]
+
+
+def with_throttle(body: bytes, throttle_ms: int) -> bytes:
+    """``body`` with its throttle_time_ms (the first field of every response the gateway passes
+    on) raised to ``throttle_ms``; the cluster's own, if longer, is kept."""
+    theirs = _I32.unpack_from(body, 0)[0]
+    return _I32.pack(max(theirs, throttle_ms)) + body[4:]
 
 
 def unavailable_answer(api_key: int, version: int, body: bytes, message: str) -> bytes:

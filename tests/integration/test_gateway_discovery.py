@@ -32,7 +32,9 @@ PASSWORD = "pw-a"
 # Both clusters know the application under both cluster ids, so a cluster can take over the
 # other's id when the manager moves it (the brokers check the password, not the gateway).
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
-        f'password="admin-secret" user_admin="admin-secret" user_7.{APP}="{PASSWORD}" user_8.{APP}="{PASSWORD}";')
+        f'password="admin-secret" user_admin="admin-secret" user_7.{APP}="{PASSWORD}" user_8.{APP}="{PASSWORD}" '
+        f'user_7.app_slow="{PASSWORD}";')
+SLOW_RATE = 4  # requests per second of app_slow at the gateway (an sp-limit in the manager)
 
 
 def broker_overrides(cluster_id: int, gateway_url: str) -> dict[str, str]:
@@ -75,11 +77,14 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
         cache = work / "gateway-cache.json"
         with running_gateway(work / "gateway", ["--manager-url", manager.gateway_url, "--listen", "127.0.0.1:0",
                                                 "--config-cache", str(cache)],
-                             {"gateway.sync.interval.ms": str(SYNC_MS)}) as gateway:
+                             {"gateway.sync.interval.ms": str(SYNC_MS), "quota.window.num": "2"}) as gateway:
             s = Setup(manager, admin, a, b, gateway, cache)
             s.set_address(7, a)
             s.set_address(8, b)
-            wait_for(lambda: '"8"' in cache.read_text() if cache.exists() else False)
+            r = admin.form("/gateway-configs", {"type": "SD_SP_RATE", "name": "app_slow", "value": str(SLOW_RATE)})
+            assert r.status_code == 303, r.text
+            wait_for(lambda: '"8"' in cache.read_text() and "app_slow" in cache.read_text() if cache.exists()
+                     else False)
             yield s
 
 
@@ -272,3 +277,30 @@ def test_manager_down_at_start_with_and_without_the_config_cache(setup: Setup, t
     finally:
         bad.stop()
     assert "the config cache cannot be used" in bad.log()
+
+
+def test_an_application_over_its_rate_is_throttled_not_disconnected(setup: Setup) -> None:
+    import asyncio
+
+    from kaflet.network.client import BrokerClient, ClientSecurity
+
+    async def metadata_requests(n: int) -> tuple[float, list[int]]:
+        security = ClientSecurity("SASL_PLAINTEXT", sasl_mechanism="PLAIN", sasl_username="7.app_slow",
+                                  sasl_password=PASSWORD)
+        throttles = []
+        async with await BrokerClient.connect("127.0.0.1", setup.gateway.port, security) as client:
+            began = time.monotonic()
+            for _ in range(n):
+                # Metadata v4 for every topic, no auto-creation: throttle_time_ms comes first.
+                body = await client.send_raw(3, 4, b"\xff\xff\xff\xff\x00", timeout_s=30)
+                throttles.append(struct.unpack_from(">i", body, 0)[0])
+            return time.monotonic() - began, throttles
+
+    elapsed, throttles = asyncio.run(metadata_requests(24))
+    rate = 24 / elapsed
+    print(f"\napp_slow sent {rate:.2f} requests/s under an sp-limit of {SLOW_RATE}/s; "
+          f"{sum(1 for t in throttles if t)} of 24 answers throttled")
+    assert any(throttles)
+    # A new client may send one window's worth at once (Kafka's rates), so the mean stays under
+    # the limit plus that allowance, and well above half the limit.
+    assert 0.5 * SLOW_RATE <= rate <= (24 + SLOW_RATE) / 24 * SLOW_RATE * 1.3

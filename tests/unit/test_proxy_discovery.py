@@ -160,3 +160,40 @@ def test_advertised_versions_are_what_every_reachable_cluster_serves() -> None:
     # one cluster are left out; ApiVersions and SASL are the gateway's own.
     assert advertised == {0: (3, 8), 3: (1, 9), **LOCAL_APIS}
     assert ranges.serves(3, 9) and not ranges.serves(3, 10) and not ranges.serves(22, 0)
+
+
+def test_rates_throttle_per_application_and_address_with_special_limits() -> None:
+    from kaflet.proxy.degradation import Degradation
+
+    state = DiscoveryState(app_rate=1000, ip_rate=1000, sp_limits={"slow": 2, "10.0.0.9": 3})
+    degradation = Degradation(lambda: state, samples=2, window_ms=1000, max_throttle_ms=5000)
+    assert all(degradation.throttle_ms("fast", "10.0.0.1") == 0 for _ in range(50))
+    slow = [degradation.throttle_ms("slow", "10.0.0.1") for _ in range(10)]
+    assert slow[0] == 0 and 0 < slow[-1] <= 5000
+    by_address = [degradation.throttle_ms(None, "10.0.0.9") for _ in range(10)]
+    assert by_address[0] == 0 and by_address[-1] > 0
+    # No rates from the manager: nothing is throttled.
+    assert Degradation(DiscoveryState, samples=2, window_ms=1000, max_throttle_ms=5000).throttle_ms("a", "b") == 0
+
+
+def test_max_request_num_bounds_the_requests_handled_at_once() -> None:
+    from kaflet.proxy.degradation import Degradation
+
+    state = DiscoveryState(max_request_num=2)
+    degradation = Degradation(lambda: state, samples=2, window_ms=1000, max_throttle_ms=5000)
+    at_once = 0
+    most = 0
+
+    async def request() -> None:
+        nonlocal at_once, most
+        async with degradation.slot():
+            at_once += 1
+            most = max(most, at_once)
+            await asyncio.sleep(0.01)
+            at_once -= 1
+
+    async def run() -> None:
+        await asyncio.gather(*(request() for _ in range(10)))
+
+    asyncio.run(run())
+    assert most == 2
