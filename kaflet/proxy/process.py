@@ -29,6 +29,10 @@ from kaflet.util.tasks import cancel_and_wait
 log = logging.getLogger("kaflet.proxy")
 
 LISTENER = "GATEWAY"
+#: Each client connection's receive buffer: the discovery requests are small (a larger one gets
+#: a buffer of its own), and the gateway holds many idle connections: with the brokers' 64 KiB a
+#: connection cost the gateway 70 KiB of RSS, with 4 KiB 11 KiB (benchmarks/gateway_discovery.py).
+STAGING_BYTES = 4096
 
 
 class GatewayStartError(Exception):
@@ -61,7 +65,8 @@ class GatewayProcess:
             sasl_max_receive=config.sasl_max_receive_size)
         self.listener = Listener(LISTENER, config.listen_host, config.listen_port,
                                  max_request_bytes=config.socket_request_max_bytes,
-                                 idle_ms=config.connections_max_idle_ms, send_buf=-1, recv_buf=-1, security=security)
+                                 idle_ms=config.connections_max_idle_ms, send_buf=-1, recv_buf=-1, security=security,
+                                 staging_bytes=STAGING_BYTES)
         self._probing: asyncio.Task[None] | None = None
 
     def _addresses(self, cluster_id: int) -> tuple[Address, ...] | None:
