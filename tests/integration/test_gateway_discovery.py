@@ -33,7 +33,7 @@ PASSWORD = "pw-a"
 # other's id when the manager moves it (the brokers check the password, not the gateway).
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
         f'password="admin-secret" user_admin="admin-secret" user_7.{APP}="{PASSWORD}" user_8.{APP}="{PASSWORD}" '
-        f'user_7.app_slow="{PASSWORD}";')
+        f'user_7.app_slow="{PASSWORD}" user_12.{APP}="{PASSWORD}";')
 SLOW_RATE = 4  # requests per second of app_slow at the gateway (an sp-limit in the manager)
 
 
@@ -304,3 +304,86 @@ def test_an_application_over_its_rate_is_throttled_not_disconnected(setup: Setup
     # A new client may send one window's worth at once (Kafka's rates), so the mean stays under
     # the limit plus that allowance, and well above half the limit.
     assert 0.5 * SLOW_RATE <= rate <= (24 + SLOW_RATE) / 24 * SLOW_RATE * 1.3
+
+
+def test_an_unreachable_cluster_gets_retriable_errors_until_it_is_back(setup: Setup) -> None:
+    import asyncio
+
+    from kaflet.network.client import BrokerClient, ClientSecurity
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"127.0.0.1:{s.getsockname()[1]}"  # nothing listens once closed
+    r = setup.admin.form("/gateway-configs", {"type": "SD_CLUSTER_ID", "name": "12", "value": dead})
+    assert r.status_code == 303, r.text
+    wait_for(lambda: '"12"' in setup.cache.read_text(), 10)
+
+    async def metadata_until_back() -> tuple[int, int]:
+        security = ClientSecurity("SASL_PLAINTEXT", sasl_mechanism="PLAIN", sasl_username=f"12.{APP}",
+                                  sasl_password=PASSWORD)
+        # The login is accepted unchecked while the cluster is down (its brokers check it later).
+        async with await BrokerClient.connect("127.0.0.1", setup.gateway.port, security) as client:
+            body = await client.send_raw(3, 4, struct.pack(">ih", 1, 6) + b"orders\x00", timeout_s=30)
+            brokers = struct.unpack_from(">i", body, 4)[0]
+            # throttle, brokers (none), cluster_id (null), controller_id, topics: the first one's error code
+            topic_error = struct.unpack_from(">h", body, 4 + 4 + 2 + 4 + 4)[0]
+            assert brokers == 0
+            setup.set_address(12, setup.a)  # the cluster is "back" at another address
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                body = await client.send_raw(3, 4, struct.pack(">ih", 1, 6) + b"orders\x00", timeout_s=30)
+                if struct.unpack_from(">i", body, 4)[0] == 1:
+                    return topic_error, struct.unpack_from(">i", body, 4)[0]
+                await asyncio.sleep(0.1)
+        return topic_error, 0
+
+    try:
+        topic_error, brokers = asyncio.run(metadata_until_back())
+        assert topic_error == 5  # LEADER_NOT_AVAILABLE: retriable
+        assert brokers == 1  # the same connection's next Metadata, once the cluster answers
+        log = setup.gateway.log()
+        assert log.count("cluster 12's brokers failed") == 1 and "cluster 12's brokers recovered" in log
+    finally:
+        setup.admin.form("/gateway-configs", {"type": "SD_CLUSTER_ID", "name": "12", "value": dead})
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--manager-url", "http://m:8080/gateway", "--mode", "proxy"], "gateway.mode (--mode) proxy is not built yet"),
+    (["--manager-url", "http://m:8080/gateway", "--advertised-host", "gw"], "is for proxy mode"),
+    (["--listen", "0.0.0.0:9092"], "gateway.manager.url (--manager-url) must be"),
+])
+def test_the_command_refuses_what_it_cannot_do_in_one_line(args: list[str], message: str) -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "kaflet.cli", "gateway", *args], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
+
+
+def test_pipelined_requests_of_flexible_and_older_versions_are_answered_in_order(setup: Setup) -> None:
+    import asyncio
+
+    from kaflet.network.client import BrokerClient, ClientSecurity
+    from kaflet.protocol import codec
+
+    Metadata = codec.request_class(3)
+
+    def request(v: int) -> bytes:
+        topic = Metadata.MetadataRequestTopic(name="orders", topic_id=None) if v >= 10 else \
+            Metadata.MetadataRequestTopic(name="orders")
+        return bytes(Metadata(topics=[topic], allow_auto_topic_creation=False,
+                              include_cluster_authorized_operations=False,
+                              include_topic_authorized_operations=False).encode(version=v))
+
+    async def pipelined() -> list[int]:
+        security = ClientSecurity("SASL_PLAINTEXT", sasl_mechanism="PLAIN", sasl_username=f"8.{APP}",
+                                  sasl_password=PASSWORD)
+        async with await BrokerClient.connect("127.0.0.1", setup.gateway.port, security) as client:
+            # Sent back to back before any answer; the client fails on an answer out of order.
+            versions = [1, 9, 4, 12, 7]
+            answers = await asyncio.gather(*(client.send(3, v, request(v), timeout_s=20) for v in versions))
+            return [len(a.topics[0].partitions) for a in answers]
+
+    assert asyncio.run(pipelined()) == [3] * 5  # cluster B's topic, at every version

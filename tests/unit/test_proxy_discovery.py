@@ -197,3 +197,36 @@ def test_max_request_num_bounds_the_requests_handled_at_once() -> None:
 
     asyncio.run(run())
     assert most == 2
+
+
+def test_retriable_answers_while_a_cluster_is_unreachable_encode_at_every_version() -> None:
+    from kaflet.protocol import codec
+    from kaflet.protocol.api_keys import ApiKey
+    from kaflet.protocol.errors import ErrorCode
+    from kaflet.proxy.router import unavailable_answer, with_throttle
+
+    Metadata = codec.request_class(ApiKey.METADATA)
+    for v in range(DISCOVERY_APIS[ApiKey.METADATA][1] + 1):
+        topic = Metadata.MetadataRequestTopic(name="orders", topic_id=None) if v >= 10 else \
+            Metadata.MetadataRequestTopic(name="orders")
+        req = Metadata(topics=[topic], allow_auto_topic_creation=False, include_cluster_authorized_operations=False,
+                       include_topic_authorized_operations=False)
+        body = unavailable_answer(ApiKey.METADATA, v, bytes(req.encode(version=v)), "cluster 7 is not reachable")
+        resp = codec.decode_response(ApiKey.METADATA, v, memoryview(body))
+        assert resp.brokers == [] and [(t.name, t.error_code) for t in resp.topics] == [
+            ("orders", ErrorCode.LEADER_NOT_AVAILABLE)]
+    Find = codec.request_class(ApiKey.FIND_COORDINATOR)
+    for v in range(DISCOVERY_APIS[ApiKey.FIND_COORDINATOR][1] + 1):
+        req = Find(key="g", key_type=0, coordinator_keys=["g"])
+        body = unavailable_answer(ApiKey.FIND_COORDINATOR, v, bytes(req.encode(version=v)), "down")
+        resp = codec.decode_response(ApiKey.FIND_COORDINATOR, v, memoryview(body))
+        codes = [c.error_code for c in resp.coordinators] if v >= 4 else [resp.error_code]
+        assert codes == [ErrorCode.COORDINATOR_NOT_AVAILABLE]
+    Describe = codec.request_class(ApiKey.DESCRIBE_CLUSTER)
+    for v in range(DISCOVERY_APIS[ApiKey.DESCRIBE_CLUSTER][1] + 1):
+        req = Describe(include_cluster_authorized_operations=False, endpoint_type=1)
+        body = unavailable_answer(ApiKey.DESCRIBE_CLUSTER, v, bytes(req.encode(version=v)), "down")
+        resp = codec.decode_response(ApiKey.DESCRIBE_CLUSTER, v, memoryview(body))
+        assert resp.error_code == ErrorCode.BROKER_NOT_AVAILABLE and resp.error_message == "down"
+        throttled = codec.decode_response(ApiKey.DESCRIBE_CLUSTER, v, memoryview(with_throttle(body, 250)))
+        assert throttled.throttle_time_ms == 250
