@@ -68,6 +68,7 @@ class GatewayProcess:
                                  idle_ms=config.connections_max_idle_ms, send_buf=-1, recv_buf=-1, security=security,
                                  staging_bytes=STAGING_BYTES)
         self._probing: asyncio.Task[None] | None = None
+        self._reprobe: asyncio.Task[None] | None = None
 
     def _addresses(self, cluster_id: int) -> tuple[Address, ...] | None:
         return self.sync.state.clusters.get(cluster_id)
@@ -102,6 +103,7 @@ class GatewayProcess:
         self.listener.serve(self.router)
         self.sync.start()
         self.pool.start()
+        self._reprobe = asyncio.create_task(self._probe_until_a_cluster_answers(), name="probe-until-answered")
         clusters = ", ".join(str(c) for c in sorted(self.sync.state.clusters)) or "none yet"
         log.info("kaflet gateway (discovery mode) listening on %s:%d; clusters %s from %s",
                  config.listen_host or "0.0.0.0", self.listener.port, clusters, config.manager_url)
@@ -123,8 +125,16 @@ class GatewayProcess:
         found = await asyncio.gather(*(self.pool.probe_api_versions(c) for c in sorted(self.sync.state.clusters)))
         self.ranges.update([ranges for ranges in found if ranges is not None])
 
+    async def _probe_until_a_cluster_answers(self) -> None:
+        # With no cluster reachable at start-up only the gateway's own APIs are advertised; ask
+        # again every sync interval until one answers (a change of addresses asks at once).
+        while not self.ranges.from_clusters:
+            await asyncio.sleep(self.sync.interval_s)
+            await self._probe()
+
     async def stop(self) -> None:
         """Stop accepting, close client and upstream connections, stop pulling."""
+        await cancel_and_wait(self._reprobe)
         self.listener.stop_accepting()
         await self.sync.stop()
         await cancel_and_wait(self._probing)

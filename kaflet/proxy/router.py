@@ -90,12 +90,15 @@ class ApiRanges:
 
     def __init__(self) -> None:
         self.ranges: dict[int, tuple[int, int]] = {**DISCOVERY_APIS, **LOCAL_APIS}
+        #: Whether a cluster has answered yet (until then only the gateway's own APIs are advertised).
+        self.from_clusters = False
 
     def update(self, clusters: Sequence[Mapping[int, tuple[int, int]]]) -> None:
         """Advertise what every one of ``clusters`` serves (an API one of them lacks is left out);
         with no cluster reachable, only what the gateway answers itself."""
         if not clusters:
             return
+        self.from_clusters = True
         common = dict(clusters[0])
         for served in clusters[1:]:
             for key in list(common):

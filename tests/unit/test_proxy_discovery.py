@@ -153,9 +153,12 @@ def test_settings_are_checked() -> None:
 def test_advertised_versions_are_what_every_reachable_cluster_serves() -> None:
     ranges = ApiRanges()
     assert dict((k, (lo, hi)) for k, lo, hi in ranges.advertised()) == {**DISCOVERY_APIS, **LOCAL_APIS}
+    ranges.update([])  # no cluster answered: unchanged, and the gateway asks again later
+    assert not ranges.from_clusters
     ranges.update([{0: (0, 9), 3: (0, 12), 18: (0, 3), 22: (0, 4), 60: (0, 0)},
                    {0: (3, 8), 3: (1, 9), 18: (0, 2), 10: (0, 4)}])
     advertised = {k: (lo, hi) for k, lo, hi in ranges.advertised()}
+    assert ranges.from_clusters
     # Produce as both serve it; Metadata narrowed; InitProducerId and DescribeCluster lacking in
     # one cluster are left out; ApiVersions and SASL are the gateway's own.
     assert advertised == {0: (3, 8), 3: (1, 9), **LOCAL_APIS}
