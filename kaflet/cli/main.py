@@ -40,6 +40,8 @@ _LAZY_COMMANDS = {
                       "Print the batches, records and index entries of segment files (like kafka-dump-log.sh)."),
     "dev-cluster": _Lazy("kaflet.cli.dev_cluster", "dev_cluster",
                          "Run a local cluster: ZooKeeper and N brokers, until Ctrl-C or SIGTERM."),
+    "gateway": _Lazy("kaflet.cli.gateway", "gateway",
+                     "Run the gateway: one address that sends each client to its cluster."),
     "leader-election": _Lazy("kaflet.cli.leader_election", "leader_election",
                              "Elect partition leaders (preferred or unclean), like kafka-leader-election.sh."),
     "log-dirs": _Lazy("kaflet.cli.log_dirs", "log_dirs",

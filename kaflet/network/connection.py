@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kaflet.network.channel import Channel, FileRegionLike, TlsChannel, TlsError
-from kaflet.protocol.framing import FrameReader, FrameSizeError, size_prefix
+from kaflet.protocol.framing import STAGING_BYTES, FrameReader, FrameSizeError, size_prefix
 from kaflet.security.principal import ANONYMOUS, KafkaPrincipal
 from kaflet.security.session import SaslSession
 
@@ -96,6 +96,7 @@ class Connection:
         max_request_bytes: int,
         conn_id: str,
         security: ListenerSecurity | None = None,
+        staging_bytes: int = STAGING_BYTES,
     ) -> None:
         self.sock = sock
         self.peer = peer
@@ -122,7 +123,7 @@ class Connection:
         #: (Kafka mutes a throttled client's channel after sending its response).
         self.throttled_until = 0.0
         self._auth_deadline: float | None = time.monotonic() + self.security.auth_timeout_s
-        self._reader = FrameReader(max_request_bytes)
+        self._reader = FrameReader(max_request_bytes, staging_bytes=staging_bytes)
         self.task: asyncio.Task[None] | None = None
         #: Completions of deferred responses, oldest first, and the task that sends them.
         self._owed: deque[asyncio.Task[Sequence[Chunk] | None]] = deque()

@@ -13,6 +13,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from kaflet.network.connection import Connection, HandlerResult, ListenerSecurity, configure_socket
+from kaflet.protocol.framing import STAGING_BYTES
 
 log = logging.getLogger("kaflet.network")
 
@@ -33,8 +34,12 @@ class Listener:
         send_buf: int,
         recv_buf: int,
         security: ListenerSecurity | None = None,
+        staging_bytes: int = STAGING_BYTES,
     ) -> None:
+        """``staging_bytes``: each connection's reusable receive buffer (protocol/framing.py);
+        a listener of many idle connections with small requests saves memory with less."""
         self.name = name
+        self.staging_bytes = staging_bytes
         self.host = host
         self.port = port
         self.max_request_bytes = max_request_bytes
@@ -110,7 +115,7 @@ class Listener:
         configure_socket(sock, self.send_buf, self.recv_buf)
         conn_id = f"{self.host}:{self.port}-{addr[0]}:{addr[1]}-{next(self._ids)}"
         conn = Connection(sock, (addr[0], addr[1]), self.name, handler, self.max_request_bytes, conn_id,
-                          self.security)
+                          self.security, self.staging_bytes)
         task = asyncio.create_task(conn.serve(), name=f"conn-{conn_id}")
         conn.task = task
         self.connections[conn] = task

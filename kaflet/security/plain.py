@@ -40,6 +40,23 @@ def static_password_check(users: dict[str, str]) -> PasswordCheck:
     return check
 
 
+def plain_credentials(token: bytes) -> tuple[str, str]:
+    """(username, password) of a PLAIN token after Kafka's checks (both given, no other
+    authorization id); raises SaslAuthenticationError with Kafka's message."""
+    try:
+        authzid, user, password = parse_plain_token(token)
+    except ValueError:
+        raise invalid_credentials(MECHANISM) from None
+    if not user:
+        raise SaslAuthenticationError("Authentication failed: username not specified")
+    if not password:
+        raise SaslAuthenticationError("Authentication failed: password not specified")
+    if authzid and authzid != user:
+        raise SaslAuthenticationError(
+            "Authentication failed: Client requested an authorization id that is different from username")
+    return user, password
+
+
 class PlainSaslServer(SaslServer):
     """One PLAIN exchange: a single client token, an empty answer."""
 
@@ -52,17 +69,7 @@ class PlainSaslServer(SaslServer):
     async def evaluate(self, token: bytes) -> bytes:
         if self.complete:
             raise invalid_credentials(MECHANISM)
-        try:
-            authzid, user, password = parse_plain_token(token)
-        except ValueError:
-            raise invalid_credentials(MECHANISM) from None
-        if not user:
-            raise SaslAuthenticationError("Authentication failed: username not specified")
-        if not password:
-            raise SaslAuthenticationError("Authentication failed: password not specified")
-        if authzid and authzid != user:
-            raise SaslAuthenticationError(
-                "Authentication failed: Client requested an authorization id that is different from username")
+        user, password = plain_credentials(token)
         if not await self._check(user, password):
             raise SaslAuthenticationError("Authentication failed: Invalid username or password")
         self.authorization_id = user

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ from kaflet.manager.config import ManagerConfig, load_config
 from kaflet.manager.db import Database, migrate
 from kaflet.manager.services import ensure_initial_admin
 from kaflet.manager.web import create_app
+from tests.support.processes import stop_child
 
 GATEWAY_TOKEN = "test-gateway-token-0123456789"
 #: The Logi-Kafka cluster id of the brokers the end-to-end tests run.
@@ -142,14 +142,8 @@ class ManagerProcess:
         return self.url.replace("http://", f"http://gateway:{GATEWAY_TOKEN}@") + "/gateway"
 
     def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        os.kill(self.proc.pid, signal.SIGTERM)
-        try:
-            self.proc.wait(15)
-        except subprocess.TimeoutExpired:
-            os.kill(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(10)
+        if self.proc is not None:
+            stop_child(self.proc)
 
 
 @contextmanager

@@ -24,7 +24,8 @@ LAYERS: list[set[str]] = [
     {"controller", "replication"},
     {"quota", "coordinator"},
     {"gateway"},
-    {"metrics"},
+    # The gateway process (`kaflet gateway`) reuses the brokers' management-service client.
+    {"metrics", "proxy"},
     {"server"},
     {"cli", "embedded_broker", ""},  # "": kaflet/__init__.py
     # The management service talks to brokers over the wire; `kaflet manager` loads it by name.

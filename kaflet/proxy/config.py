@@ -1,0 +1,126 @@
+"""The gateway process's settings: Kafka-style keys from a properties file, then the command line.
+
+Every key is checked when the process starts; a bad value is one `GatewayConfigError` line that
+names the key. docs: README.md, "Running a gateway".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+MODES = ("discovery", "proxy")
+#: Modes that are built; `--mode proxy` is refused with one line until it is.
+BUILT_MODES = ("discovery",)
+
+DEFAULTS: dict[str, str] = {
+    "gateway.manager.url": "",
+    "gateway.listen": "0.0.0.0:9092",
+    "gateway.mode": "discovery",
+    "gateway.advertised.host": "",
+    "gateway.config.cache": "",
+    "gateway.sync.interval.ms": "30000",
+    "gateway.manager.timeout.ms": "10000",
+    "discovery.metadata.cache.ms": "1000",
+    "upstream.request.timeout.ms": "30000",
+    "upstream.connect.timeout.ms": "10000",
+    "upstream.idle.ms": "300000",
+    "connections.max.idle.ms": "600000",
+    "socket.request.max.bytes": "104857600",
+    "sasl.server.max.receive.size": "524288",
+    "connection.failed.authentication.delay.ms": "100",
+    "quota.window.num": "11",
+    "quota.window.size.seconds": "1",
+    "max.throttle.time.ms": "30000",
+}
+
+_HOST_PORT = re.compile(r"^(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]*):(?P<port>\d{1,5})$")
+
+
+class GatewayConfigError(ValueError):
+    """A setting that cannot work; the message is one line naming the key."""
+
+
+def parse_host_port(text: str, what: str) -> tuple[str, int]:
+    """``host:port`` (``[v6]:port``; an empty host is every interface); GatewayConfigError if not."""
+    m = _HOST_PORT.match(text.strip())
+    if m is None or not 0 <= int(m.group("port")) <= 65535:
+        raise GatewayConfigError(f"{what}: {text!r} is not host:port")
+    return m.group("host").strip("[]"), int(m.group("port"))
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayConfig:
+    """The checked settings of one gateway process."""
+
+    manager_url: str
+    listen_host: str
+    listen_port: int
+    mode: str
+    advertised_host: str
+    config_cache: str
+    sync_interval_ms: int
+    manager_timeout_ms: int
+    metadata_cache_ms: int
+    upstream_request_timeout_ms: int
+    upstream_connect_timeout_ms: int
+    upstream_idle_ms: int
+    connections_max_idle_ms: int
+    socket_request_max_bytes: int
+    sasl_max_receive_size: int
+    failed_authentication_delay_ms: int
+    quota_window_num: int
+    quota_window_size_seconds: int
+    max_throttle_time_ms: int
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> GatewayConfig:
+        """Checked settings from ``props`` (unset keys take DEFAULTS); unknown keys are refused,
+        so a misspelt key is not silently ignored."""
+        unknown = sorted(set(props) - set(DEFAULTS))
+        if unknown:
+            raise GatewayConfigError(f"unknown setting {unknown[0]} (the gateway's settings: README.md, "
+                                     "\"Running a gateway\")")
+        values = {**DEFAULTS, **{k: v.strip() for k, v in props.items()}}
+        url = values["gateway.manager.url"]
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise GatewayConfigError(
+                "gateway.manager.url (--manager-url) must be the management service's gateway URL, such as "
+                f"http://manager:8080/gateway; got {url!r}")
+        host, port = parse_host_port(values["gateway.listen"], "gateway.listen (--listen)")
+        mode = values["gateway.mode"]
+        if mode not in MODES:
+            raise GatewayConfigError(f"gateway.mode (--mode) is one of {', '.join(MODES)}; got {mode!r}")
+        if mode not in BUILT_MODES:
+            raise GatewayConfigError(f"gateway.mode (--mode) {mode} is not built yet; use discovery")
+        if values["gateway.advertised.host"] and mode == "discovery":
+            raise GatewayConfigError(
+                "gateway.advertised.host (--advertised-host) is for proxy mode: in discovery mode clients are "
+                "sent the clusters' own broker addresses")
+
+        def positive(key: str, minimum: int = 1) -> int:
+            text = values[key]
+            if not text.isdigit() or int(text) < minimum:
+                raise GatewayConfigError(f"{key} must be a whole number of at least {minimum}; got {text!r}")
+            return int(text)
+
+        return cls(
+            manager_url=url.rstrip("/"), listen_host=host, listen_port=port, mode=mode,
+            advertised_host=values["gateway.advertised.host"], config_cache=values["gateway.config.cache"],
+            sync_interval_ms=positive("gateway.sync.interval.ms", 100),
+            manager_timeout_ms=positive("gateway.manager.timeout.ms", 100),
+            metadata_cache_ms=positive("discovery.metadata.cache.ms", 0),
+            upstream_request_timeout_ms=positive("upstream.request.timeout.ms", 100),
+            upstream_connect_timeout_ms=positive("upstream.connect.timeout.ms", 100),
+            upstream_idle_ms=positive("upstream.idle.ms", 1000),
+            connections_max_idle_ms=positive("connections.max.idle.ms", 0),
+            socket_request_max_bytes=positive("socket.request.max.bytes", 1024),
+            sasl_max_receive_size=positive("sasl.server.max.receive.size", 512),
+            failed_authentication_delay_ms=positive("connection.failed.authentication.delay.ms", 0),
+            quota_window_num=positive("quota.window.num"),
+            quota_window_size_seconds=positive("quota.window.size.seconds"),
+            max_throttle_time_ms=positive("max.throttle.time.ms"),
+        )

@@ -1,0 +1,162 @@
+"""The gateway process: discovery settings from the manager, upstream connections, the listener.
+
+Start-up pulls the discovery settings once. When the manager does not answer, the gateway starts
+from its config cache file (``gateway.config.cache``) if it has one, and otherwise refuses to
+start with one line saying why. It holds no other state: many gateways behind one DNS name are
+interchangeable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from pathlib import Path
+
+from kaflet.gateway.client import HttpManagementService
+from kaflet.gateway.model import ManagementServiceError
+from kaflet.network.connection import ListenerSecurity
+from kaflet.network.listener import Listener
+from kaflet.proxy.config import GatewayConfig
+from kaflet.proxy.degradation import Degradation
+from kaflet.proxy.discovery import DiscoveryParseError, DiscoveryState, DiscoverySync, read_cache
+from kaflet.proxy.login import RelayAuthenticator
+from kaflet.proxy.router import ApiRanges, DiscoveryRouter
+from kaflet.proxy.upstream import Address, UpstreamPool
+from kaflet.security.session import SaslSession
+from kaflet.util.tasks import cancel_and_wait
+
+log = logging.getLogger("kaflet.proxy")
+
+LISTENER = "GATEWAY"
+#: Each client connection's receive buffer: the discovery requests are small (a larger one gets
+#: a buffer of its own), and the gateway holds many idle connections: with the brokers' 64 KiB a
+#: connection cost the gateway 70 KiB of RSS, with 4 KiB 11 KiB (benchmarks/gateway_discovery.py).
+STAGING_BYTES = 4096
+
+
+class GatewayStartError(Exception):
+    """The gateway cannot start; the message is one line."""
+
+
+class GatewayProcess:
+    """One `kaflet gateway`: `start`, then `stop`."""
+
+    def __init__(self, config: GatewayConfig) -> None:
+        self.config = config
+        self.service = HttpManagementService(config.manager_url, config.manager_timeout_ms / 1000)
+        cache = Path(config.config_cache) if config.config_cache else None
+        self.sync = DiscoverySync(self.service, config.sync_interval_ms / 1000, cache_path=cache,
+                                  on_change=self._on_change)
+        self.pool = UpstreamPool(self._addresses, connect_timeout_s=config.upstream_connect_timeout_ms / 1000,
+                                 request_timeout_s=config.upstream_request_timeout_ms / 1000,
+                                 idle_s=config.upstream_idle_ms / 1000, cache_s=config.metadata_cache_ms / 1000)
+        self.ranges = ApiRanges()
+        self.degradation = Degradation(lambda: self.sync.state, samples=config.quota_window_num,
+                                       window_ms=config.quota_window_size_seconds * 1000,
+                                       max_throttle_ms=config.max_throttle_time_ms)
+        self.router = DiscoveryRouter(self.pool, self.ranges, config.failed_authentication_delay_ms / 1000,
+                                      self.degradation)
+        authenticator = RelayAuthenticator(lambda: self.sync.state.clusters, self.pool)
+        security = ListenerSecurity(
+            "SASL_PLAINTEXT",
+            sasl_session_factory=lambda: SaslSession(authenticator, LISTENER, config.failed_authentication_delay_ms,
+                                                     config.sasl_max_receive_size),
+            sasl_max_receive=config.sasl_max_receive_size)
+        self.listener = Listener(LISTENER, config.listen_host, config.listen_port,
+                                 max_request_bytes=config.socket_request_max_bytes,
+                                 idle_ms=config.connections_max_idle_ms, send_buf=-1, recv_buf=-1, security=security,
+                                 staging_bytes=STAGING_BYTES)
+        self._probing: asyncio.Task[None] | None = None
+        self._reprobe: asyncio.Task[None] | None = None
+
+    def _addresses(self, cluster_id: int) -> tuple[Address, ...] | None:
+        return self.sync.state.clusters.get(cluster_id)
+
+    async def start(self) -> None:
+        """Pull (or read the cache), bind, serve; GatewayStartError when it cannot."""
+        config = self.config
+        try:
+            await self.sync.sync_once()
+        except ManagementServiceError as exc:
+            if self.sync.cache_path is None:
+                raise GatewayStartError(
+                    f"the management service did not answer ({exc}) and no --config-cache file was given to "
+                    "start from") from None
+            try:
+                self.sync.state = read_cache(self.sync.cache_path)
+            except DiscoveryParseError as bad:
+                raise GatewayStartError(
+                    f"the management service did not answer ({exc}) and the config cache cannot be used: "
+                    f"{bad}") from None
+            log.warning("the management service did not answer; starting from the config cache %s (%d clusters); "
+                        "pulling again every %g s", self.sync.cache_path, len(self.sync.state.clusters),
+                        self.sync.interval_s)
+            # The outage began before start-up: its end is logged once, as any other's.
+            self.sync.outage.failed(exc, "serving the config cache meanwhile")
+        await self._probe()
+        try:
+            self.listener.bind()
+        except OSError as exc:
+            raise GatewayStartError(f"cannot listen on {config.listen_host}:{config.listen_port}: "
+                                    f"{exc.strerror or exc}") from None
+        self.listener.serve(self.router)
+        self.sync.start()
+        self.pool.start()
+        self._reprobe = asyncio.create_task(self._probe_until_a_cluster_answers(), name="probe-until-answered")
+        clusters = ", ".join(str(c) for c in sorted(self.sync.state.clusters)) or "none yet"
+        log.info("kaflet gateway (discovery mode) listening on %s:%d; clusters %s from %s",
+                 config.listen_host or "0.0.0.0", self.listener.port, clusters, config.manager_url)
+
+    @property
+    def port(self) -> int:
+        return self.listener.port
+
+    def _on_change(self, before: DiscoveryState, after: DiscoveryState) -> None:
+        changed = [c for c in set(before.clusters) | set(after.clusters)
+                   if before.clusters.get(c) != after.clusters.get(c)]
+        for cluster_id in changed:
+            self.pool.forget_cluster(cluster_id)
+        if changed and (self._probing is None or self._probing.done()):
+            self._probing = asyncio.create_task(self._probe(), name="probe-api-versions")
+
+    async def _probe(self) -> None:
+        """Narrow the advertised versions to what the reachable clusters serve."""
+        found = await asyncio.gather(*(self.pool.probe_api_versions(c) for c in sorted(self.sync.state.clusters)))
+        self.ranges.update([ranges for ranges in found if ranges is not None])
+
+    async def _probe_until_a_cluster_answers(self) -> None:
+        # With no cluster reachable at start-up only the gateway's own APIs are advertised; ask
+        # again every sync interval until one answers (a change of addresses asks at once).
+        while not self.ranges.from_clusters:
+            await asyncio.sleep(self.sync.interval_s)
+            await self._probe()
+
+    async def stop(self) -> None:
+        """Stop accepting, close client and upstream connections, stop pulling."""
+        await cancel_and_wait(self._reprobe)
+        self.listener.stop_accepting()
+        await self.sync.stop()
+        await cancel_and_wait(self._probing)
+        await self.listener.drain_and_close(5.0)
+        await self.pool.aclose()
+        await self.service.close()
+
+
+async def serve(config: GatewayConfig) -> int:
+    """Run a gateway until SIGTERM or SIGINT; the exit status (1: it could not start)."""
+    gateway = GatewayProcess(config)
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await gateway.start()
+    except GatewayStartError as exc:
+        log.error("kaflet gateway cannot start: %s", exc)
+        await gateway.stop()
+        return 1
+    await stop.wait()
+    log.info("kaflet gateway stopping")
+    await gateway.stop()
+    return 0
