@@ -195,6 +195,26 @@ class AppTopicStats:
         return (at - now).total_seconds()
 
 
+class ZooKeeperSessionStats:
+    """The broker's ZooKeeper session as Kafka's SessionExpireListener MBean counts it."""
+
+    __slots__ = ("state", "expires", "disconnects")
+
+    def __init__(self) -> None:
+        #: "CONNECTED", "SUSPENDED" (connection lost, session may live) or "LOST" (expired).
+        self.state = "CONNECTED"
+        self.expires = 0
+        self.disconnects = 0
+
+    def on_state(self, state: str) -> None:
+        """A state change of the ZooKeeper client."""
+        if state == "SUSPENDED":
+            self.disconnects += 1
+        elif state == "LOST":
+            self.expires += 1
+        self.state = state
+
+
 class BrokerMetrics:
     """Everything the request path records; the broker holds one when metrics are exposed."""
 
@@ -207,6 +227,8 @@ class BrokerMetrics:
         self.request_times: dict[tuple[int, bool], Histogram] = {}
         #: kafkaexmetrics.enable's per-application metrics; None when off.
         self.app_topics = app_topics
+        #: The ZooKeeper session (a broker in a cluster); None for a broker alone.
+        self.zookeeper: ZooKeeperSessionStats | None = None
 
     def _topic(self, topic: str) -> TopicCounters:
         found = self.topics.get(topic)

@@ -43,7 +43,7 @@ from kaflet.metadata.metadata_cache import MetadataCache
 from kaflet.metadata.tree import MetadataTree, NodeExistsError, SessionLostError
 from kaflet.metadata.zookeeper import ZooKeeperTree
 from kaflet.metrics.exporter import MetricsExporter
-from kaflet.metrics.stats import BrokerMetrics
+from kaflet.metrics.stats import BrokerMetrics, ZooKeeperSessionStats
 from kaflet.network.client import InterBrokerSettings
 from kaflet.network.connector import InterBrokerConnector
 from kaflet.network.listener import Listener
@@ -357,7 +357,9 @@ class Broker:
                 config_admin.replication_quotas, lambda: self.disk_load_protector)
             self.metrics_exporter, tasks = await broker_metrics.start_metrics(
                 cfg, self.metrics, view, self.gateway.service if self.gateway is not None else None,
-                self._stop_background)
+                self._stop_background, lambda: broker_metrics.cluster_series(
+                    self.broker_id, replica_manager, lambda: self._controller, group_coordinator,
+                    self.metadata_cache, self.inter_broker, cfg["request.timeout.ms"] / 1000))
         except OSError as exc:
             raise BrokerStartError(f"cannot serve metrics on {cfg['metrics.listener']}: {exc.strerror or exc}") from None
         self._tasks.extend(tasks)
@@ -569,6 +571,8 @@ class Broker:
         except SessionLostError as exc:
             raise BrokerStartError(str(exc)) from None
         tree.on_state_change = self._on_zookeeper_state
+        if self.metrics is not None:
+            self.metrics.zookeeper = ZooKeeperSessionStats()
         return tree
 
     def _inter_broker_connector(self) -> InterBrokerConnector:
@@ -733,6 +737,8 @@ class Broker:
     # -- ZooKeeper session ------------------------------------------------------------------
 
     def _on_zookeeper_state(self, state: str) -> None:
+        if self.metrics is not None and self.metrics.zookeeper is not None:
+            self.metrics.zookeeper.on_state(state)
         if self.state.stopping:
             return
         if state == "LOST":

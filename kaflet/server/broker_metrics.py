@@ -1,5 +1,6 @@
 """The broker's side of kaflet/metrics: which counters to keep (from the config) and the
-Prometheus endpoint with its view of the broker, plus kafkaexmetrics' topic list and daily clear.
+Prometheus endpoint with its view of the broker and, on the active controller, kafka_exporter's
+view of the cluster, plus kafkaexmetrics' topic list and daily clear.
 
 ``metrics.listener`` empty: no counters are kept at all (``broker.metrics`` is None, so the
 request path pays one ``is None`` test). ``kafkaexmetrics.enable`` adds the per-application
@@ -11,9 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
+from kaflet.coordinator.group.group import GroupState
+from kaflet.metrics.cluster_series import GroupRow
+from kaflet.metrics.cluster_view import ClusterSeries, ClusterView, LocalState
 from kaflet.metrics.exporter import BrokerState, ListenerError, MetricsExporter, parse_listener
 from kaflet.metrics.jmx_topics import run_daily_clear, run_refresh
 from kaflet.metrics.stats import AppTopicStats, BrokerMetrics
@@ -26,6 +30,7 @@ if TYPE_CHECKING:
     from kaflet.log.disk_load import DiskLoadProtector
     from kaflet.metadata.metadata_cache import MetadataCache
     from kaflet.network.listener import Listener
+    from kaflet.protocol.broker_connection import BrokerConnection, BrokerConnector
     from kaflet.quota.replication import ReplicationQuotas
     from kaflet.replication.replica_manager import ReplicaManager
 
@@ -90,15 +95,43 @@ def broker_state(replicas: ReplicaManager, controller: Callable[[], KafkaControl
     )
 
 
+def cluster_series(broker_id: int, replicas: ReplicaManager, controller: Callable[[], KafkaController | None],
+                   groups: GroupCoordinator, metadata: MetadataCache, connector: BrokerConnector,
+                   request_timeout_s: float) -> ClusterSeries:
+    """kafka_exporter's series, served while this broker is the active controller."""
+
+    def offsets(topic: str, index: int) -> tuple[int, int] | None:
+        part = replicas.get(topic, index)
+        if part is None or not part.is_leader:
+            return None
+        return part.log.high_watermark, part.log.log_start_offset
+
+    def coordinated() -> dict[str, GroupRow]:
+        return {group_id: GroupRow(len(g.members), {tp: v.offset for tp, v in g.offsets.items()})
+                for group_id, g in groups.groups.items() if not g.is_(GroupState.DEAD)}
+
+    def connect(other: int) -> Awaitable[BrokerConnection]:
+        return connector.connect_to(other, client_id=f"broker-{broker_id}-metrics",
+                                    request_timeout_s=request_timeout_s)
+
+    def active() -> bool:
+        c = controller()
+        return c is not None and c.is_active
+
+    view = ClusterView(LocalState(broker_id, connector.listener, metadata, offsets, coordinated, connect))
+    return ClusterSeries(view, active)
+
+
 async def start_metrics(config: BrokerConfig, stats: BrokerMetrics | None, state: BrokerState,
-                        service: ManagementService | None, stop: asyncio.Event
+                        service: ManagementService | None, stop: asyncio.Event,
+                        cluster: Callable[[], ClusterSeries] | None = None,
                         ) -> tuple[MetricsExporter | None, list[asyncio.Task[None]]]:
     """Open the endpoint (OSError when it cannot bind) and start kafkaexmetrics' background tasks
     (the topic list from the management service `service`, or every topic without one)."""
     if stats is None:
         return None, []
     host, port = parse_listener(config["metrics.listener"])
-    exporter = MetricsExporter(stats, state, host, port)
+    exporter = MetricsExporter(stats, state, host, port, cluster() if cluster is not None else None)
     await exporter.start()
     tasks: list[asyncio.Task[None]] = []
     apps = stats.app_topics

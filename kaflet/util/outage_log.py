@@ -85,3 +85,18 @@ class OutageLog:
                              _seconds(self.clock() - self._began))
             self._attempts = 0
             self._since_line = 0
+
+
+class OutageLogs:
+    """One OutageLog per broker id, made on first use; ``what(broker_id)`` names each target."""
+
+    def __init__(self, logger: logging.Logger, what: Callable[[int], str]) -> None:
+        self.logger = logger
+        self.what = what
+        self._logs: dict[int, OutageLog] = {}
+
+    def __getitem__(self, broker_id: int) -> OutageLog:
+        found = self._logs.get(broker_id)
+        if found is None:
+            found = self._logs[broker_id] = OutageLog(self.logger, self.what(broker_id))
+        return found

@@ -12,7 +12,14 @@ import pytest
 from kaflet.gateway.model import ManagementServiceError
 from kaflet.metrics.exporter import ListenerError, parse_listener
 from kaflet.metrics.jmx_topics import parse_topic_list, refresh
-from kaflet.metrics.stats import TIME_BUCKETS_MS, AppTopicStats, BrokerMetrics, Histogram, request_name
+from kaflet.metrics.stats import (
+    TIME_BUCKETS_MS,
+    AppTopicStats,
+    BrokerMetrics,
+    Histogram,
+    ZooKeeperSessionStats,
+    request_name,
+)
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
 
@@ -151,3 +158,11 @@ def test_metrics_listener_must_be_http_host_port(value: str) -> None:
         parse_listener(value)
     assert parse_listener("http://0.0.0.0:9404") == ("0.0.0.0", 9404)
     assert parse_listener("http://127.0.0.1:0/") == ("127.0.0.1", 0)
+
+
+def test_zookeeper_session_counts_disconnects_and_expiries() -> None:
+    zk = ZooKeeperSessionStats()
+    assert (zk.state, zk.disconnects, zk.expires) == ("CONNECTED", 0, 0)
+    for state in ("SUSPENDED", "CONNECTED", "SUSPENDED", "LOST", "CONNECTED"):
+        zk.on_state(state)
+    assert (zk.state, zk.disconnects, zk.expires) == ("CONNECTED", 2, 1)

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kaflet.util.outage_log import OutageLog
+from kaflet.util.outage_log import OutageLog, OutageLogs
 
 
 class Clock:
@@ -125,3 +125,14 @@ def test_warnings_are_bounded_by_the_period_and_every_attempt_is_counted(gaps: l
     [recovered] = lines.at(logging.INFO)
     assert recovered.startswith(f"session report to the management service recovered after {len(gaps)} failed "
                                 f"attempt{'' if len(gaps) == 1 else 's'} in ")
+
+
+def test_one_outage_log_per_broker(caplog: pytest.LogCaptureFixture) -> None:
+    logs = OutageLogs(logging.getLogger("test.outages"), lambda b: f"talking to broker {b}")
+    assert logs[2] is logs[2] and logs[2] is not logs[3]
+    with caplog.at_level(logging.INFO, "test.outages"):
+        logs[2].failed("refused")
+        logs[3].succeeded()
+        logs[2].succeeded()
+    assert [r.getMessage().split(" after")[0] for r in caplog.records] == [
+        "talking to broker 2 failed: refused", "talking to broker 2 recovered"]

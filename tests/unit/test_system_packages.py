@@ -25,7 +25,7 @@ def test_missing_tools_are_named_in_one_line(tmp_path: Path) -> None:
         proc = run(mode, path=str(tmp_path))
         assert proc.returncode == 1 and proc.stdout == ""
         [line] = proc.stderr.splitlines()
-        wanted = "kcat default-jdk-headless iptables e2fsprogs nodejs npm"
+        wanted = "kcat default-jdk-headless iptables e2fsprogs prometheus nodejs npm"
         assert f"which are missing: {wanted} (as root: apt-get install {wanted})" in line, line
 
 

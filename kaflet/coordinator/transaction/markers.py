@@ -23,7 +23,7 @@ from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.broker_connection import BrokerConnection, BrokerConnectionError
 from kaflet.protocol.errors import ErrorCode
-from kaflet.util.outage_log import OutageLog
+from kaflet.util.outage_log import OutageLogs
 
 log = logging.getLogger("kaflet.coordinator.transaction")
 
@@ -71,7 +71,7 @@ class TxnMarkerSender:
         self._clients: dict[int, BrokerConnection] = {}
         self._connecting: dict[int, asyncio.Lock] = {}
         # Per leader, shared by all transactions: one warning per outage of a broker.
-        self._outages: dict[int, OutageLog] = {}
+        self._outages = OutageLogs(log, lambda b: f"sending transaction markers to broker {b}")
 
     def close(self) -> None:
         for client in self._clients.values():
@@ -86,12 +86,6 @@ class TxnMarkerSender:
                 client = await self._connect(broker_id)
                 self._clients[broker_id] = client
             return client
-
-    def _outage(self, broker_id: int) -> OutageLog:
-        outage = self._outages.get(broker_id)
-        if outage is None:
-            outage = self._outages[broker_id] = OutageLog(log, f"sending transaction markers to broker {broker_id}")
-        return outage
 
     async def send(self, job: MarkerJob, current: Callable[[], bool]) -> bool:
         """Write `job`'s markers; True when every partition has them (or is gone)."""
@@ -147,9 +141,9 @@ class TxnMarkerSender:
                                      build_request(job, partitions))
         except BrokerConnectionError as exc:
             self._clients.pop(broker_id, None)
-            self._outage(broker_id).failed(f"markers of {job.transactional_id}: {exc}", "retrying")
+            self._outages[broker_id].failed(f"markers of {job.transactional_id}: {exc}", "retrying")
             return {}
-        self._outage(broker_id).succeeded()
+        self._outages[broker_id].succeeded()
         out: dict[TopicPartition, ErrorCode] = {}
         for marker in resp.markers:
             if marker.producer_id != job.producer_id:

@@ -1,0 +1,242 @@
+"""Gathering kafka_exporter's view of the cluster on the active controller, with a short cache.
+
+The series of kaflet/metrics/cluster_series.py describe the whole cluster, so one broker serves
+them: the active controller (in a broker alone, that broker). Were every broker to serve them,
+dashboards that sum over them (lag per group, messages in per topic) would count a three-broker
+cluster three times. The controller's metadata cache has every partition's leader, replicas and
+ISR; the offsets come from the leaders (ListOffsets latest and earliest, 100 partitions a
+request), the groups from the coordinators (ListGroups, then DescribeGroups and OffsetFetch v8
+for 20 groups a request), pipelined on one connection per broker; what this broker leads or
+coordinates itself is read from its own state. A broker that does not answer leaves its
+partitions without offsets and its groups out, as kafka_exporter does, and is logged as an outage.
+
+`ClusterSeries.text` is what a scrape calls: the exposition text of a snapshot at most
+``max_age_s`` old; scrapes that arrive while one is gathered wait for it rather than start another.
+The snapshot is read on the event loop (copies of plain values), the text is built on a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kaflet.metadata.metadata_cache import MetadataCache
+from kaflet.metrics.cluster_series import ClusterSnapshot, GroupRow, PartitionRow, cluster_text
+from kaflet.protocol import codec
+from kaflet.protocol.api_keys import ApiKey
+from kaflet.protocol.broker_connection import BrokerConnection, BrokerConnectionError
+from kaflet.protocol.errors import ErrorCode
+from kaflet.protocol.primitives import DecodeError
+from kaflet.util.outage_log import OutageLogs
+
+log = logging.getLogger("kaflet.metrics")
+
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+#: Versions sent to the other brokers (OffsetFetch 8: many groups in one request, KIP-709).
+LIST_OFFSETS_VERSION = 6
+LIST_GROUPS_VERSION = 4
+DESCRIBE_GROUPS_VERSION = 5
+OFFSET_FETCH_VERSION = 8
+#: Partitions per ListOffsets and groups per DescribeGroups / OffsetFetch: the other broker
+#: answers a connection's requests one at a time, so a smaller request holds its loop for less
+#: (a 5,000-partition ListOffsets held it ~0.5 s; the codec costs ~30 us a partition on each
+#: side), and this one decodes each answer in less.
+PARTITIONS_PER_REQUEST = 100
+GROUPS_PER_REQUEST = 20
+#: A scrape does not wait longer than this for another broker (Prometheus' default timeout is 10 s).
+REQUEST_TIMEOUT_S = 5.0
+#: A snapshot younger than this is served again.
+MAX_AGE_S = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class LocalState:
+    """What the view reads of this broker itself."""
+
+    broker_id: int
+    #: The listener whose endpoints name the brokers (``kafka_broker_info``'s address).
+    listener: str
+    metadata: MetadataCache
+    #: (high watermark, log start offset) of a partition led here, else None.
+    offsets: Callable[[str, int], tuple[int, int] | None]
+    #: The groups this broker coordinates.
+    groups: Callable[[], dict[str, GroupRow]]
+    connect: Callable[[int], Awaitable[BrokerConnection]]
+
+
+@dataclass(slots=True)
+class _Remote:
+    offsets: dict[tuple[str, int], tuple[int, int]]
+    groups: dict[str, GroupRow]
+
+
+class ClusterView:
+    """Reads a ClusterSnapshot from this broker's state and the other brokers'."""
+
+    def __init__(self, local: LocalState) -> None:
+        self.local = local
+        self._connections: dict[int, BrokerConnection] = {}
+        self._outages = OutageLogs(log, lambda b: f"metrics: reading offsets and groups of broker {b}")
+
+    async def snapshot(self) -> ClusterSnapshot:
+        local = self.local
+        md = local.metadata
+        brokers = []
+        for broker in md.live_brokers():
+            ep = broker.endpoint(local.listener) or (broker.endpoints[0] if broker.endpoints else None)
+            brokers.append((broker.id, f"{ep.host}:{ep.port}" if ep is not None else ""))
+        topics: dict[str, list[PartitionRow]] = {}
+        offsets: dict[tuple[str, int], tuple[int, int]] = {}
+        by_leader: dict[int, list[tuple[str, int]]] = {}
+        for name, info in md.topics.items():
+            rows = topics[name] = []
+            for p in info.partitions.values():
+                rows.append(PartitionRow(p.index, p.leader, tuple(p.replicas), tuple(p.isr)))
+                if p.leader == local.broker_id:
+                    here = local.offsets(name, p.index)
+                    if here is not None:
+                        offsets[(name, p.index)] = here
+                elif p.leader >= 0:
+                    by_leader.setdefault(p.leader, []).append((name, p.index))
+        groups = local.groups()
+        others = [bid for bid, _ in brokers if bid != local.broker_id]
+        for remote in await asyncio.gather(*(self._from_broker(bid, by_leader.get(bid, [])) for bid in others)):
+            offsets.update(remote.offsets)
+            groups.update(remote.groups)
+        return ClusterSnapshot(brokers, topics, offsets, groups)
+
+    async def _connection(self, broker_id: int) -> BrokerConnection:
+        conn = self._connections.get(broker_id)
+        if conn is None or conn.closed:
+            conn = self._connections[broker_id] = await self.local.connect(broker_id)
+        return conn
+
+    async def _from_broker(self, broker_id: int, partitions: list[tuple[str, int]]) -> _Remote:
+        out = _Remote({}, {})
+        try:
+            conn = await self._connection(broker_id)
+            chunks = [partitions[i:i + PARTITIONS_PER_REQUEST] for i in range(0, len(partitions), PARTITIONS_PER_REQUEST)]
+            answers = await asyncio.gather(*(_list_offsets(conn, chunk, ts) for ts in (LATEST_TIMESTAMP, EARLIEST_TIMESTAMP)
+                                             for chunk in chunks))
+            groups = await _groups(conn)
+        except (BrokerConnectionError, DecodeError) as exc:
+            broken = self._connections.pop(broker_id, None)
+            if broken is not None:
+                broken.close()
+            self._outages[broker_id].failed(exc, "its partitions' offsets and its groups are left out of this scrape")
+            return out
+        self._outages[broker_id].succeeded()
+        newest: dict[tuple[str, int], int] = {}
+        oldest: dict[tuple[str, int], int] = {}
+        for answer in answers[:len(chunks)]:
+            newest.update(answer)
+        for answer in answers[len(chunks):]:
+            oldest.update(answer)
+        out.offsets = {tp: (off, oldest[tp]) for tp, off in newest.items() if tp in oldest}
+        out.groups = groups
+        return out
+
+    def close(self) -> None:
+        """Close the connections to the other brokers."""
+        for conn in self._connections.values():
+            conn.close()
+        self._connections.clear()
+
+
+async def _list_offsets(conn: BrokerConnection, partitions: Sequence[tuple[str, int]],
+                        timestamp: int) -> dict[tuple[str, int], int]:
+    """The offsets at `timestamp` of the partitions the broker answers for without an error."""
+    if not partitions:
+        return {}
+    R: Any = codec.request_class(ApiKey.LIST_OFFSETS)
+    T = R.ListOffsetsTopic
+    by_topic: dict[str, list[int]] = {}
+    for topic, index in partitions:
+        by_topic.setdefault(topic, []).append(index)
+    request = R(replica_id=-1, isolation_level=0, topics=[
+        T(name=topic, partitions=[T.ListOffsetsPartition(partition_index=i, current_leader_epoch=-1,
+                                                         timestamp=timestamp) for i in indexes])
+        for topic, indexes in by_topic.items()])
+    response = await conn.send(ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION, request, timeout_s=REQUEST_TIMEOUT_S)
+    return {(t.name, p.partition_index): int(p.offset) for t in response.topics for p in t.partitions
+            if p.error_code == ErrorCode.NONE}
+
+
+async def _groups(conn: BrokerConnection) -> dict[str, GroupRow]:
+    """The groups the broker coordinates, with their member counts and committed offsets."""
+    listed = await conn.send(ApiKey.LIST_GROUPS, LIST_GROUPS_VERSION,
+                             codec.request_class(ApiKey.LIST_GROUPS)(states_filter=[]), timeout_s=REQUEST_TIMEOUT_S)
+    ids = [g.group_id for g in listed.groups]
+    DG: Any = codec.request_class(ApiKey.DESCRIBE_GROUPS)
+    OF: Any = codec.request_class(ApiKey.OFFSET_FETCH)
+    sends = []
+    for i in range(0, len(ids), GROUPS_PER_REQUEST):
+        chunk = ids[i:i + GROUPS_PER_REQUEST]
+        sends.append(conn.send(ApiKey.DESCRIBE_GROUPS, DESCRIBE_GROUPS_VERSION,
+                               DG(groups=chunk, include_authorized_operations=False), timeout_s=REQUEST_TIMEOUT_S))
+        sends.append(conn.send(ApiKey.OFFSET_FETCH, OFFSET_FETCH_VERSION,
+                               OF(groups=[OF.OffsetFetchRequestGroup(group_id=g, topics=None) for g in chunk],
+                                  require_stable=False), timeout_s=REQUEST_TIMEOUT_S))
+    answers = await asyncio.gather(*sends)
+    committed: dict[str, dict[tuple[str, int], int]] = {}
+    members: dict[str, int] = {}
+    for described, fetched in zip(answers[::2], answers[1::2], strict=True):
+        for g in fetched.groups:
+            if g.error_code == ErrorCode.NONE:
+                committed[g.group_id] = {(t.name, p.partition_index): int(p.committed_offset)
+                                         for t in g.topics for p in t.partitions
+                                         if p.error_code == ErrorCode.NONE and p.committed_offset >= 0}
+        members.update((g.group_id, len(g.members)) for g in described.groups if g.error_code == ErrorCode.NONE)
+    return {group_id: GroupRow(n, committed.get(group_id, {})) for group_id, n in members.items()}
+
+
+def render(snapshot: ClusterSnapshot) -> bytes:
+    """The exposition text of the snapshot's series."""
+    return cluster_text(snapshot).encode()
+
+
+class ClusterSeries:
+    """kafka_exporter's series as the active controller serves them, cached for ``max_age_s``."""
+
+    def __init__(self, view: ClusterView, active: Callable[[], bool], *, max_age_s: float = MAX_AGE_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.view = view
+        self.active = active
+        self.max_age_s = max_age_s
+        self.clock = clock
+        self._body = b""
+        self._read_at = float("-inf")
+        self._pending: asyncio.Future[bytes] | None = None
+
+    async def text(self) -> bytes:
+        """The series' exposition text; empty on a broker that is not the active controller."""
+        if not self.active():
+            if self._body:
+                self._body, self._read_at = b"", float("-inf")
+                self.view.close()
+            return b""
+        if self.clock() - self._read_at < self.max_age_s:
+            return self._body
+        if self._pending is None:
+            self._pending = asyncio.ensure_future(self._refresh())
+        # Shielded: a scrape that disconnects does not cancel the others' snapshot.
+        return await asyncio.shield(self._pending)
+
+    async def _refresh(self) -> bytes:
+        try:
+            began = self.clock()
+            snapshot = await self.view.snapshot()
+            body = await asyncio.to_thread(render, snapshot)
+            self._body, self._read_at = body, began
+            return body
+        finally:
+            self._pending = None
+
+    def close(self) -> None:
+        self.view.close()
+
