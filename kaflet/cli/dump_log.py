@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import click
 import crc32c
 
+from kaflet.cli.progress import progress
 from kaflet.protocol.records import (
     ATTRIBUTES_OFFSET,
     BATCH_HEADER_SIZE,
@@ -169,11 +170,13 @@ class Dumper:
             deep = self.opts.deep_iteration or self.opts.print_data_log
             valid = 0
             last_offset = -1
-            for pos, h, data in seg.batches():
-                self.out(self._batch_line(pos, h, data))
-                if deep:
-                    last_offset = self._print_records(path, h, data, last_offset)
-                valid = pos + len(data)
+            with progress(os.path.basename(path), seg.size) as advance:
+                for pos, h, data in seg.batches():
+                    self.out(self._batch_line(pos, h, data))
+                    if deep:
+                        last_offset = self._print_records(path, h, data, last_offset)
+                    advance(pos + len(data) - valid)
+                    valid = pos + len(data)
             trailing = seg.size - valid
             if trailing > 0 and self.opts.max_bytes == INT32_MAX:
                 self.out(f"Found {trailing} invalid bytes at the end of {os.path.basename(path)}")

@@ -48,6 +48,8 @@ _LAZY_COMMANDS = {
                       "Describe the brokers' log directories, like kafka-log-dirs.sh."),
     "reassign-partitions": _Lazy("kaflet.cli.reassign_partitions", "reassign_partitions",
                                  "Move partition replicas between brokers, like kafka-reassign-partitions.sh."),
+    "top": _Lazy("kaflet.cli.top", "top",
+                 "Watch brokers, topic rates, under-replicated partitions and lagging groups live (q quits)."),
     "transactions": _Lazy("kaflet.cli.transactions", "transactions",
                           "Analyze the transactional state of producers and recover from hanging transactions."),
     # The management service is a separate application on top of the client tools.

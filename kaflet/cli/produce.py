@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import stat
 import sys
 import time
+from collections.abc import Callable
 from typing import BinaryIO
 
 import click
@@ -18,6 +21,7 @@ from kaflet.cli.common import (
     parse_key_values,
     timeout_option,
 )
+from kaflet.cli.progress import progress
 
 # Properties understood by --property, with kafka-console-producer's defaults.
 _READER_DEFAULTS = {
@@ -103,7 +107,9 @@ def produce(
 
     _check_topic(producer, topic, bootstrap, timeout_s)
     delivery = _Delivery()
-    sent, bad_lines = _send_lines(producer, topic, sys.stdin.buffer, reader, delivery)
+    # Lines typed at a terminal need no bar (it would draw over them).
+    with progress(f"producing to {topic}", _input_size(sys.stdin.buffer), shown=not sys.stdin.isatty()) as advance:
+        sent, bad_lines = _send_lines(producer, topic, sys.stdin.buffer, reader, delivery, advance)
     delivery_ms = int(conf.get("delivery.timeout.ms", conf.get("message.timeout.ms", _DELIVERY_TIMEOUT_MS)))
     _flush(producer, delivery_ms / 1000)
     if bad_lines and not _truthy(reader["ignore.error"]):
@@ -129,8 +135,17 @@ def _check_topic(producer: Producer, topic: str, bootstrap: str, timeout_s: floa
         raise CliError(describe_kafka_error(meta.error, topic=topic, bootstrap=bootstrap, timeout_s=timeout_s))
 
 
+def _input_size(stream: BinaryIO) -> int | None:
+    """Bytes left in stdin when it is a file (`< big.txt`); None for a pipe or a terminal."""
+    try:
+        st = os.fstat(stream.fileno())
+        return max(st.st_size - stream.tell(), 0) if stat.S_ISREG(st.st_mode) else None
+    except (OSError, ValueError):
+        return None
+
+
 def _send_lines(producer: Producer, topic: str, stream: BinaryIO, reader: dict[str, str],
-                delivery: _Delivery) -> tuple[int, list[int]]:
+                delivery: _Delivery, advance: Callable[[int], None]) -> tuple[int, list[int]]:
     """Produce every line; returns (records handed to the client, numbers of rejected lines)."""
     parse_key = _truthy(reader["parse.key"])
     separator = reader["key.separator"].encode()
@@ -138,6 +153,7 @@ def _send_lines(producer: Producer, topic: str, stream: BinaryIO, reader: dict[s
     sent = 0
     bad: list[int] = []
     for lineno, raw in enumerate(stream, start=1):
+        advance(len(raw))
         line = raw.rstrip(b"\n").rstrip(b"\r")
         key: bytes | None = None
         value: bytes | None = line
