@@ -19,9 +19,9 @@ import resource
 from dataclasses import dataclass
 
 #: Descriptors kept for connections and short-lived files: a tenth of the limit, within these
-#: bounds. The floor covers the short-lived ones of a busy moment: the metadata writer's
-#: directories (``log/metadata_writer.py``'s OPEN_DIRS, 32) and a file or two on each of the
-#: threads that fsync, write checkpoints and create logs, with room for a few dozen connections.
+#: bounds. The floor covers the short-lived ones of a busy moment (a file or two on each of the
+#: threads that fsync, write a log's small files and checkpoints, and create logs) with room
+#: for about a hundred connections.
 MIN_RESERVE = 128
 MAX_RESERVE = 1024
 #: Partitions per descriptor of the budget (see the module's docstring).
