@@ -5,7 +5,14 @@ default). Two phases are measured: the consumer idling (no records at all), then
 sending a trickle of records (10 msg/s by default) round-robin over the partitions. For each the
 broker's CPU is read from /proc/<pid>/stat (utime + stime) and reported as a share of one core;
 in the trickle phase each record carries its send time, so the consumer gives the end-to-end
-latency (produce() to delivery by poll()). See benchmarks/README.md.
+latency (produce() to delivery by poll()).
+
+``--scale`` measures what many partitions cost a kaflet broker at rest instead: it creates
+``--partitions`` partitions as topics of ``--topic-partitions`` (500) each, one topic at a time,
+then reports the broker's open descriptors (and per partition), RSS, Metadata for every topic,
+idle CPU, and the time a clean restart and a SIGKILL restart take until every partition has a
+leader again. ``--nofile N`` starts the broker under an open file limit of N (``prlimit``). See
+benchmarks/README.md.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ from pathlib import Path
 
 from bench import _QUIET, _raise_interrupt, create_topic, percentile, started_broker
 from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, NewTopic
 
 _STAMP = struct.Struct(">d")
 _TICKS = os.sysconf("SC_CLK_TCK")
@@ -159,6 +166,99 @@ def run(bootstrap: str, pid: int, args: argparse.Namespace) -> dict[str, float |
     return result
 
 
+def open_files(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def leading(admin: AdminClient) -> tuple[int, int]:
+    """(partitions with a leader, partitions) over every topic but the internal ones."""
+    md = admin.list_topics(timeout=60)
+    parts = [p for name, t in md.topics.items() if not name.startswith("__") for p in t.partitions.values()]
+    return sum(1 for p in parts if p.leader >= 0), len(parts)
+
+
+def wait_all_leading(admin: AdminClient, expected: int, timeout: float) -> float:
+    """Seconds until every one of ``expected`` partitions has a leader."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        try:
+            led, total = leading(admin)
+            if total >= expected and led == total:
+                return time.monotonic() - start
+        except Exception:  # noqa: BLE001 - not answering yet
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"not every partition led after {timeout:g} s")
+
+
+def scale(workdir: Path, args: argparse.Namespace) -> dict[str, float | int]:
+    """Create the partitions topic by topic, then measure the broker at rest and its restarts."""
+    from kaflet.cli.broker_process import BrokerProcess
+
+    prefix = ["prlimit", f"--nofile={args.nofile}:{args.nofile}", "--"] if args.nofile else []
+    broker = BrokerProcess(workdir / "data", {}, own_session=True,
+                           command_prefix=prefix, log_path=workdir / "broker.log")
+    out: dict[str, float | int] = {}
+    try:
+        start = time.monotonic()
+        broker.start(timeout=120)
+        out["start_s"] = time.monotonic() - start
+        assert broker.pid is not None
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap, **_QUIET})
+        out["fds_empty"] = open_files(broker.pid)
+        times = []
+        for i in range(args.partitions // args.topic_partitions):
+            t0 = time.monotonic()
+            topic = f"scale-{i}"
+            admin.create_topics([NewTopic(topic, args.topic_partitions, 1)],
+                                request_timeout=300)[topic].result(300)
+            times.append(time.monotonic() - t0)
+            print(f"[scale] {(i + 1) * args.topic_partitions} partitions, last topic {times[-1]:.2f} s, "
+                  f"{open_files(broker.pid)} open files", file=sys.stderr, flush=True)
+        total = len(times) * args.topic_partitions
+        out.update(partitions=total, create_first_s=times[0], create_last_s=times[-1],
+                   create_total_s=sum(times))
+        wait_all_leading(admin, total, 300)
+        time.sleep(5)  # flushes of new segments, checkpoints
+        out["fds"] = open_files(broker.pid)
+        out["fds_per_partition"] = (out["fds"] - out["fds_empty"]) / total
+        out["rss_mb"] = rss_mb(broker.pid)
+        leading(admin)  # a warm client
+        meta = []
+        for _ in range(3):
+            t0 = time.monotonic()
+            assert leading(admin)[1] >= total
+            meta.append(time.monotonic() - t0)
+        out["metadata_all_s"] = sorted(meta)[1]
+        out["idle_cpu_pct"] = measure(broker.pid, args.seconds)
+        for kind in ("clean", "sigkill"):
+            t0 = time.monotonic()
+            if kind == "clean":
+                broker.stop(timeout=300)
+            else:
+                broker.kill()
+            out[f"{kind}_stop_s"] = time.monotonic() - t0
+            t0 = time.monotonic()
+            broker.start(timeout=600)
+            listening = time.monotonic() - t0
+            admin = AdminClient({"bootstrap.servers": broker.bootstrap, **_QUIET})
+            out[f"{kind}_restart_s"] = listening + wait_all_leading(admin, total, 600)
+            assert broker.pid is not None
+            out[f"{kind}_fds"] = open_files(broker.pid)
+            out[f"{kind}_rss_mb"] = rss_mb(broker.pid)
+    finally:
+        broker.stop(timeout=300)
+        broker.kill()
+    return out
+
+
 def _fmt(v: float | int | None, spec: str) -> str:
     return "-" if v is None else format(v, spec)
 
@@ -176,11 +276,36 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--size", type=int, default=100, help="record value size in bytes")
     p.add_argument("--seconds", type=float, default=30.0, help="length of each measured phase")
     p.add_argument("--warmup", type=float, default=10.0, help="seconds after assign() before measuring")
+    p.add_argument("--scale", action="store_true",
+                   help="kaflet at rest: descriptors, RSS, create and restart times (see above)")
+    p.add_argument("--topic-partitions", type=int, default=500, help="--scale: partitions per topic")
+    p.add_argument("--nofile", type=int, default=0, help="--scale: the broker's open file limit (0: inherited)")
     args = p.parse_args(argv)
     if args.bootstrap and not args.pid:
         p.error("--bootstrap needs --pid (the broker's CPU is read from /proc/<pid>/stat)")
     signal.signal(signal.SIGTERM, _raise_interrupt)  # clean-up (the broker we started) as on Ctrl-C
     workdir = Path(tempfile.mkdtemp(prefix="kaflet-many-"))
+    if args.scale:
+        if args.target != "kaflet":
+            p.error("--scale starts a kaflet broker itself: use --target kaflet")
+        try:
+            r = scale(workdir, args)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        limit = f", open file limit {args.nofile}" if args.nofile else ""
+        print(f"kaflet: {r['partitions']} partitions in topics of {args.topic_partitions}{limit}")
+        print(f"  create               first topic {r['create_first_s']:.2f} s, last {r['create_last_s']:.2f} s, "
+              f"all {r['create_total_s']:.1f} s")
+        print(f"  open files           {r['fds']} ({r['fds_empty']} before any topic): "
+              f"{r['fds_per_partition']:.3f} per partition")
+        print(f"  RSS                  {r['rss_mb']:.0f} MB")
+        print(f"  Metadata (all)       {r['metadata_all_s'] * 1000:.0f} ms")
+        print(f"  broker CPU idle      {r['idle_cpu_pct']:.1f} % of one core")
+        for kind in ("clean", "sigkill"):
+            print(f"  {kind} restart {'':<{7 - len(kind)}}    stop {r[f'{kind}_stop_s']:.1f} s, until every partition "
+                  f"leads {r[f'{kind}_restart_s']:.1f} s; then {r[f'{kind}_fds']} open files, "
+                  f"RSS {r[f'{kind}_rss_mb']:.0f} MB")
+        return 0
     try:
         if args.bootstrap:
             target, result = "broker", run(args.bootstrap, args.pid, args)

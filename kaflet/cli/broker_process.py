@@ -30,15 +30,17 @@ class BrokerProcess:
     (127.0.0.1 unless its listeners say otherwise); ``command_prefix`` runs it under another
     command (``ip netns exec <ns>``, which execs: the PID stays the broker's) and
     ``socket_factory`` opens the readiness connection to a broker the parent cannot reach directly;
-    ``python`` is the interpreter that runs ``kaflet.cli`` (another environment's kaflet).
+    ``python`` is the interpreter that runs ``kaflet.cli`` (another environment's kaflet);
+    ``preexec_fn`` runs in the child before it execs (e.g. ``resource.setrlimit``).
     """
 
     def __init__(self, data_dir: Path, overrides: dict[str, str] | None = None, *,
                  log_path: Path | None = None, own_session: bool = False, host: str = "127.0.0.1",
                  command_prefix: Sequence[str] = (),
                  socket_factory: Callable[[str, int, float], socket.socket] | None = None,
-                 python: str = sys.executable) -> None:
+                 python: str = sys.executable, preexec_fn: Callable[[], None] | None = None) -> None:
         self.data_dir = Path(data_dir)
+        self.preexec_fn = preexec_fn
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.overrides = dict(overrides or {})
         self.own_session = own_session
@@ -93,7 +95,7 @@ class BrokerProcess:
         self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         start_new_session=self.own_session)
+                                         start_new_session=self.own_session, preexec_fn=self.preexec_fn)
         return self
 
     def wait_started(self, timeout: float = 30.0) -> BrokerProcess:

@@ -41,3 +41,8 @@ class CorruptIndexError(Exception):
 class KafkaStorageError(OSError):
     """The log's directory is offline after an I/O error (Kafka's KafkaStorageException);
     an OSError, so every path that answers a disk error with KAFKA_STORAGE_ERROR answers it."""
+
+
+class PartitionLimitError(KafkaStorageError):
+    """A new log would take the broker past its partition limit (``max.broker.partitions``):
+    refused with KAFKA_STORAGE_ERROR for that partition, the log dir stays online."""

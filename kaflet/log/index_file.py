@@ -1,11 +1,20 @@
 """Shared machinery of the offset and time indexes.
 
-Storage choice: plain file I/O (``os.pwrite`` per new entry) plus an in-memory copy of the entries
-in compact ``array`` objects, instead of mmap.  Reasons: Python's mmap cannot be closed while a
-memoryview of it is alive (BufferError) and raises SIGBUS if the file shrinks under it; lookups
-are a ``bisect`` over an array, faster in Python than unpacking from an mmap; and the indexes are
-sparse (one entry per ``index.interval.bytes``), so the memory cost is small.  Entries of an
-existing index are loaded lazily on first use, so opening thousands of old segments stays cheap.
+Storage choice: the entries live in memory, in compact ``array`` objects, and the file holds no
+descriptor.  New entries are kept as encoded bytes and written to the file (opened for that
+write only) when Kafka would have them on disk: a flush before its fsync, the roll and close
+trims, a truncation, a resize.  So a segment costs no descriptor for its indexes (Kafka maps
+them and closes the files), which lets a broker hold tens of thousands of partitions within its
+descriptor limit.  Not mmap: Python's mmap cannot be closed while a memoryview of it is alive
+(BufferError) and raises SIGBUS if the file shrinks under it; lookups are a ``bisect`` over an
+array, faster in Python than unpacking from an mmap; and the indexes are sparse (one entry per
+``index.interval.bytes``), so the memory cost is small.  Entries of an existing index are loaded
+lazily on first use, so opening thousands of old segments stays cheap.
+
+Entries not yet written are lost with the process, which recovery covers: after an unclean
+shutdown every segment from the one holding the recovery point on is recovered (its indexes
+rebuilt), and a segment below the recovery point was written by its roll and fsync'd by the
+flush that moved the recovery point past it.
 
 The file format is Kafka's: big-endian fixed-size entries, preallocated (zero-filled) to
 ``segment.index.bytes`` rounded down to a whole number of entries while the segment is active,
@@ -22,7 +31,7 @@ from kaflet.log.errors import CorruptIndexError
 
 
 class IndexFile:
-    """Base of OffsetIndex and TimeIndex: file handling, preallocation, trim, lazy load."""
+    """Base of OffsetIndex and TimeIndex: preallocation, trim, lazy load, deferred writes."""
 
     ENTRY_SIZE = 8
 
@@ -30,11 +39,20 @@ class IndexFile:
         self.path = path
         self.base_offset = base_offset
         self._max_entries = max(1, max_index_size // self.ENTRY_SIZE)
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        size = os.fstat(self._fd).st_size
-        self.created_new = size == 0
+        #: Entries encoded but not yet in the file; the file holds the ``_written`` before them.
+        self._pending = bytearray()
+        #: Written since the last fsync (read by the flush's executor thread, which clears it).
+        self._unsynced = False
+        self._size_misaligned = False
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            size = os.fstat(fd).st_size
+            self.created_new = size == 0
+            if size == 0:
+                os.ftruncate(fd, self._max_entries * self.ENTRY_SIZE)
+        finally:
+            os.close(fd)
         if size == 0:
-            os.ftruncate(self._fd, self._max_entries * self.ENTRY_SIZE)
             self._file_size = self._max_entries * self.ENTRY_SIZE
             self._n = 0
             self._init_empty()
@@ -45,6 +63,7 @@ class IndexFile:
             self._n = size // self.ENTRY_SIZE
             self._size_misaligned = size % self.ENTRY_SIZE != 0
             self._loaded = False
+        self._written = self._n
 
     # subclasses hold their entries in arrays
     def _init_empty(self) -> None:
@@ -59,30 +78,37 @@ class IndexFile:
     def _check_entries(self) -> None:
         raise NotImplementedError
 
+    def _read(self, size: int, position: int) -> bytes:
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            return os.pread(fd, size, position)
+        finally:
+            os.close(fd)
+
     def _ensure_loaded(self) -> None:
         if self._loaded:
             return
-        data = os.pread(self._fd, self._n * self.ENTRY_SIZE, 0)
+        data = self._read(self._n * self.ENTRY_SIZE, 0)
         n = len(data) // self.ENTRY_SIZE
         self._parse(data[: n * self.ENTRY_SIZE])
         saved = self._n
-        self._n = n
+        self._n = self._written = n
         try:
             self._check_entries()
         except CorruptIndexError:
-            self._n = saved
+            self._n = self._written = saved
             self._init_empty()
             raise
         self._loaded = True
 
     def quick_check(self, log_size: int) -> None:
         """Cheap load-time check (file size and last entry only); CorruptIndexError if bad."""
-        if getattr(self, "_size_misaligned", False):
+        if self._size_misaligned:
             raise CorruptIndexError(f"{self.path}: size is not a multiple of {self.ENTRY_SIZE}")
         if self.created_new and log_size > 0:
             raise CorruptIndexError(f"{self.path}: index file was missing")
         if not self._loaded and self._n:
-            last = os.pread(self._fd, self.ENTRY_SIZE, (self._n - 1) * self.ENTRY_SIZE)
+            last = self._read(self.ENTRY_SIZE, (self._n - 1) * self.ENTRY_SIZE)
             self._check_last(last, log_size)
 
     def _check_last(self, entry: bytes, log_size: int) -> None:
@@ -102,16 +128,39 @@ class IndexFile:
 
     def sanity_check(self) -> None:
         """Raise CorruptIndexError if the file cannot be a valid index of this segment."""
-        if getattr(self, "_size_misaligned", False):
+        if self._size_misaligned:
             raise CorruptIndexError(f"{self.path}: size is not a multiple of {self.ENTRY_SIZE}")
         self._ensure_loaded()
 
     def _write_entry(self, data: bytes) -> None:
-        os.pwrite(self._fd, data, self._n * self.ENTRY_SIZE)
+        self._pending += data
         self._n += 1
-        end = self._n * self.ENTRY_SIZE
-        if end > self._file_size:
-            self._file_size = end
+
+    def _update_file(self, truncate_to: int | None = None, size: int | None = None) -> None:
+        """Write the pending entries; then optionally cut the file to ``truncate_to`` bytes and
+        set it to ``size`` bytes (zero-filled), all through one short-lived descriptor."""
+        if not self._pending and truncate_to is None and (size is None or size == self._file_size):
+            return
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            if self._pending:
+                os.pwrite(fd, self._pending, self._written * self.ENTRY_SIZE)
+                self._file_size = max(self._file_size, self._n * self.ENTRY_SIZE)
+            if truncate_to is not None:
+                os.ftruncate(fd, truncate_to)
+                self._file_size = truncate_to
+            if size is not None and size != self._file_size:
+                os.ftruncate(fd, size)
+                self._file_size = size
+        finally:
+            os.close(fd)
+        self._pending.clear()
+        self._written = self._n
+        self._unsynced = True
+
+    def write_pending(self) -> None:
+        """Put the entries added since the last write into the file (before an fsync)."""
+        self._update_file()
 
     def truncate_entries(self, n: int) -> None:
         """Keep only the first ``n`` entries (zeroing the rest of the preallocated file)."""
@@ -119,50 +168,53 @@ class IndexFile:
         if n >= self._n:
             return
         self._truncate_arrays(n)
-        self._n = n
-        size = self._file_size
-        os.ftruncate(self._fd, n * self.ENTRY_SIZE)
-        os.ftruncate(self._fd, size)  # back to the preallocated size, zero-filled
+        if n >= self._written:
+            del self._pending[(n - self._written) * self.ENTRY_SIZE :]
+            self._n = n
+            return
+        self._pending.clear()
+        self._n = self._written = n
+        self._update_file(truncate_to=n * self.ENTRY_SIZE, size=self._file_size)
 
     def reset(self) -> None:
         """Drop all entries (before a rebuild); the file keeps its preallocated size."""
         self._init_empty()
-        self._n = 0
+        self._n = self._written = 0
+        self._pending.clear()
         self._loaded = True
         self._size_misaligned = False
-        os.ftruncate(self._fd, 0)
-        self._file_size = self._max_entries * self.ENTRY_SIZE
-        os.ftruncate(self._fd, self._file_size)
+        self._update_file(truncate_to=0, size=self._max_entries * self.ENTRY_SIZE)
 
     def trim(self) -> None:
         """Shrink the file to exactly its valid entries (on roll, close, and after recovery)."""
         self._ensure_loaded()
-        size = self._n * self.ENTRY_SIZE
-        if size != self._file_size:
-            os.ftruncate(self._fd, size)
-            self._file_size = size
+        self._update_file(size=self._n * self.ENTRY_SIZE)
 
     def resize(self, max_index_size: int) -> None:
         """Preallocate again to ``max_index_size`` (the active segment after startup)."""
         self._ensure_loaded()
         self._max_entries = max(1, max_index_size // self.ENTRY_SIZE)
-        size = max(self._max_entries, self._n) * self.ENTRY_SIZE
-        if size != self._file_size:
-            os.ftruncate(self._fd, size)
-            self._file_size = size
+        self._update_file(size=max(self._max_entries, self._n) * self.ENTRY_SIZE)
 
     def flush(self) -> None:
-        if self._fd >= 0:
-            os.fsync(self._fd)
+        """fsync what ``write_pending`` and the trims wrote (blocking: runs in an executor)."""
+        if not self._unsynced:
+            return
+        self._unsynced = False  # before the fsync: a write after it sets it again
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
     def rename(self, new_path: str) -> None:
         os.rename(self.path, new_path)
         self.path = new_path
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        """Forget entries not yet written (the caller trims first when they must stay)."""
+        self._pending.clear()
+        self._written = self._n
 
     def delete(self) -> None:
         self.close()

@@ -31,6 +31,7 @@ from kaflet.log.segment import (
     LogSegment,
     segment_file_name,
 )
+from kaflet.log.segment_files import SegmentFileCache
 from kaflet.log.transaction_index import AbortedTxn
 from kaflet.protocol.records import TIMESTAMP_LOG_APPEND_TIME, BatchHeader, decode_records
 
@@ -67,10 +68,12 @@ def parse_marked_dir(dir_name: str) -> tuple[str, int, str] | None:
 class LocalLog:
     """The segments of one partition directory, oldest first; the last one is active."""
 
-    def __init__(self, directory: str, config: LogConfig, now_ms: Callable[[], int]) -> None:
+    def __init__(self, directory: str, config: LogConfig, now_ms: Callable[[], int],
+                 files: SegmentFileCache | None = None) -> None:
         self.dir = directory
         self.config = config
         self._time = now_ms
+        self._files = files
         # A directory created here is only durable in its parent once fsync'd: the first
         # flush does it, before any of the log's data counts as flushed.
         self.parent_synced = os.path.isdir(directory)
@@ -92,7 +95,8 @@ class LocalLog:
         jitter = 0
         if self.config.segment_jitter_ms > 0:
             jitter = random.randrange(min(self.config.segment_jitter_ms, self.config.segment_ms))
-        seg = LogSegment(self.dir, base_offset, self.config, created_ms=self._time(), roll_jitter_ms=jitter)
+        seg = LogSegment(self.dir, base_offset, self.config, created_ms=self._time(), roll_jitter_ms=jitter,
+                         files=self._files)
         if new:
             try:
                 seg.txn_index.ensure_file()
@@ -233,10 +237,13 @@ class LocalLog:
         """The segments holding data above the recovery point, and the directories whose entries
         a flush of them must make durable (Kafka's LocalLog.flush fsyncs the log's directory when
         it flushes a new segment; the first flush of a new log also its parent, which holds the
-        log's directory)."""
+        log's directory). Their new index entries are written to the files here, on the
+        owning thread, so the fsync step only has to fsync."""
         if self.recovery_point >= self.log_end_offset:
             return [], []
         segments = self.segments[self.segment_index_for(self.recovery_point):]
+        for seg in segments:
+            seg.write_index_entries()
         dirs = []
         if not self.parent_synced:
             dirs.append(os.path.dirname(self.dir.rstrip("/")) or ".")

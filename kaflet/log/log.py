@@ -71,6 +71,7 @@ from kaflet.log.producer_state import (
 )
 from kaflet.log.retention import unlink_files as unlink_files  # re-exported: tests import it from here
 from kaflet.log.segment import FileRegion, LogSegment, SharedFile
+from kaflet.log.segment_files import SegmentFileCache
 from kaflet.log.transaction_index import AbortedTxn
 from kaflet.protocol.records import INT32_MAX, BatchHeader, parse_batch_header
 
@@ -165,6 +166,7 @@ class Log:
         executor: Executor | None = None,
         metadata_writer: MetadataWriter | None = None,
         failure_channel: LogDirFailureChannel | None = None,
+        segment_files: SegmentFileCache | None = None,
         now_ms: Callable[[], int] = _now_ms,
     ) -> None:
         #: Where an I/O error of this log takes its log directory offline (None: nowhere).
@@ -185,7 +187,7 @@ class Log:
         # Also the LocalLog's (``update_config`` changes both): a plain attribute, as the produce
         # and fetch paths read it on every request.
         self.config = config
-        self._local = LocalLog(directory, config, now_ms)
+        self._local = LocalLog(directory, config, now_ms, segment_files)
         self._flush_task: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[None]] = set()
         # Segments renamed ``.deleted`` by retention, DeleteRecords and cleaner swaps.

@@ -64,11 +64,12 @@ from kaflet.log.cleaner import CleanerConfig
 from kaflet.log.cleaner_manager import LogCleaner
 from kaflet.log.config import LogConfig
 from kaflet.log.dir_failure import LogDirFailureChannel, is_resource_exhaustion
-from kaflet.log.errors import KafkaStorageError, LogError
+from kaflet.log.errors import KafkaStorageError, LogError, PartitionLimitError
 from kaflet.log.local_log import parse_marked_dir, parse_topic_partition
 from kaflet.log.log import Log
 from kaflet.log.metadata_writer import MetadataWriter
 from kaflet.log.retention import unlink_files
+from kaflet.log.segment_files import SegmentFileCache
 from kaflet.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -137,6 +138,7 @@ class LogManager:
         cleaner_config: CleanerConfig | None = None,
         executor: Executor | None = None,
         failure_channel: LogDirFailureChannel | None = None,
+        segment_files: SegmentFileCache | None = None,
         now_ms: Callable[[], int] = _now_ms,
     ) -> None:
         if not log_dirs:
@@ -149,6 +151,12 @@ class LogManager:
         else:
             self.default_config = LogConfig.from_props(default_topic_config or {})
         self._topic_config = topic_config
+        #: The bound on open segment files shared by every log (None: each segment keeps its own).
+        self.segment_files = segment_files
+        #: Most logs this broker hosts (None: no limit); new logs beyond it are refused with
+        #: ``PartitionLimitError``, whose message ends with ``partition_limit_reason``.
+        self.max_partitions: int | None = None
+        self.partition_limit_reason = "max.broker.partitions"
         self.recovery_point_checkpoint_interval_ms = recovery_point_checkpoint_interval_ms
         self.log_start_offset_checkpoint_interval_ms = log_start_offset_checkpoint_interval_ms
         self.high_watermark_checkpoint_interval_ms = high_watermark_checkpoint_interval_ms
@@ -279,6 +287,7 @@ class LogManager:
                 executor=self._executor,
                 metadata_writer=self.metadata_writer,
                 failure_channel=self.failure_channel,
+                segment_files=self.segment_files,
                 now_ms=self._time,
             )
             if marked is not None:
@@ -393,7 +402,7 @@ class LogManager:
         self._preferred_dirs.pop(tp, None)
         lg = Log(os.path.join(d, future_dir_name(topic, partition)), current.config, had_clean_shutdown=True,
                  topic_id=current.topic_id, executor=self._executor, metadata_writer=self.metadata_writer,
-                 failure_channel=self.failure_channel, now_ms=self._time)
+                 failure_channel=self.failure_channel, segment_files=self.segment_files, now_ms=self._time)
         self.metadata_writer.sync_dir(d)
         self._future_logs[tp] = lg
         self._future_dir_of[tp] = d
@@ -449,6 +458,16 @@ class LogManager:
             self.cleaner.forget(tp)  # its cleaner checkpoint stays in the old dir: cleaned again
         log.info("%s-%d: the log in %s replaced the one in %s", topic, partition, d_fut, d_cur)
         return future
+    def partition_room(self) -> int | None:
+        """How many more logs fit under ``max_partitions`` (None: no limit)."""
+        if self.max_partitions is None:
+            return None
+        return self.max_partitions - len(self._logs) - len(self._creating)
+
+    def partition_limit_message(self, wanted: int) -> str:
+        """Why ``wanted`` more partitions are refused, naming the limit."""
+        return (f"this broker hosts {len(self._logs)} partitions and may host at most {self.max_partitions} "
+                f"({self.partition_limit_reason}); {wanted} more do not fit")
 
     def get_or_create_log(self, topic: str, partition: int, topic_id: str | None = None,
                           config: Mapping[str, Any] | LogConfig | None = None) -> Log:
@@ -461,6 +480,9 @@ class LogManager:
             if config is not None:
                 lg.update_config(config if isinstance(config, LogConfig) else self.config_for(topic, config))
             return lg
+        room = self.partition_room()
+        if room is not None and room <= 0:
+            raise PartitionLimitError(self.partition_limit_message(1))
         cfg = config if isinstance(config, LogConfig) else self.config_for(topic, config)
         d = self._choose_dir(tp)
         lg = self._new_log(d, topic, partition, topic_id, cfg)
@@ -471,7 +493,7 @@ class LogManager:
     def _new_log(self, d: str, topic: str, partition: int, topic_id: str | None, cfg: LogConfig) -> Log:
         return Log(os.path.join(d, f"{topic}-{partition}"), cfg, had_clean_shutdown=True, topic_id=topic_id,
                    executor=self._executor, metadata_writer=self.metadata_writer,
-                   failure_channel=self.failure_channel, now_ms=self._time)
+                   failure_channel=self.failure_channel, segment_files=self.segment_files, now_ms=self._time)
 
     async def create_logs(self, wanted: Iterable[TopicPartition]) -> None:
         """Create the logs among ``wanted`` that do not exist yet, their directories and files
@@ -487,9 +509,12 @@ class LogManager:
         counts = Counter({d: 0 for d in live})
         counts.update(d for d in self._dir_of.values() if d in counts)
         plans: list[tuple[TopicPartition, str, LogConfig]] = []
+        room = self.partition_room()
         for tp in wanted:
             if tp in self._logs or tp in self._creating:
                 continue
+            if room is not None and len(plans) >= room:
+                break  # get_or_create_log refuses the rest, each with its error
             preferred = self._preferred_dirs.pop(tp, None)
             d = preferred if preferred is not None and preferred in counts else min(live, key=lambda x: counts[x])
             counts[d] += 1

@@ -17,9 +17,12 @@ what start-up rebuilds: the epoch entries of the unflushed tail (recovery reassi
 the batches), or a ``partition.metadata`` whose log has no durable data (the next LeaderAndIsr
 writes the id again). A file is never torn: the rename follows the fsync of the new content.
 
-Files are opened relative to a descriptor of their directory, taken on the loop when the batch
-starts, so a batch still writing into a log whose directory was renamed for deletion meanwhile
-writes into the renamed directory, never into a new log created under the old name.
+Files are opened relative to a descriptor of their directory, opened by the thread that writes
+them and checked against the directory's identity (device and inode) taken on the loop when the
+batch starts: a log whose directory was renamed for deletion meanwhile, and perhaps replaced by a
+new log of the same name, gets nothing written, never into the new log. Only the writing
+threads hold directory descriptors, one each: a batch of thousands of directories once took a
+descriptor per directory at once, which ran a broker near its descriptor limit out of them.
 """
 
 from __future__ import annotations
@@ -40,15 +43,21 @@ log = logging.getLogger(__name__)
 #: together, and a few are enough (measured: 4 threads cut 2,000 fsyncs from 0.7 s to 0.3 s).
 SYNC_THREADS = 4
 
-# A directory, a descriptor of it and the (file name, content) pairs to write in it.
-_Group = tuple[str, int, list[tuple[str, bytes]]]
+# A directory, its (device, inode) when the batch started and the (file name, content) pairs
+# to write in it.
+_Group = tuple[str, tuple[int, int], list[tuple[str, bytes]]]
 
 
 def _write_groups(groups: list[_Group]) -> list[tuple[str, OSError]]:
     """One thread's share of a batch: every group in turn; returns the failures."""
     failed = []
-    for directory, dir_fd, files in groups:
+    for directory, identity, files in groups:
         try:
+            dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+            st = os.fstat(dir_fd)
+            if (st.st_dev, st.st_ino) != identity:
+                os.close(dir_fd)  # renamed for deletion and replaced meanwhile: not this log's
+                continue
             _write_group(dir_fd, files)
         except FileNotFoundError:
             pass  # the directory was removed under the batch (its log was deleted)
@@ -193,12 +202,13 @@ class MetadataWriter:
             for name, (directory, data) in owned.items():
                 groups.setdefault(directory, []).append((name, data))
                 owners_of.setdefault(directory, []).append(owner)
-        # Descriptors are taken now, on the loop: a directory renamed later is still this one.
+        # Identities are taken now, on the loop: a directory replaced later is not this one.
         failed: list[tuple[str, OSError]] = []
         opened: list[_Group] = []
         for directory, files in groups.items():
             try:
-                opened.append((directory, os.open(directory, os.O_RDONLY | os.O_DIRECTORY), files))
+                st = os.stat(directory)
+                opened.append((directory, (st.st_dev, st.st_ino), files))
             except FileNotFoundError:
                 pass  # deleted meanwhile: nothing to make durable
             except OSError as exc:

@@ -1,12 +1,14 @@
 """One log segment: ``<base>.log`` plus its ``.index``, ``.timeindex`` and ``.txnindex``.
 
-The ``.log`` is opened once in append mode; appends are ``os.write`` to the page cache (no fsync,
-see ``flush``), reads are ``os.pread`` or zero-copy ``FileRegion``s.  Only batch headers are ever
-parsed here.
+The ``.log`` is opened in append mode when first used and stays open while the broker's
+``SegmentFileCache`` (``log/segment_files.py``) keeps it; appends are ``os.write`` to the page
+cache (no fsync, see ``flush``), reads are ``os.pread`` or zero-copy ``FileRegion``s.  Only batch
+headers are ever parsed here.  The indexes hold no descriptor (``log/index_file.py``).
 """
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Callable, Iterator
 
@@ -15,6 +17,7 @@ import crc32c
 from kaflet.log.config import LogConfig
 from kaflet.log.errors import CorruptIndexError
 from kaflet.log.offset_index import OffsetIndex
+from kaflet.log.segment_files import SegmentFileCache
 from kaflet.log.time_index import TimeIndex
 from kaflet.log.transaction_index import TransactionIndex
 from kaflet.protocol.records import (
@@ -124,30 +127,30 @@ class LogSegment:
         *,
         created_ms: int = 0,
         roll_jitter_ms: int = 0,
+        files: SegmentFileCache | None = None,
     ) -> None:
         self.dir = directory
         self.base_offset = base_offset
         self.log_path = os.path.join(directory, segment_file_name(base_offset, LOG_SUFFIX))
-        f = open(self.log_path, "a+b", buffering=0)  # noqa: SIM115 - lifetime managed by SharedFile
-        self._handle: SharedFile | None = SharedFile(f)
-        self._fd = f.fileno()
+        #: The broker's bound on open segment files; None keeps this one open until closed.
+        self._files = files
+        self._handle: SharedFile | None = None
+        self._closed = False
+        handle = self._file()
         try:
-            self.size = os.fstat(self._fd).st_size
+            self.size = os.fstat(handle.fileno()).st_size
             self.offset_index = OffsetIndex(
                 os.path.join(directory, segment_file_name(base_offset, INDEX_SUFFIX)), base_offset,
                 config.segment_index_bytes,
             )
-            try:
-                self.time_index = TimeIndex(
-                    os.path.join(directory, segment_file_name(base_offset, TIME_INDEX_SUFFIX)), base_offset,
-                    config.segment_index_bytes,
-                )
-            except OSError:
-                self.offset_index.close()
-                raise
+            self.time_index = TimeIndex(
+                os.path.join(directory, segment_file_name(base_offset, TIME_INDEX_SUFFIX)), base_offset,
+                config.segment_index_bytes,
+            )
         except OSError:
-            # Out of descriptors or space: release what was opened now, not at garbage collection.
-            f.close()
+            # Out of descriptors or space: release the file now, not at garbage collection.
+            self.release_file()
+            handle.file.close()  # type: ignore[attr-defined]
             raise
         self.txn_index = TransactionIndex(os.path.join(directory, segment_file_name(base_offset, TXN_INDEX_SUFFIX)))
         self.index_interval_bytes = config.index_interval_bytes
@@ -157,7 +160,29 @@ class LogSegment:
         self._max_ts: int | None = None  # loaded lazily from the time index
         self._shallow_offset_of_max_ts = -1
         self._rolling_based_timestamp: int | None = None
-        self._closed = False
+
+    # ---- the open file ----
+
+    def _file(self) -> SharedFile:
+        """The open ``.log``, opened again if the file cache closed it; callers keep the
+        returned handle for the whole operation, so an eviction meanwhile cannot close it."""
+        handle = self._handle
+        if handle is None:
+            if self._closed:
+                raise OSError(errno.EBADF, "segment is closed", self.log_path)
+            handle = self._handle = SharedFile(open(self.log_path, "a+b", buffering=0))  # noqa: SIM115
+            if self._files is not None:
+                self._files.opened(self)
+        elif self._files is not None:
+            self._files.touch(self)
+        return handle
+
+    def release_file(self) -> None:
+        """Drop this segment's reference to its open file (the file cache makes room); regions
+        and the cleaner holding it keep it open until they are done."""
+        self._handle = None
+        if self._files is not None:
+            self._files.discard(self)
 
     # ---- state ----
 
@@ -198,15 +223,15 @@ class LogSegment:
     def rolling_based_timestamp(self) -> int | None:
         """Max timestamp of the first batch: the reference for segment.ms rolling."""
         if self._rolling_based_timestamp is None and self.size > 0:
-            hdr = os.pread(self._fd, BATCH_HEADER_SIZE, 0)
+            hdr = os.pread(self._file().fileno(), BATCH_HEADER_SIZE, 0)
             if len(hdr) == BATCH_HEADER_SIZE:
                 self._rolling_based_timestamp = BatchHeader._make(_HEADER.unpack_from(hdr, 0)).max_timestamp
         return self._rolling_based_timestamp
 
     def shared_handle(self) -> SharedFile | None:
-        """The open ``.log`` file (None once closed); holding it keeps the file readable
-        through ``fileno()`` even after the segment is closed, renamed or deleted."""
-        return self._handle
+        """The open ``.log`` file (None once closed), opened if needed; holding it keeps the
+        file readable through ``fileno()`` even after the segment is closed, renamed or deleted."""
+        return None if self._closed else self._file()
 
     def update_config(self, config: LogConfig) -> None:
         self.index_interval_bytes = config.index_interval_bytes
@@ -242,9 +267,11 @@ class LogSegment:
         index_entries = self.offset_index.entries, self.time_index.entries
         view = memoryview(data)
         n = len(view)
+        handle = self._file()
+        fd = handle.fileno()
         try:
             while view:
-                written = os.write(self._fd, view)
+                written = os.write(fd, view)
                 view = view[written:]
             if largest_timestamp > prev_max[0]:
                 self._max_ts = largest_timestamp
@@ -258,25 +285,42 @@ class LogSegment:
             # batch past ``size`` would be read back after a restart as the start of the next
             # append, and a clean restart does not scan for them.
             self._max_ts, self._shallow_offset_of_max_ts = prev_max
-            self._undo_append(position, *index_entries)
+            self._undo_append(fd, position, *index_entries)
             raise
         if position == 0:
             self._rolling_based_timestamp = largest_timestamp
         self.size += n
         self._bytes_since_last_index_entry += n
 
-    def _undo_append(self, position: int, offset_entries: int, time_entries: int) -> None:
+    def _undo_append(self, fd: int, position: int, offset_entries: int, time_entries: int) -> None:
         """Cut the files back to what they held before a failed append; an error here is
         raised too (the caller then takes the whole directory offline)."""
-        os.ftruncate(self._fd, position)
+        os.ftruncate(fd, position)
         self.offset_index.truncate_entries(offset_entries)
         self.time_index.truncate_entries(time_entries)
 
+    def write_index_entries(self) -> None:
+        """Put the index entries added since the last write into their files (on the event
+        loop, before ``flush`` runs in the executor)."""
+        self.offset_index.write_pending()
+        self.time_index.write_pending()
+
     def flush(self) -> None:
-        """fsync the log and both indexes (call from an executor: it blocks)."""
+        """fsync the log and both indexes (call from an executor: it blocks; the loop called
+        ``write_index_entries`` first)."""
         if self._closed:
             return
-        os.fsync(self._fd)
+        handle = self._handle  # read once: the loop's file cache may drop it meanwhile
+        if handle is not None:
+            os.fsync(handle.fileno())
+        else:
+            # Closed by the file cache: an fsync through a new descriptor flushes the same
+            # file's dirty pages. Not registered in the cache, which only the loop touches.
+            fd = os.open(self.log_path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
         self.offset_index.flush()
         self.time_index.flush()
         self.txn_index.flush()
@@ -298,7 +342,7 @@ class LogSegment:
         self.time_index.truncate_to(offset)
         self.txn_index.truncate_to(offset)
         removed = self.size - position
-        os.ftruncate(self._fd, position)
+        os.ftruncate(self._file().fileno(), position)
         self.size = position
         self._load_max_ts()
         if self.size == 0:
@@ -311,6 +355,10 @@ class LogSegment:
     def _scan(self, start: int, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
         """(position, header) of each batch from ``start``; stops at a partial or bad header."""
         stop = self.size if end is None else min(end, self.size)
+        if stop - start < BATCH_HEADER_SIZE:
+            return
+        handle = self._file()  # held while the caller iterates
+        fd = handle.fileno()
         pos = start
         buf = b""
         buf_start = start
@@ -318,7 +366,7 @@ class LogSegment:
         while stop - pos >= BATCH_HEADER_SIZE:
             off = pos - buf_start
             if off + BATCH_HEADER_SIZE > len(buf):
-                buf = os.pread(self._fd, min(_SCAN_CHUNK, stop - pos), pos)
+                buf = os.pread(fd, min(_SCAN_CHUNK, stop - pos), pos)
                 buf_start = pos
                 off = 0
                 if len(buf) < BATCH_HEADER_SIZE:
@@ -335,7 +383,7 @@ class LogSegment:
 
     def read_batch(self, position: int, header: BatchHeader) -> bytes:
         """The bytes of one batch."""
-        return os.pread(self._fd, header.length + LOG_OVERHEAD, position)
+        return os.pread(self._file().fileno(), header.length + LOG_OVERHEAD, position)
 
     def _index_lookup(self, offset: int) -> tuple[int, int]:
         try:
@@ -375,13 +423,14 @@ class LogSegment:
             return None
         position, header = found
         limit = self.size if max_position is None else min(max_position, self.size)
-        if self._handle is None:
+        if self._closed:
             raise ValueError("segment is closed")
+        handle = self._file()
         if max_size == 0 and not min_one_message:
-            return FileRegion(self._handle, position, 0)
+            return FileRegion(handle, position, 0)
         adjusted = max(max_size, header.length + LOG_OVERHEAD) if min_one_message else max_size
         size = max(0, min(limit - position, adjusted))
-        return FileRegion(self._handle, position, size)
+        return FileRegion(handle, position, size)
 
     def read_next_offset(self) -> int:
         """Offset after the last batch (the base offset if the segment is empty)."""
@@ -425,10 +474,12 @@ class LogSegment:
         buf = b""
         buf_start = 0
         unpack = _HEADER.unpack_from
+        handle = self._file()
+        fd = handle.fileno()
         while size - pos >= BATCH_HEADER_SIZE:
             off = pos - buf_start
             if off + BATCH_HEADER_SIZE > len(buf):
-                buf = os.pread(self._fd, min(_RECOVER_CHUNK, size - pos), pos)
+                buf = os.pread(fd, min(_RECOVER_CHUNK, size - pos), pos)
                 buf_start, off = pos, 0
             h = BatchHeader._make(unpack(buf, off))
             bsize = h.length + LOG_OVERHEAD
@@ -437,7 +488,7 @@ class LogSegment:
             if max_message_size is not None and bsize > max_message_size:
                 break
             if off + bsize > len(buf):
-                buf = os.pread(self._fd, max(bsize, min(_RECOVER_CHUNK, size - pos)), pos)
+                buf = os.pread(fd, max(bsize, min(_RECOVER_CHUNK, size - pos)), pos)
                 buf_start, off = pos, 0
                 if len(buf) < bsize:
                     break
@@ -459,7 +510,7 @@ class LogSegment:
             valid = pos
         truncated = size - valid
         if truncated:
-            os.ftruncate(self._fd, valid)
+            os.ftruncate(fd, valid)
             self.size = valid
         self._max_ts, self._shallow_offset_of_max_ts = max_ts, shallow
         self._rolling_based_timestamp = None
@@ -507,14 +558,14 @@ class LogSegment:
         finally:
             self.offset_index.close()
             self.time_index.close()
-            self._handle = None
+            self.release_file()
             self._closed = True
 
     def close_handlers(self) -> None:
         """Close without touching the files (before deleting them)."""
         self.offset_index.close()
         self.time_index.close()
-        self._handle = None
+        self.release_file()
         self._closed = True
 
     def moved_to(self, directory: str) -> None:

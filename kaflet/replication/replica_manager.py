@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from kaflet.log.append_origin import AppendOrigin
 from kaflet.log.config import LogConfig
 from kaflet.log.disk_load import DiskLoadProtector
+from kaflet.log.errors import PartitionLimitError
 from kaflet.log.log_manager import LogDirNotFoundError, LogManager, future_dir_name
 from kaflet.metadata.topic_names import is_valid
 from kaflet.metadata.zkdata import ZERO_UUID, uuid_to_str
@@ -156,6 +157,8 @@ class ReplicaManager:
         self.on_leadership_change: LeadershipCallback | None = None
         self.on_replicas_stopped: StoppedCallback | None = None
         self.shutting_down = False
+        #: Replicas of the LeaderAndIsr being applied that the partition limit refused.
+        self._refused_by_limit: list[tuple[tuple[str, int], str]] = []
         # The broker is stopping (set before this manager's own shutdown): long polls answer at once.
         self._stopping = stopping or (lambda: self.shutting_down)
         self._isr_task: asyncio.Task[None] | None = None
@@ -283,6 +286,7 @@ class ReplicaManager:
                     log.info("ignoring LeaderAndIsr for %s-%d: leader epoch %d is not newer than %d", *tp,
                              ps.leader_epoch, current_epoch)
                     errors[tp] = ErrorCode.STALE_CONTROLLER_EPOCH
+        self._refused_by_limit = []
         leaders = self._make_leaders(to_lead, errors) if to_lead else []
         followers = self._make_followers(to_follow, live_leaders, errors) if to_follow else []
         # A move a restart interrupted (its -future log was loaded) resumes once the partition
@@ -291,6 +295,11 @@ class ReplicaManager:
             if tp in self.partitions and self.log_manager.get_future_log(*tp) is not None \
                     and tp not in self.alter_log_dirs.moving:
                 self.alter_log_dirs.add(*tp)
+        if self._refused_by_limit:
+            refused = self._refused_by_limit
+            log.warning("refused %d new replicas (%s-%d, ...): %s", len(refused), *refused[0][0],
+                        self.log_manager.partition_limit_message(len(refused)))
+            self._refused_by_limit = []
         # Kafka starts the high watermark checkpoints with the first LeaderAndIsr, once the
         # partitions are populated.
         self.log_manager.start_high_watermark_checkpoints()
@@ -323,6 +332,11 @@ class ReplicaManager:
             elif topic_id is not None and part.log.topic_id is None:
                 part.log.assign_topic_id(topic_id)
                 part.topic_id = topic_id
+        except PartitionLimitError as exc:
+            # One line per request, not per partition (become_leader_or_follower logs it).
+            self._refused_by_limit.append((tp, str(exc)))
+            errors[tp] = ErrorCode.KAFKA_STORAGE_ERROR
+            return None
         except OSError as exc:
             log.error("cannot become %s of %s-%d: %s", role, *tp, exc)
             errors[tp] = ErrorCode.KAFKA_STORAGE_ERROR

@@ -37,6 +37,7 @@ from kaflet.gateway.session_report import SessionReport
 from kaflet.gateway.static import StaticAcls, StaticUsers
 from kaflet.log.disk_load import DiskLoadProtector, DiskLoadSettings
 from kaflet.log.log_manager import LogManager
+from kaflet.log.segment_files import SegmentFileCache
 from kaflet.metadata import zkdata
 from kaflet.metadata.embedded import EmbeddedTree
 from kaflet.metadata.metadata_cache import MetadataCache
@@ -60,7 +61,7 @@ from kaflet.replication.partition import Partition
 from kaflet.replication.replica_manager import ReplicaManager
 from kaflet.security.authorizer import Authorizer, AuthorizerConfigError, create_authorizer
 from kaflet.security.scram_store import ScramCredentialStore
-from kaflet.server import broker_metrics, cluster_identity, listener_security
+from kaflet.server import broker_metrics, cluster_identity, descriptors, listener_security
 from kaflet.server.config import BrokerConfig, ConfigError, Endpoint, parse_endpoints
 from kaflet.server.config_admin import ConfigAdmin
 from kaflet.server.controlled_shutdown import controlled_shutdown
@@ -485,6 +486,9 @@ class Broker:
         except ConfigError as exc:
             log.error("dynamic log cleaner configs not applied: %s", exc)
             cleaner_config = CleanerConfig.from_broker(cfg.values)
+        budget = descriptors.plan(descriptors.soft_limit(), descriptors.open_descriptors(),
+                                  cfg["log.segment.open.files.max"], cfg["max.broker.partitions"])
+        log.info("%s", budget.describe())
         try:
             manager = LogManager(
                 self.log_dirs,
@@ -499,8 +503,15 @@ class Broker:
                 producer_id_expiration_ms=self._producer_id_expiration_ms,
                 producer_id_expiration_check_interval_ms=cfg["producer.id.expiration.check.interval.ms"],
                 cleaner_config=cleaner_config,
+                segment_files=None if budget.segment_files is None else SegmentFileCache(budget.segment_files),
             )
+            manager.max_partitions = budget.max_partitions
+            manager.partition_limit_reason = budget.reason
             manager.startup()
+            room = manager.partition_room()
+            if room is not None and room < 0:
+                log.warning("the log dirs hold %d partitions more than the limit allows (%s): they are "
+                            "served, new ones are refused", -room, budget.reason)
         except LogDirLockedError as exc:
             raise BrokerStartError(f"{exc}; is another broker using it?") from None
         except (OSError, ValueError) as exc:

@@ -245,6 +245,10 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("gateway.default.users", str, None),
     ConfigDef("gateway.default.acls", str, None),
     ConfigDef("gateway.denials.log.file", str, None),
+    # The descriptor budget (kaflet/server/descriptors.py): -1 derives each from the open file
+    # limit. max.broker.partitions is KIP-578's name (not in a Kafka release).
+    ConfigDef("log.segment.open.files.max", int, -1, minimum=-1),
+    ConfigDef("max.broker.partitions", int, -1, minimum=-1),
     # Metrics (kaflet/metrics): kaflet's own keys; an empty metrics.listener exposes nothing.
     ConfigDef("metrics.listener", str, ""),
     ConfigDef("kafkaexmetrics.max.series", int, 10000, minimum=1),

@@ -137,6 +137,12 @@ BROKER_DOCS: dict[str, str] = {
     "further pairs wait for the daily clear (kaflet's setting).",
     "metrics.listener": "http://host:port where the broker serves its metrics for Prometheus at /metrics; "
     "empty serves none (kaflet's setting).",
+    "log.segment.open.files.max": "Most segment files (.log) the broker keeps open at once; the least recently "
+    "used is closed to open another and reopened when next used. -1: what the open file limit leaves after "
+    "the descriptors open at start-up and a reserve for connections (kaflet's setting).",
+    "max.broker.partitions": "Most partitions (replicas) this broker hosts; new ones beyond it are refused "
+    "(CreateTopics and CreatePartitions: POLICY_VIOLATION, LeaderAndIsr: KAFKA_STORAGE_ERROR). -1: twice "
+    "the descriptors log.segment.open.files.max derives from the open file limit (KIP-578's name).",
     "diskloadprotector.enable": "Whether consumer fetches of cold data (not in the page cache) are throttled "
     "while the disk under their log dir is overloaded (gateway; also on without the gateway when set).",
     "diskloadprotector.util.threshold": "Disk utilisation (0 to 1, from /proc/diskstats) at or above which a "

@@ -150,6 +150,11 @@ class RunState:
     partition_router: PartitionRouter | None = None
 
 
+#: How long a Metadata or DescribeCluster request waits for the broker's first UpdateMetadata:
+#: well below clients' request timeouts (30 s and more), far above the milliseconds it takes.
+FIRST_METADATA_WAIT_MS = 5000
+
+
 @dataclass(frozen=True, slots=True)
 class Cluster:
     """Who this broker is and what it knows of the cluster."""
@@ -158,6 +163,17 @@ class Cluster:
     cluster_id: str
     metadata: MetadataCache
     wait_for_metadata: MetadataWaiter
+
+    async def metadata_known(self) -> None:
+        """Wait (at most ``FIRST_METADATA_WAIT_MS``) while this broker has not yet had its first
+        UpdateMetadata from the controller. Listeners serve before it arrives (in a cluster the
+        controller's requests come over them), and a Metadata answer without a controller made
+        librdkafka's AdminClient wait minutes for one; held here, the client's first answer
+        names the controller. Every UpdateMetadata names its controller, so afterwards this
+        answers at once, as Kafka does."""
+        cache = self.metadata
+        if cache.controller_id < 0:
+            await self.wait_for_metadata(lambda: cache.controller_id >= 0, FIRST_METADATA_WAIT_MS)
 
 
 @dataclass(frozen=True, slots=True)

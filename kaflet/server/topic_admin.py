@@ -85,6 +85,10 @@ class TopicAdmin:
             overrides = validate_topic_configs(dict(req.configs), self.configs.topic_defaults())
         except InvalidConfigError as exc:
             return CreateOutcome(ErrorCode.INVALID_CONFIG, str(exc))
+        refusal = self._beyond_partition_limit(
+            self._replicas_here(partitions, rf, list(req.assignments.values()) if req.assignments else None))
+        if refusal is not None:
+            return CreateOutcome(ErrorCode.POLICY_VIOLATION, refusal)
         try:
             created = await controller_topics.create_topic(
                 self.tree,
@@ -106,12 +110,15 @@ class TopicAdmin:
             return out
         # Kafka's DelayedCreatePartitions: answer once the controller has given every partition a
         # leader and this broker's metadata shows it.
+        # With timeout_ms <= 0 Kafka answers at once, without waiting (NONE).
         ok = await self.wait_for_metadata(lambda: self._online(req.name, range(out.num_partitions)), timeout_ms)
         info = self.metadata.topics.get(req.name)
         if info is not None:
             out.topic_id = info.topic_id
         if not ok and timeout_ms > 0:
-            log.info("topic %s created but not yet ready within %d ms", req.name, timeout_ms)
+            out.error_code = ErrorCode.REQUEST_TIMED_OUT
+            out.error_message = self._not_ready(req.name, range(out.num_partitions), timeout_ms)
+            log.warning("topic %s: %s", req.name, out.error_message)
         return out
 
     async def auto_create(self, names: list[str]) -> None:
@@ -168,14 +175,50 @@ class TopicAdmin:
         info = self.metadata.topics.get(name)
         if info is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
+        added = count - len(info.partitions)
+        if added > 0:
+            rf = len(next(iter(info.partitions.values())).replicas) if info.partitions else 1
+            refusal = self._beyond_partition_limit(self._replicas_here(added, rf, assignments))
+            if refusal is not None:
+                return ErrorCode.POLICY_VIOLATION, refusal
         try:
             await controller_topics.add_partitions(
                 self.tree, name, count, self._live(), assignments, validate_only)
         except AdminError as exc:
             return exc.error_code, exc.message
-        if not validate_only:
-            await self.wait_for_metadata(lambda: self._online(name, range(count)), timeout_ms)
+        if not validate_only and not await self.wait_for_metadata(lambda: self._online(name, range(count)), timeout_ms) \
+                and timeout_ms > 0:
+            message = self._not_ready(name, range(count), timeout_ms)
+            log.warning("topic %s: %s", name, message)
+            return ErrorCode.REQUEST_TIMED_OUT, message
         return ErrorCode.NONE, None
+
+    def _replicas_here(self, partitions: int, rf: int, assignments: list[list[int]] | None) -> int:
+        """How many of the new replicas land on this broker: exactly for an explicit assignment,
+        else its even share (Kafka's assignment spreads replicas over the live brokers)."""
+        if assignments is not None:
+            return sum(1 for replicas in assignments if self.broker_id in replicas)
+        live = max(1, len(self.metadata.brokers))
+        return min(partitions, -(-partitions * rf // live))
+
+    def _beyond_partition_limit(self, wanted: int) -> str | None:
+        """The refusal message when ``wanted`` more replicas do not fit this broker's partition
+        limit; Kafka's POLICY_VIOLATION, as when a broker-side policy refuses a topic or
+        partitions (the other brokers of a cluster refuse their own in LeaderAndIsr)."""
+        logs = self.replicas.log_manager
+        room = logs.partition_room()
+        if room is None or wanted <= room:
+            return None
+        return f"Refused: {logs.partition_limit_message(wanted)} on broker {self.broker_id}."
+
+    def _not_ready(self, name: str, partitions: range, timeout_ms: int) -> str:
+        """Kafka's DelayedCreatePartitions answers REQUEST_TIMED_OUT when partitions still have
+        no leader at the timeout; the message says how many."""
+        info = self.metadata.topics.get(name)
+        missing = [p for p in partitions if info is None or (part := info.partitions.get(p)) is None
+                   or part.leader < 0 or part.leader == self.broker_id and self.replicas.get(name, p) is None]
+        return (f"{len(missing)} of the {len(partitions)} partitions of topic {name} had no leader after "
+                f"{timeout_ms} ms (first: {missing[:5]}); the topic exists, check the brokers' logs")
 
     def _online(self, name: str, partitions: range) -> bool:
         """Every partition has a leader in this broker's metadata, and those it leads itself are

@@ -1,7 +1,11 @@
-"""Topic set-up for tests, through the confluent-kafka admin client."""
+"""Topic set-up for tests, through the confluent-kafka admin client, and a check that a partition is served."""
 
 from __future__ import annotations
 
+import time
+import uuid
+
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 
@@ -11,3 +15,24 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict[st
     futures = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1,
                                             config=config or {})])
     futures[name].result(30)  # `admin` must stay alive until the future resolves
+
+
+def round_trip(bootstrap: str, topic: str, partition: int) -> None:
+    """Produce one record to ``topic``/``partition`` (acks=all) and read it back with a consumer
+    assigned there (no offset commits): the partition is served."""
+    value = uuid.uuid4().bytes
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    producer.produce(topic, value, partition=partition)
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": uuid.uuid4().hex, "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(topic, partition, 0)])
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            msg = consumer.poll(1)
+            if msg is not None and msg.error() is None:
+                assert msg.value() == value
+                return
+        raise AssertionError(f"nothing consumed from {topic}-{partition}")
+    finally:
+        consumer.close()

@@ -73,7 +73,7 @@ async def test_writes_are_batched_and_the_newest_content_wins(tmp_path: Path,
 
 
 async def test_a_renamed_directory_keeps_its_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A batch writes into the directory it was given, even after that directory was renamed
+    """A batch that has opened a directory writes into it, even after that directory was renamed
     (deletion) and a new one took its name."""
     gate = Gate(monkeypatch)
     w = MetadataWriter()
@@ -89,6 +89,36 @@ async def test_a_renamed_directory_keeps_its_batch(tmp_path: Path, monkeypatch: 
     await waiting
     assert (tmp_path / "t-0.x-delete" / "partition.metadata").read_bytes() == b"old topic"
     assert list(old.iterdir()) == []
+    w.close()
+
+
+async def test_a_directory_replaced_before_its_write_gets_nothing(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A directory renamed (deletion) and replaced by a new one of the same name after the batch
+    took its identity: neither gets the old log's file, and no descriptor stays open."""
+    w = MetadataWriter()
+    old = tmp_path / "t-0"
+    old.mkdir()
+    before = len(os.listdir("/proc/self/fd"))
+    real_stat = os.stat
+    replaced = threading.Event()
+
+    def stat_then_replace(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        result = real_stat(path, *args, **kwargs)
+        if str(path) == str(old) and not replaced.is_set():
+            replaced.set()
+            old.rename(tmp_path / "t-0.x-delete")
+            old.mkdir()
+        return result
+
+    monkeypatch.setattr(mw.os, "stat", stat_then_replace)
+    owner = object()
+    w.write(owner, str(old), "leader-epoch-checkpoint", b"old topic")
+    await w.wait(owner)
+    monkeypatch.undo()
+    assert replaced.is_set() and list(old.iterdir()) == []
+    assert not (tmp_path / "t-0.x-delete" / "leader-epoch-checkpoint").exists()
+    assert len(os.listdir("/proc/self/fd")) <= before
     w.close()
 
 

@@ -29,6 +29,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
         return R(
             error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE, error_message="only broker endpoints are available", endpoint_type=endpoint_type,
             cluster_id=cluster.cluster_id, controller_id=-1, brokers=[])
+    await cluster.metadata_known()
     brokers = []
     for b in cluster.metadata.live_brokers():
         ep = b.endpoint(ctx.listener)

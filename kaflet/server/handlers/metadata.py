@@ -43,6 +43,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
 async def serve(ctx: RequestContext, req: Any) -> Response:
     """Answer a decoded request in real partition numbers (the gateway renumbers: server/renumbering.py)."""
     services = ctx.services
+    await services.cluster.metadata_known()
     cache = services.cluster.metadata
     auto_create_enabled = services.settings.auto_create_topics_enable
     R = codec.response_class(API_KEY)
