@@ -23,6 +23,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from tests.support.broker_process import BrokerProcess
 from tests.support.cli import free_port_range
 from tests.support.gateway_process import GatewayProcess, gateway_broker, running_gateway, two_clusters
+from tests.support.java import JavaPrograms
 from tests.support.manager import ManagerProcess, Session, wait_for
 from tests.support.topics import create_topic
 
@@ -299,3 +300,18 @@ def test_a_broker_port_refuses_another_clusters_login(setup: Setup) -> None:
     while not errors and time.monotonic() < deadline:
         admin.poll(0.2)
     assert any("is a broker of cluster 8" in e.str() for e in errors), errors
+
+
+def test_the_java_client_produces_and_consumes_in_a_group(setup: Setup, java: JavaPrograms) -> None:
+    """The reference client, the strictest about rewritten metadata: Admin creates the topics, an
+    idempotent producer writes with every codec, a two-member group reads everything once."""
+    prefix, count = f"java-{uuid.uuid4().hex[:6]}", 100
+    lines = java.run("ProduceConsume", setup.gateway.bootstrap, prefix, "range", str(count), timeout=90,
+                     login=(f"8.{APP}", PASSWORD))
+    codecs = ("none", "gzip", "snappy", "lz4", "zstd")
+    assert {w[1]: int(w[2]) for w in lines if w[0] == "produced"} == {f"{prefix}-{c}": count for c in codecs}
+    for c in codecs:
+        [consumed] = [w[2:] for w in lines if w[:2] == ["consumed", f"{prefix}-{c}"]]
+        assert consumed[:3] == [str(count), "distinct", str(count)]
+    # The topics are on cluster 8's broker.
+    assert f"{prefix}-none" in AdminClient({"bootstrap.servers": setup.b.bootstrap}).list_topics(timeout=10).topics
