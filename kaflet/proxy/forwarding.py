@@ -109,7 +109,7 @@ class ProxyRouter(DiscoveryRouter):
             return None  # acks=0: the broker does not answer, so neither does the gateway
         upstream.last = pending
         # Without --advertised-host, the address the client reached the gateway at.
-        host = self.advertised_host or conn.sock.getsockname()[0]
+        host = self.advertised_host or (conn.sock.getsockname()[0] if key in ADDRESS_APIS else "")
         return DeferredResponse(self._answer(upstream.client, cluster_id, header, bytes(body) if key in DISCOVERY_APIS
                                              else None, pending, throttle_ms, host))
 
