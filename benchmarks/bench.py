@@ -357,6 +357,8 @@ def producer_config(bootstrap: str, acks: str, args: argparse.Namespace) -> dict
         "queue.buffering.max.messages": 1_000_000,
         "compression.codec": args.compression,
         **_QUIET,
+        # Settings the client needs to reach the target (SASL through a gateway), if any.
+        **getattr(args, "client_config", {}),
     }
 
 
@@ -443,8 +445,10 @@ def produce_phase(bootstrap: str, topic: str, sc: Scenario, args: argparse.Names
     res.p99_ms = p99 * 1000 if p99 is not None else None
 
 
-def consume_phase(bootstrap: str, topic: str, sc: Scenario, expected: int, res: Result) -> None:
+def consume_phase(bootstrap: str, topic: str, sc: Scenario, expected: int, res: Result,
+                  client_config: dict[str, object] | None = None) -> None:
     consumer = Consumer({
+        **(client_config or {}),
         "bootstrap.servers": bootstrap,
         # Required by librdkafka even for assign(); nothing is committed.
         "group.id": f"bench-{uuid.uuid4().hex[:8]}",

@@ -16,7 +16,8 @@ from kaflet.cli.common import parse_properties_file
               "http://manager:8080/gateway (gateway.manager.url).")
 @click.option("--listen", metavar="HOST:PORT", help="Where clients connect (gateway.listen; default 0.0.0.0:9092).")
 @click.option("--mode", type=click.Choice(["discovery", "proxy"]),
-              help="discovery: clients are sent their cluster's brokers (gateway.mode; proxy is not built yet).")
+              help="discovery: clients are sent their cluster's brokers; proxy: every request goes "
+              "through the gateway (gateway.mode).")
 @click.option("--advertised-host", metavar="HOST", help="The gateway's name for clients, in proxy mode only "
               "(gateway.advertised.host).")
 @click.option("--config-cache", metavar="FILE", help="Keep the last discovery settings here and start from it when "

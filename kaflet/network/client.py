@@ -325,24 +325,48 @@ class BrokerClient:
         """Send a request (a codec object, or its encoded body as bytes) and return the response
         body after the response header: a memoryview into the received buffer, for hand-written
         decoders such as the Fetch response's."""
-        wire = self._wire
-        await wire.wait_writable()
+        await self.writable()
         body = request if isinstance(request, bytes | bytearray | memoryview) else request.encode(version=version)
+        pending = self.submit_raw(api_key, version, body, timeout_s=timeout_s)
+        assert pending is not None
+        return await self.response_body(api_key, version, pending)
+
+    async def writable(self) -> None:
+        """Wait until the connection takes more requests (the peer reads as fast as we write);
+        BrokerConnectionError when it has failed."""
+        await self._wire.wait_writable()
+
+    def submit_raw(self, api_key: int, version: int, body: bytes | bytearray | memoryview, *,
+                   timeout_s: float | None = None, expect_response: bool = True) -> asyncio.Future[memoryview] | None:
+        """Write a request body now, without waiting, and return the future of its response
+        frame (for `response_body`), or None for a request the peer does not answer (a Produce
+        with acks=0). Requests submitted one after another reach the peer in that order, which
+        is what a proxy needs; the caller awaits `writable` first for flow control."""
+        wire = self._wire
+        if wire.error is not None:
+            raise wire.failure()
         self._next_correlation = (self._next_correlation + 1) & 0x7FFFFFFF
         correlation_id = self._next_correlation
         header = encode_request_header(api_key, version, correlation_id, self._client_id)
-        req = _InFlight(correlation_id, api_key, version, wire.loop.create_future())
-        timeout = self.request_timeout_s if timeout_s is None else timeout_s
-        req.timer = wire.loop.call_later(timeout, wire.timed_out, req, timeout)
-        wire.inflight.append(req)
+        future: asyncio.Future[memoryview] | None = None
+        if expect_response:
+            req = _InFlight(correlation_id, api_key, version, wire.loop.create_future())
+            timeout = self.request_timeout_s if timeout_s is None else timeout_s
+            req.timer = wire.loop.call_later(timeout, wire.timed_out, req, timeout)
+            wire.inflight.append(req)
+            future = req.future
         assert wire.transport is not None
         wire.transport.writelines((size_prefix(len(header) + len(body)), header, body))
-        frame = await req.future
+        return future
+
+    async def response_body(self, api_key: int, version: int, pending: asyncio.Future[memoryview]) -> memoryview:
+        """The response body of a request `submit_raw` wrote, after its response header."""
+        frame = await pending
         try:
             _, offset = parse_response_header(frame, api_key, version)
         except DecodeError as exc:
             error = BrokerConnectionError(f"{self.address} sent a malformed response header: {exc}")
-            wire.fail(error)
+            self._wire.fail(error)
             raise error from None
         return frame[offset:]
 

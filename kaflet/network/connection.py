@@ -97,8 +97,13 @@ class Connection:
         conn_id: str,
         security: ListenerSecurity | None = None,
         staging_bytes: int = STAGING_BYTES,
+        pipelined: int = 0,
     ) -> None:
+        """``pipelined``: with more than 0, any request (not only Produce) may be answered with a
+        `DeferredResponse`, up to that many owed at once: a proxy, whose upstream connection keeps
+        the requests' order, reads on while earlier ones are still travelling."""
         self.sock = sock
+        self.pipelined = pipelined
         self.peer = peer
         self.listener = listener
         self.handler = handler
@@ -164,7 +169,10 @@ class Connection:
                 if self._owed:
                     # Another Produce may go ahead of the answers owed (up to MAX_DEFERRED of them);
                     # anything else waits until they are all out.
-                    await self._settle(MAX_DEFERRED - 1 if frame[:2] == _PRODUCE_KEY else 0)
+                    if self.pipelined:
+                        await self._settle(self.pipelined - 1)
+                    else:
+                        await self._settle(MAX_DEFERRED - 1 if frame[:2] == _PRODUCE_KEY else 0)
                 result = await self.handler(self, frame)
                 if isinstance(result, DeferredResponse):
                     self._owe(result.completion)

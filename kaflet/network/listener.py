@@ -35,10 +35,13 @@ class Listener:
         recv_buf: int,
         security: ListenerSecurity | None = None,
         staging_bytes: int = STAGING_BYTES,
+        pipelined: int = 0,
     ) -> None:
         """``staging_bytes``: each connection's reusable receive buffer (protocol/framing.py);
-        a listener of many idle connections with small requests saves memory with less."""
+        a listener of many idle connections with small requests saves memory with less.
+        ``pipelined``: see `Connection` (a proxy's listener)."""
         self.name = name
+        self.pipelined = pipelined
         self.staging_bytes = staging_bytes
         self.host = host
         self.port = port
@@ -115,7 +118,7 @@ class Listener:
         configure_socket(sock, self.send_buf, self.recv_buf)
         conn_id = f"{self.host}:{self.port}-{addr[0]}:{addr[1]}-{next(self._ids)}"
         conn = Connection(sock, (addr[0], addr[1]), self.name, handler, self.max_request_bytes, conn_id,
-                          self.security, self.staging_bytes)
+                          self.security, self.staging_bytes, self.pipelined)
         task = asyncio.create_task(conn.serve(), name=f"conn-{conn_id}")
         conn.task = task
         self.connections[conn] = task

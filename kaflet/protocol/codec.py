@@ -84,6 +84,16 @@ def decode_response(api_key: int, version: int, body: memoryview) -> Any:
         raise DecodeError(f"malformed {response_class(api_key).__name__} v{version}: {exc}") from exc
 
 
+def encode_decoded_response(version: int, response: Any) -> bytes:
+    """Encode again a response `decode_response` gave (a proxy's rewritten answer). The
+    library's decode skips the constructor, leaving unset the header slot its encode reads."""
+    try:
+        response.header  # noqa: B018 (reads the slot)
+    except AttributeError:
+        response._header = None
+    return bytes(response.encode(version=version))
+
+
 @cache
 def has_throttle_time(api_key: int, version: int) -> bool:
     """Does this version of the API's response have a throttle_time_ms field?"""

@@ -12,8 +12,6 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 MODES = ("discovery", "proxy")
-#: Modes that are built; `--mode proxy` is refused with one line until it is.
-BUILT_MODES = ("discovery",)
 
 DEFAULTS: dict[str, str] = {
     "gateway.manager.url": "",
@@ -34,6 +32,9 @@ DEFAULTS: dict[str, str] = {
     "quota.window.num": "11",
     "quota.window.size.seconds": "1",
     "max.throttle.time.ms": "30000",
+    "proxy.broker.port.base": "",
+    "proxy.broker.ports.per.cluster": "100",
+    "proxy.max.inflight.requests": "64",
 }
 
 _HOST_PORT = re.compile(r"^(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]*):(?P<port>\d{1,5})$")
@@ -74,6 +75,11 @@ class GatewayConfig:
     quota_window_num: int
     quota_window_size_seconds: int
     max_throttle_time_ms: int
+    #: Proxy mode's port-per-broker scheme: broker B of cluster C is reached at
+    #: ``broker_port_base + C * ports_per_cluster + B`` (README.md, "Proxy mode").
+    broker_port_base: int = 0
+    ports_per_cluster: int = 100
+    max_inflight_requests: int = 64
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> GatewayConfig:
@@ -94,19 +100,30 @@ class GatewayConfig:
         mode = values["gateway.mode"]
         if mode not in MODES:
             raise GatewayConfigError(f"gateway.mode (--mode) is one of {', '.join(MODES)}; got {mode!r}")
-        if mode not in BUILT_MODES:
-            raise GatewayConfigError(f"gateway.mode (--mode) {mode} is not built yet; use discovery")
         if values["gateway.advertised.host"] and mode == "discovery":
             raise GatewayConfigError(
                 "gateway.advertised.host (--advertised-host) is for proxy mode: in discovery mode clients are "
                 "sent the clusters' own broker addresses")
 
-        def positive(key: str, minimum: int = 1) -> int:
-            text = values[key]
+        def positive_key(key: str, text: str, minimum: int) -> int:
             if not text.isdigit() or int(text) < minimum:
                 raise GatewayConfigError(f"{key} must be a whole number of at least {minimum}; got {text!r}")
             return int(text)
 
+        def positive(key: str, minimum: int = 1) -> int:
+            return positive_key(key, values[key], minimum)
+
+        base_text = values["proxy.broker.port.base"]
+        if not base_text:
+            if mode == "proxy" and port == 0:
+                raise GatewayConfigError("proxy.broker.port.base must be set when gateway.listen (--listen) picks a "
+                                         "free port (port 0): the brokers' ports follow from it")
+            base_text = str(port + 1)
+        broker_port_base = positive_key("proxy.broker.port.base", base_text, 1)
+        ports_per_cluster = positive("proxy.broker.ports.per.cluster")
+        if broker_port_base + ports_per_cluster > 65536:
+            raise GatewayConfigError(f"proxy.broker.port.base {broker_port_base} leaves no room for "
+                                     f"proxy.broker.ports.per.cluster {ports_per_cluster} ports below 65536")
         return cls(
             manager_url=url.rstrip("/"), listen_host=host, listen_port=port, mode=mode,
             advertised_host=values["gateway.advertised.host"], config_cache=values["gateway.config.cache"],
@@ -123,4 +140,6 @@ class GatewayConfig:
             quota_window_num=positive("quota.window.num"),
             quota_window_size_seconds=positive("quota.window.size.seconds"),
             max_throttle_time_ms=positive("max.throttle.time.ms"),
+            broker_port_base=broker_port_base, ports_per_cluster=ports_per_cluster,
+            max_inflight_requests=positive("proxy.max.inflight.requests"),
         )

@@ -44,10 +44,12 @@ class RelaySaslServer(SaslServer):
 
     mechanism = MECHANISM
 
-    def __init__(self, known: Callable[[], Container[int]], pool: UpstreamPool) -> None:
+    def __init__(self, known: Callable[[], Container[int]], pool: UpstreamPool, required: int | None = None) -> None:
+        """``required``: the cluster a proxy-mode broker port belongs to (None: any)."""
         super().__init__()
         self._known = known
         self._pool = pool
+        self._required = required
         self.cluster_id = -1
         self.credentials: Credentials | None = None
 
@@ -56,6 +58,10 @@ class RelaySaslServer(SaslServer):
             raise invalid_credentials(MECHANISM)
         username, password = plain_credentials(token)
         cluster_id = cluster_of(username, self._known())
+        if self._required is not None and cluster_id != self._required:
+            raise SaslAuthenticationError(
+                f"Authentication failed: this gateway port is a broker of cluster {self._required}; "
+                f"{username[:100]!r} logs in to cluster {cluster_id} (bootstrap from the gateway's first port)")
         credentials = Credentials(username, password)
         try:
             await self._pool.login(cluster_id, credentials)
@@ -73,12 +79,18 @@ class RelaySaslServer(SaslServer):
 class RelayAuthenticator(Authenticator):
     """The gateway listener's SASL: PLAIN only, checked by the target cluster."""
 
-    def __init__(self, known: Callable[[], Container[int]], pool: UpstreamPool) -> None:
+    def __init__(self, known: Callable[[], Container[int]], pool: UpstreamPool,
+                 cluster_of_listener: Callable[[str], int | None] = lambda listener: None) -> None:
+        """``cluster_of_listener``: the cluster a listener serves alone (proxy mode's broker
+        ports), None for the bootstrap listener."""
         self._known = known
         self._pool = pool
+        self._cluster_of_listener = cluster_of_listener
 
     def enabled_mechanisms(self, listener: str) -> list[str]:
         return [MECHANISM]
 
     def create_server(self, listener: str, mechanism: str) -> SaslServer | None:
-        return RelaySaslServer(self._known, self._pool) if mechanism == MECHANISM else None
+        if mechanism != MECHANISM:
+            return None
+        return RelaySaslServer(self._known, self._pool, self._cluster_of_listener(listener))

@@ -1,4 +1,5 @@
-"""The gateway process: discovery settings from the manager, upstream connections, the listener.
+"""The gateway process: discovery settings from the manager, upstream connections, the listeners
+(in proxy mode the bootstrap port and the brokers' ports, kaflet/proxy/ports.py).
 
 Start-up pulls the discovery settings once. When the manager does not answer, the gateway starts
 from its config cache file (``gateway.config.cache``) if it has one, and otherwise refuses to
@@ -20,7 +21,9 @@ from kaflet.network.listener import Listener
 from kaflet.proxy.config import GatewayConfig
 from kaflet.proxy.degradation import Degradation
 from kaflet.proxy.discovery import DiscoveryParseError, DiscoveryState, DiscoverySync, read_cache
+from kaflet.proxy.forwarding import ProxyRouter
 from kaflet.proxy.login import RelayAuthenticator
+from kaflet.proxy.ports import BrokerPorts
 from kaflet.proxy.router import ApiRanges, DiscoveryRouter
 from kaflet.proxy.upstream import Address, UpstreamPool
 from kaflet.security.session import SaslSession
@@ -55,20 +58,69 @@ class GatewayProcess:
         self.degradation = Degradation(lambda: self.sync.state, samples=config.quota_window_num,
                                        window_ms=config.quota_window_size_seconds * 1000,
                                        max_throttle_ms=config.max_throttle_time_ms)
-        self.router = DiscoveryRouter(self.pool, self.ranges, config.failed_authentication_delay_ms / 1000,
-                                      self.degradation)
-        authenticator = RelayAuthenticator(lambda: self.sync.state.clusters, self.pool)
-        security = ListenerSecurity(
-            "SASL_PLAINTEXT",
-            sasl_session_factory=lambda: SaslSession(authenticator, LISTENER, config.failed_authentication_delay_ms,
-                                                     config.sasl_max_receive_size),
-            sasl_max_receive=config.sasl_max_receive_size)
-        self.listener = Listener(LISTENER, config.listen_host, config.listen_port,
-                                 max_request_bytes=config.socket_request_max_bytes,
-                                 idle_ms=config.connections_max_idle_ms, send_buf=-1, recv_buf=-1, security=security,
-                                 staging_bytes=STAGING_BYTES)
+        self.ports = BrokerPorts(config.broker_port_base, config.ports_per_cluster, self._expose)
+        self.router = self._router(None)
+        self.authenticator = RelayAuthenticator(lambda: self.sync.state.clusters, self.pool,
+                                                self._cluster_of_listener)
+        self.listener = self._listener(LISTENER, config.listen_port)
+        #: Proxy mode's broker ports (kaflet/proxy/ports.py), bound when first named to a client.
+        self.broker_listeners: dict[int, tuple[Listener, ProxyRouter]] = {}
+        self._unbindable: set[int] = set()
         self._probing: asyncio.Task[None] | None = None
         self._reprobe: asyncio.Task[None] | None = None
+
+    @property
+    def proxy(self) -> bool:
+        return self.config.mode == "proxy"
+
+    def _router(self, target: tuple[int, int] | None) -> DiscoveryRouter:
+        config = self.config
+        delay_s = config.failed_authentication_delay_ms / 1000
+        if not self.proxy:
+            return DiscoveryRouter(self.pool, self.ranges, delay_s, self.degradation)
+        return ProxyRouter(self.pool, self.ranges, delay_s, self.degradation, self.ports, config.advertised_host,
+                           target)
+
+    def _listener(self, name: str, port: int) -> Listener:
+        config = self.config
+        security = ListenerSecurity(
+            "SASL_PLAINTEXT",
+            sasl_session_factory=lambda: SaslSession(self.authenticator, name, config.failed_authentication_delay_ms,
+                                                     config.sasl_max_receive_size),
+            sasl_max_receive=config.sasl_max_receive_size)
+        # A proxy's connections carry produce and fetch: the brokers' receive buffer, and
+        # requests read on while earlier ones are still upstream.
+        return Listener(name, config.listen_host, port, max_request_bytes=config.socket_request_max_bytes,
+                        idle_ms=config.connections_max_idle_ms, send_buf=-1, recv_buf=-1, security=security,
+                        **({"pipelined": config.max_inflight_requests} if self.proxy else
+                           {"staging_bytes": STAGING_BYTES}))
+
+    def _cluster_of_listener(self, name: str) -> int | None:
+        # A broker port serves the clients of its cluster only.
+        _, sep, port = name.partition(f"{LISTENER}-")
+        return self.ports.target_of(int(port))[0] if sep else None
+
+    def _expose(self, cluster_id: int, broker_id: int, port: int) -> bool:
+        """Listen on a broker's port (proxy mode); False (one log line) when the port is taken."""
+        if port in self.broker_listeners:
+            return True
+        listener = self._listener(f"{LISTENER}-{port}", port)
+        try:
+            listener.bind()
+        except OSError as exc:
+            if port not in self._unbindable:
+                self._unbindable.add(port)
+                log.error("cannot listen on %s:%d for broker %d of cluster %d: %s; the broker is left out of the "
+                          "answers until it can", self.config.listen_host or "0.0.0.0", port, broker_id, cluster_id,
+                          exc.strerror or exc)
+            return False
+        self._unbindable.discard(port)
+        router = self._router((cluster_id, broker_id))
+        assert isinstance(router, ProxyRouter)
+        listener.serve(router)
+        self.broker_listeners[port] = (listener, router)
+        log.info("broker %d of cluster %d: gateway port %d", broker_id, cluster_id, port)
+        return True
 
     def _addresses(self, cluster_id: int) -> tuple[Address, ...] | None:
         return self.sync.state.clusters.get(cluster_id)
@@ -105,8 +157,10 @@ class GatewayProcess:
         self.pool.start()
         self._reprobe = asyncio.create_task(self._probe_until_a_cluster_answers(), name="probe-until-answered")
         clusters = ", ".join(str(c) for c in sorted(self.sync.state.clusters)) or "none yet"
-        log.info("kaflet gateway (discovery mode) listening on %s:%d; clusters %s from %s",
-                 config.listen_host or "0.0.0.0", self.listener.port, clusters, config.manager_url)
+        log.info("kaflet gateway (%s mode) listening on %s:%d; clusters %s from %s%s", config.mode,
+                 config.listen_host or "0.0.0.0", self.listener.port, clusters, config.manager_url,
+                 f"; broker ports from {config.broker_port_base} ({config.ports_per_cluster} per cluster id)"
+                 if self.proxy else "")
 
     @property
     def port(self) -> int:
@@ -117,6 +171,7 @@ class GatewayProcess:
                    if before.clusters.get(c) != after.clusters.get(c)]
         for cluster_id in changed:
             self.pool.forget_cluster(cluster_id)
+            self.ports.forget_cluster(cluster_id)
         if changed and (self._probing is None or self._probing.done()):
             self._probing = asyncio.create_task(self._probe(), name="probe-api-versions")
 
@@ -135,10 +190,15 @@ class GatewayProcess:
     async def stop(self) -> None:
         """Stop accepting, close client and upstream connections, stop pulling."""
         await cancel_and_wait(self._reprobe)
-        self.listener.stop_accepting()
+        listeners = [self.listener, *(listener for listener, _ in self.broker_listeners.values())]
+        for listener in listeners:
+            listener.stop_accepting()
         await self.sync.stop()
         await cancel_and_wait(self._probing)
-        await self.listener.drain_and_close(5.0)
+        await asyncio.gather(*(listener.drain_and_close(5.0) for listener in listeners))
+        for router in (self.router, *(router for _, router in self.broker_listeners.values())):
+            if isinstance(router, ProxyRouter):
+                router.close_all()
         await self.pool.aclose()
         await self.service.close()
 

@@ -170,11 +170,7 @@ class DiscoveryRouter:
             return self._api_versions(header, throttle_ms)
         if not self.ranges.serves(key, version):
             raise FrameError(f"{api_name(key)} v{version} is not advertised by the gateway")
-        if key not in LOCAL_APIS and key not in DISCOVERY_APIS and key not in ANY_BROKER_APIS:
-            raise FrameError(
-                f"{api_name(key)} v{version} is not served by the gateway in discovery mode: it belongs to the "
-                "broker the Metadata answer names (the gateway answers ApiVersions, SASL, Metadata, "
-                "FindCoordinator, DescribeCluster and passes on requests any broker answers)")
+        self._check_served(key, version)
         body = frame[header.body_offset:]
         try:
             if key == ApiKey.SASL_HANDSHAKE:
@@ -182,10 +178,25 @@ class DiscoveryRouter:
             elif key == ApiKey.SASL_AUTHENTICATE:
                 answer = await self._authenticate(conn, sasl, header, body)
             else:
-                return await self._forward(conn, sasl, header, bytes(body), throttle_ms)
+                return await self._forward(conn, sasl, header, body, throttle_ms)
         except DecodeError as exc:
             raise FrameError(f"{api_name(key)} v{version} does not decode: {exc}") from None
         return [response_header(header.correlation_id, key, header.flexible), answer]
+
+    def _check_served(self, key: int, version: int) -> None:
+        """Refuse (FrameError) a request this mode does not pass on."""
+        if key not in LOCAL_APIS and key not in DISCOVERY_APIS and key not in ANY_BROKER_APIS:
+            raise FrameError(
+                f"{api_name(key)} v{version} is not served by the gateway in discovery mode: it belongs to the "
+                "broker the Metadata answer names (the gateway answers ApiVersions, SASL, Metadata, "
+                "FindCoordinator, DescribeCluster and passes on requests any broker answers)")
+
+    def outage(self, cluster_id: int) -> OutageLog:
+        """The log of the cluster's unreachability: one warning, a summary, one line when it is back."""
+        outage = self._outages.get(cluster_id)
+        if outage is None:
+            outage = self._outages[cluster_id] = OutageLog(log, f"cluster {cluster_id}'s brokers")
+        return outage
 
     # -- local answers ------------------------------------------------------------------------
 
@@ -249,15 +260,13 @@ class DiscoveryRouter:
     # -- answers from the cluster -------------------------------------------------------------
 
     async def _forward(self, conn: Connection, sasl: SaslSession, header: RequestHeader,
-                       body: bytes, throttle_ms: int) -> Sequence[Chunk]:
+                       body: memoryview, throttle_ms: int) -> HandlerResult:
         server = sasl.server
         assert isinstance(server, RelaySaslServer) and server.credentials is not None
         cluster_id, key, version = server.cluster_id, header.api_key, header.api_version
-        outage = self._outages.get(cluster_id)
-        if outage is None:
-            outage = self._outages[cluster_id] = OutageLog(log, f"cluster {cluster_id}'s brokers")
+        outage = self.outage(cluster_id)
         try:
-            answer = await self.pool.request(cluster_id, server.credentials, key, version, body,
+            answer = await self.pool.request(cluster_id, server.credentials, key, version, bytes(body),
                                              cache=key in DISCOVERY_APIS)
         except LoginRefusedError as exc:
             raise FrameError(f"cluster {cluster_id} refused the login of {server.credentials.username}: {exc}") from None
@@ -265,7 +274,7 @@ class DiscoveryRouter:
             outage.failed(exc, "clients are answered with retriable errors meanwhile")
             if key not in DISCOVERY_APIS:
                 raise FrameError(f"{api_name(key)} cannot be passed on: {exc}") from None
-            answer = unavailable_answer(key, version, body, f"cluster {cluster_id} is not reachable")
+            answer = unavailable_answer(key, version, bytes(body), f"cluster {cluster_id} is not reachable")
         else:
             outage.succeeded()
         if throttle_ms and codec.has_throttle_time(key, version):

@@ -12,8 +12,8 @@ for ``upstream.idle.ms``.
 Answers are kept for ``discovery.metadata.cache.ms`` under the exact request bytes, so a storm
 of bootstrapping clients costs the cluster one request per distinct request and interval.
 
-The seam for another mode (proxy mode, not built) is `UpstreamPool.request`: a request body in,
-the cluster's response body out.
+Proxy mode (kaflet/proxy/forwarding.py) opens its own connections, one per client connection
+and broker, with `UpstreamPool.open`.
 """
 
 from __future__ import annotations
@@ -136,7 +136,14 @@ class UpstreamPool:
             return session.client
 
     async def _connect(self, cluster_id: int, credentials: Credentials) -> BrokerClient:
-        addresses = self._addresses(cluster_id)
+        return await self.open(cluster_id, credentials)
+
+    async def open(self, cluster_id: int, credentials: Credentials, *, client_id: str = CLIENT_ID,
+                   at: Address | None = None) -> BrokerClient:
+        """A new connection to one of the cluster's service addresses (or to ``at``, one of its
+        brokers), logged in with ``credentials``, that the caller owns: LoginRefusedError when
+        the cluster refuses them, UpstreamUnavailableError when no broker answers."""
+        addresses = (at,) if at is not None else self._addresses(cluster_id)
         if not addresses:
             raise UpstreamUnavailableError(f"cluster {cluster_id} has no service addresses")
         security = ClientSecurity("SASL_PLAINTEXT", sasl_mechanism="PLAIN", sasl_username=credentials.username,
@@ -146,7 +153,7 @@ class UpstreamPool:
         for i in range(len(addresses)):
             host, port = addresses[(self._next + i) % len(addresses)]
             try:
-                return await BrokerClient.connect(host, port, security, client_id=CLIENT_ID,
+                return await BrokerClient.connect(host, port, security, client_id=client_id,
                                                   connect_timeout_s=self.connect_timeout_s,
                                                   request_timeout_s=self.request_timeout_s)
             except BrokerAuthenticationError as exc:

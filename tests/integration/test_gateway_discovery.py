@@ -15,16 +15,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient
 from kafka import KafkaConsumer, KafkaProducer
 
-from tests.support.broker_process import BrokerProcess, running_broker
-from tests.support.gateway_process import GatewayProcess, running_gateway
-from tests.support.manager import ManagerProcess, Session, running_manager, wait_for
-from tests.support.topics import create_topic
+from tests.support.broker_process import BrokerProcess
+from tests.support.gateway_process import GatewayProcess, gateway_broker, running_gateway, two_clusters
+from tests.support.manager import ManagerProcess, Session, wait_for
 
 SYNC_MS = 300
 APP = "app_a"
@@ -38,14 +36,7 @@ SLOW_RATE = 4  # requests per second of app_slow at the gateway (an sp-limit in 
 
 
 def broker_overrides(cluster_id: int, gateway_url: str) -> dict[str, str]:
-    return {
-        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
-        "sasl.enabled.mechanisms": "PLAIN",
-        "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
-        "gateway.url": gateway_url,
-        "cluster.id": str(cluster_id),
-        "gateway.sync.interval.ms": "1000",
-    }
+    return gateway_broker(cluster_id, gateway_url, JAAS)
 
 
 class Setup:
@@ -62,18 +53,7 @@ class Setup:
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
     work = tmp_path_factory.mktemp("gateway-discovery")
-    with running_manager(work / "manager") as manager, \
-            httpx.Client(base_url=manager.url, timeout=30) as http, \
-            running_broker(work / "a", broker_overrides(7, manager.gateway_url)) as a, \
-            running_broker(work / "b", broker_overrides(8, manager.gateway_url)) as b:
-        assert manager.admin_password
-        admin = Session(http, "admin", manager.admin_password)
-        for cluster_id, broker in ((7, a), (8, b)):
-            r = admin.form("/clusters", {"name": f"c{cluster_id}", "cluster_id": str(cluster_id),
-                                         "bootstrap_servers": broker.bootstrap})
-            assert r.status_code == 303, r.text
-        create_topic(a.bootstrap, "orders", partitions=2)
-        create_topic(b.bootstrap, "orders", partitions=3)
+    with two_clusters(work, broker_overrides) as (manager, admin, a, b):
         cache = work / "gateway-cache.json"
         with running_gateway(work / "gateway", ["--manager-url", manager.gateway_url, "--listen", "127.0.0.1:0",
                                                 "--config-cache", str(cache)],
@@ -348,7 +328,8 @@ def test_an_unreachable_cluster_gets_retriable_errors_until_it_is_back(setup: Se
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--manager-url", "http://m:8080/gateway", "--mode", "proxy"], "gateway.mode (--mode) proxy is not built yet"),
+    (["--manager-url", "http://m:8080/gateway", "--mode", "proxy", "--listen", "127.0.0.1:0"],
+     "proxy.broker.port.base must be set"),
     (["--manager-url", "http://m:8080/gateway", "--advertised-host", "gw"], "is for proxy mode"),
     (["--listen", "0.0.0.0:9092"], "gateway.manager.url (--manager-url) must be"),
 ])

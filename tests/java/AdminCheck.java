@@ -39,6 +39,7 @@ public class AdminCheck {
         short rf = Short.parseShort(args[2]);
         Properties props = new Properties();
         props.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        ClientLogin.apply(props);
         props.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, "15000");
         props.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "20000");
         try (Admin admin = Admin.create(props)) {
@@ -85,6 +86,7 @@ public class AdminCheck {
 
             Properties pp = new Properties();
             pp.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+            ClientLogin.apply(pp);
             try (KafkaProducer<String, String> producer =
                      new KafkaProducer<>(pp, new StringSerializer(), new StringSerializer())) {
                 for (int i = 0; i < 5; i++) {

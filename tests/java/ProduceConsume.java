@@ -45,6 +45,7 @@ public class ProduceConsume {
         List<String> topics = CODECS.stream().map(c -> prefix + "-" + c).collect(Collectors.toList());
         Properties ap = new Properties();
         ap.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        ClientLogin.apply(ap);
         try (Admin admin = Admin.create(ap)) {
             admin.createTopics(topics.stream().map(t -> new NewTopic(t, 3, (short) 1)).collect(Collectors.toList()))
                 .all().get();
@@ -52,6 +53,7 @@ public class ProduceConsume {
         for (String codec : CODECS) {
             Properties pp = new Properties();
             pp.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+            ClientLogin.apply(pp);
             pp.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true");
             pp.put(ProducerConfig.ACKS_CONFIG, "all");
             pp.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, codec);
@@ -106,6 +108,7 @@ public class ProduceConsume {
         Set<TopicPartition> mine = ConcurrentHashMap.newKeySet();
         Properties cp = new Properties();
         cp.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        ClientLogin.apply(cp);
         cp.put(ConsumerConfig.GROUP_ID_CONFIG, group);
         cp.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, strategy);
         cp.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");

@@ -49,14 +49,19 @@ class JavaPrograms:
     classes: Path
     jars: tuple[Path, ...]
 
-    def run(self, program: str, *args: str, timeout: float = 60) -> list[list[str]]:
+    def run(self, program: str, *args: str, timeout: float = 60,
+            login: tuple[str, str] | None = None) -> list[list[str]]:
         """Run `program` with `args`; its output as lines split into words. Fails with its stderr.
+        With ``login`` (username, password) its clients use SASL_PLAINTEXT with PLAIN
+        (tests/java/ClientLogin.java).
 
         The JVM is killed (by PID, with its process group) if it outlives `timeout`.
         """
         class_path = os.pathsep.join([str(self.classes), *map(str, self.jars)])
         proc = subprocess.Popen(["java", "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-cp", class_path, program, *args],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                                env={**os.environ, **({"KAFLET_SASL_USERNAME": login[0], "KAFLET_SASL_PASSWORD": login[1]}
+                                                      if login else {})})
         try:
             out, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:

@@ -140,7 +140,10 @@ def test_settings_are_checked() -> None:
     assert (config.manager_url, config.listen_host, config.listen_port) == ("http://m:8080/gateway", "127.0.0.1", 0)
     for props, message in [
         ({}, "gateway.manager.url"),
-        ({"gateway.manager.url": "http://m", "gateway.mode": "proxy"}, "proxy is not built yet"),
+        ({"gateway.manager.url": "http://m", "gateway.mode": "proxy", "gateway.listen": ":0"},
+         "proxy.broker.port.base must be set"),
+        ({"gateway.manager.url": "http://m", "gateway.mode": "proxy", "proxy.broker.port.base": "65500"},
+         "leaves no room"),
         ({"gateway.manager.url": "http://m", "gateway.advertised.host": "gw"}, "is for proxy mode"),
         ({"gateway.manager.url": "http://m", "gateway.listen": "9092"}, "is not host:port"),
         ({"gateway.manager.url": "http://m", "gateway.sync.interval.ms": "soon"}, "gateway.sync.interval.ms"),

@@ -1,0 +1,204 @@
+"""Proxy mode: every request of a client goes through the gateway to its cluster.
+
+A client connection is served as in discovery mode up to its login (ApiVersions, SASL as
+``<clusterId>.<appId>``, the manager's degradation settings: `DiscoveryRouter`); then each
+request is passed on, body untouched, over the connection's own upstream connection, opened
+with the client's credentials and client id (so the brokers check the password and apply the
+application's ACLs and quotas). On the bootstrap port that is one of the cluster's service
+addresses; on a broker's port (kaflet/proxy/ports.py) that broker. Requests are written upstream
+in the order they arrive and their answers are sent back in that order with the client's
+correlation ids, while later requests are already read (up to ``proxy.max.inflight.requests``).
+Only the answers naming brokers (Metadata, FindCoordinator, DescribeCluster) are decoded, to put
+the gateway's address in; throttle times from the brokers pass through as they are.
+
+When the manager moves a cluster, an upstream connection opened before is not used for new
+requests (it is closed once its last answer is in): the next request goes to the new place, so
+connected clients follow at their next metadata refresh. A broker port whose broker the moved
+cluster does not have closes its client connections with a log line; clients then bootstrap
+again. While the cluster cannot be reached, Metadata, FindCoordinator and DescribeCluster get
+Kafka's retriable errors and any other request closes the connection (as a broker that is down
+does), and clients retry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+
+from kaflet.network.client import BrokerClient
+from kaflet.network.connection import Chunk, Connection, DeferredResponse, FrameError, HandlerResult
+from kaflet.protocol import codec
+from kaflet.protocol.api_keys import ApiKey, api_name
+from kaflet.protocol.broker_connection import BrokerConnectionError
+from kaflet.protocol.header import RequestHeader, response_header
+from kaflet.protocol.primitives import DecodeError, Reader
+from kaflet.proxy.degradation import Degradation
+from kaflet.proxy.login import RelaySaslServer
+from kaflet.proxy.ports import ADDRESS_APIS, BrokerPorts
+from kaflet.proxy.router import DISCOVERY_APIS, ApiRanges, DiscoveryRouter, unavailable_answer, with_throttle
+from kaflet.proxy.upstream import Credentials, LoginRefusedError, UpstreamPool, UpstreamUnavailableError
+from kaflet.security.session import SaslSession
+
+log = logging.getLogger("kaflet.proxy")
+
+
+class _Upstream:
+    """A client connection's connection to its broker, and the cluster move it was opened under."""
+
+    __slots__ = ("client", "generation", "last")
+
+    def __init__(self, client: BrokerClient, generation: int) -> None:
+        self.client = client
+        self.generation = generation
+        #: The answer of the latest request sent: answers come in order, so once it is in, all are.
+        self.last: asyncio.Future[memoryview] | None = None
+
+    def retire(self) -> None:
+        """Close once the answers owed to the client are in."""
+        if self.last is None or self.last.done():
+            self.client.close()
+        else:
+            self.last.add_done_callback(lambda _: self.client.close())
+
+
+class ProxyRouter(DiscoveryRouter):
+    """The request handler of one proxy-mode port: the bootstrap port (``target`` None) or the
+    port of broker ``target = (cluster id, broker id)``."""
+
+    def __init__(self, pool: UpstreamPool, ranges: ApiRanges, failed_delay_s: float, degradation: Degradation,
+                 ports: BrokerPorts, advertised_host: str, target: tuple[int, int] | None) -> None:
+        super().__init__(pool, ranges, failed_delay_s, degradation)
+        self.ports = ports
+        self.advertised_host = advertised_host
+        self.target = target
+        self._upstreams: dict[Connection, _Upstream] = {}
+
+    def _check_served(self, key: int, version: int) -> None:
+        """Every API the gateway advertises is passed on."""
+
+    def close_all(self) -> None:
+        """Close every upstream connection of this port (the gateway is stopping)."""
+        for upstream in self._upstreams.values():
+            upstream.client.close()
+        self._upstreams.clear()
+
+    async def _forward(self, conn: Connection, sasl: SaslSession, header: RequestHeader,
+                       body: memoryview, throttle_ms: int) -> HandlerResult:
+        server = sasl.server
+        assert isinstance(server, RelaySaslServer) and server.credentials is not None
+        cluster_id, key, version = server.cluster_id, header.api_key, header.api_version
+        try:
+            expect_response = key != ApiKey.PRODUCE or produce_acks(version, body) != 0
+        except DecodeError as exc:
+            raise FrameError(f"Produce v{version} does not decode: {exc}") from None
+        try:
+            upstream = await self._upstream(conn, cluster_id, server.credentials, header.client_id or "")
+            await upstream.client.writable()
+            pending = upstream.client.submit_raw(key, version, body, expect_response=expect_response)
+        except LoginRefusedError as exc:
+            raise FrameError(f"cluster {cluster_id} refused the login of {server.credentials.username}: {exc}") from None
+        except (UpstreamUnavailableError, BrokerConnectionError) as exc:
+            self._drop(conn)
+            self.outage(cluster_id).failed(exc, "clients are answered with retriable errors meanwhile")
+            if key in DISCOVERY_APIS:
+                answer = unavailable_answer(key, version, bytes(body), f"cluster {cluster_id} is not reachable")
+                return [response_header(header.correlation_id, key, header.flexible), answer]
+            raise FrameError(f"{api_name(key)} cannot be passed on to cluster {cluster_id}: {exc}") from None
+        if pending is None:
+            return None  # acks=0: the broker does not answer, so neither does the gateway
+        upstream.last = pending
+        # Without --advertised-host, the address the client reached the gateway at.
+        host = self.advertised_host or (conn.sock.getsockname()[0] if key in ADDRESS_APIS else "")
+        return DeferredResponse(self._answer(upstream.client, cluster_id, header, bytes(body) if key in DISCOVERY_APIS
+                                             else None, pending, throttle_ms, host))
+
+    async def _answer(self, client: BrokerClient, cluster_id: int, header: RequestHeader, request: bytes | None,
+                      pending: asyncio.Future[memoryview], throttle_ms: int, host: str) -> Sequence[Chunk]:
+        """The cluster's answer to one request, for the client (``request``: the body of a
+        request that gets a retriable answer when the cluster cannot be reached; ``host``: the
+        gateway's name for the client)."""
+        key, version = header.api_key, header.api_version
+        try:
+            body: bytes | memoryview = await client.response_body(key, version, pending)
+        except BrokerConnectionError as exc:
+            self.outage(cluster_id).failed(exc, "clients are answered with retriable errors meanwhile")
+            if request is None:
+                raise FrameError(f"{api_name(key)} to cluster {cluster_id} got no answer: {exc}") from None
+            body = unavailable_answer(key, version, request, f"cluster {cluster_id} is not reachable")
+        else:
+            self.outage(cluster_id).succeeded()
+            if key in ADDRESS_APIS:
+                try:
+                    body = self.ports.rewrite_answer(cluster_id, key, version, body, host)
+                except DecodeError as exc:
+                    raise FrameError(f"cluster {cluster_id}'s {api_name(key)} answer does not decode: {exc}") from None
+        if throttle_ms and codec.has_throttle_time(key, version):
+            body = throttled(key, version, body, throttle_ms)
+        return [response_header(header.correlation_id, key, header.flexible), body]
+
+    async def _upstream(self, conn: Connection, cluster_id: int, credentials: Credentials,
+                        client_id: str) -> _Upstream:
+        generation = self.ports.generation(cluster_id)
+        upstream = self._upstreams.get(conn)
+        if upstream is not None:
+            if not upstream.client.closed and upstream.generation == generation:
+                return upstream
+            del self._upstreams[conn]
+            upstream.retire()  # the cluster moved: new requests go to the new place
+        at = None
+        if self.target is not None:
+            broker_id = self.target[1]
+            at = self.ports.upstream(cluster_id, broker_id)
+            if at is None:
+                await self._learn_brokers(cluster_id, credentials)
+                at = self.ports.upstream(cluster_id, broker_id)
+            if at is None:
+                raise FrameError(f"cluster {cluster_id} has no broker {broker_id} (any more); the client "
+                                 "bootstraps again")
+        client = await self.pool.open(cluster_id, credentials, client_id=client_id, at=at)
+        if conn.closed:
+            client.close()
+            raise FrameError("the client left while its upstream connection was opened")
+        if upstream is None and conn.task is not None:
+            # The first upstream of this client connection: closed with it.
+            conn.task.add_done_callback(lambda _: self._drop(conn))
+        upstream = self._upstreams[conn] = _Upstream(client, generation)
+        return upstream
+
+    def _drop(self, conn: Connection) -> None:
+        upstream = self._upstreams.pop(conn, None)
+        if upstream is not None:
+            upstream.client.close()
+
+    async def _learn_brokers(self, cluster_id: int, credentials: Credentials) -> None:
+        """Ask the cluster where its brokers are (a client came to a broker port this gateway has
+        not named since it started, or since the cluster moved)."""
+        version = min(self.ranges.ranges.get(ApiKey.METADATA, (0, 12))[1], 12)
+        request = codec.request_class(ApiKey.METADATA)(topics=[], allow_auto_topic_creation=False,
+                                                        include_cluster_authorized_operations=False,
+                                                        include_topic_authorized_operations=False)
+        answer = await self.pool.request(cluster_id, credentials, ApiKey.METADATA, version,
+                                         bytes(request.encode(version=version)), cache=True)
+        self.ports.rewrite_answer(cluster_id, ApiKey.METADATA, version, answer, self.advertised_host)
+
+
+def produce_acks(version: int, body: bytes | memoryview) -> int:
+    """The acks of a Produce request body (its first fields: transactional_id from v3, then acks)."""
+    reader = Reader(body)
+    if version >= 9:
+        reader.compact_nullable_string()
+    elif version >= 3:
+        reader.nullable_string()
+    return reader.int16()
+
+
+def throttled(api_key: int, version: int, body: bytes | memoryview, throttle_ms: int) -> bytes:
+    """The answer with its throttle_time_ms at least ``throttle_ms``."""
+    if api_key != ApiKey.PRODUCE:
+        return with_throttle(bytes(body), throttle_ms)
+    # Produce's throttle_time_ms is its last field (before tagged fields): re-encoded, which
+    # happens only to a client the gateway throttles.
+    response = codec.decode_response(api_key, version, memoryview(body))
+    response.throttle_time_ms = max(response.throttle_time_ms or 0, throttle_ms)
+    return codec.encode_decoded_response(version, response)
