@@ -36,7 +36,11 @@ def test_delete_records_reaches_the_followers(cluster_factory: Callable[..., Clu
     cluster.wait_for_leader(topic, 0, timeout=60, exclude=(1,))
     c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"g-{uuid.uuid4().hex[:6]}"})
     try:
-        low, high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
+        # A survivor may still name broker 1 as leader until its UpdateMetadata lands; the
+        # client then fails the query (handle destroyed), so ask again until the answer comes.
+        low, high = cluster.wait_until(
+            lambda: c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10), 60,
+            "the watermarks from the new leader", topics=[topic])
         assert (low, high) == (50, 100)
     finally:
         c.close()
