@@ -2,14 +2,28 @@
 
 from __future__ import annotations
 
+import signal
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from types import FrameType
 
 import pytest
 
 from tests.support import filesystems
 from tests.support.broker_process import BrokerProcess, running_broker
 from tests.support.java import JavaPrograms, JavaUnavailable, compile_programs
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"stopped by signal {signum}")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A SIGTERM (a CI timeout, `kill`, xdist stopping its workers) ends the run as Ctrl-C does:
+    pytest then still runs the fixtures' finalizers, which stop every process they started."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _interrupt)
 
 
 @pytest.fixture(scope="session", autouse=True)

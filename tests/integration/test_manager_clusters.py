@@ -454,8 +454,10 @@ def bytes_of(page: str, table_id: str, first_cell: str) -> list[int | None]:
 
 
 def log_bytes(data_dir: Path, pattern: str = "*") -> int:
-    """Bytes of the segment files of the partition dirs matching ``pattern`` (``topic-N``)."""
-    return sum(f.stat().st_size for d in data_dir.glob(pattern) if d.is_dir() for f in d.glob("*.log"))
+    """Bytes of the segment files of the partition dirs matching ``pattern`` (``topic-N``); the
+    logs of deleted topics waiting out ``file.delete.delay.ms`` (``*-delete``) are no replica."""
+    return sum(f.stat().st_size for d in data_dir.glob(pattern)
+               if d.is_dir() and not d.name.endswith("-delete") for f in d.glob("*.log"))
 
 
 def test_sizes_on_disk_per_topic_partition_replica_and_broker(console: Console) -> None:

@@ -65,12 +65,18 @@ class ClusterState:
         return "\n".join(lines)
 
 
+#: Kafka's 18 s default would make every test that kills a broker wait 18 s for its ZooKeeper
+#: session to expire; 6 s has held under the full suite's load. A test's overrides win.
+_TEST_SESSION = {"zookeeper.session.timeout.ms": "6000"}
+
+
 class Cluster:
     """ZooKeeper plus ``brokers`` kaflet broker processes (ids 1..N), cleaned up by PID.
 
     ``zookeeper``: a running server or ensemble to use (not stopped by :meth:`close`); without
     it the cluster starts its own standalone server, or an ensemble of ``ensemble`` nodes.
-    ``overrides`` apply to every broker, ``broker_overrides[id]`` to one (e.g. ``broker.rack``).
+    ``overrides`` apply to every broker, ``broker_overrides[id]`` to one (e.g. ``broker.rack``);
+    brokers hold 6 s ZooKeeper sessions unless an override says otherwise.
 
     With a started ``network`` (tests/support/netns.py) of at least N+1 hosts, broker ``i`` runs
     in host ``i`` (10.200.0.i) and ZooKeeper in host N+1, the :attr:`client_host`, where the
@@ -120,7 +126,8 @@ class Cluster:
             self.zookeeper = ZooKeeperServer(tick_time_ms=tick_time_ms, data_dir=self.base_dir / "zookeeper")
         self.brokers: dict[int, BrokerProcess] = {}
         for bid in range(1, brokers + 1):
-            config = {"broker.id": str(bid), **(overrides or {}), **(broker_overrides or {}).get(bid, {})}
+            config = {"broker.id": str(bid), **_TEST_SESSION, **(overrides or {}),
+                      **(broker_overrides or {}).get(bid, {})}
             placement: dict[str, Any] = {}
             if network is not None:
                 h = network.host(bid)
