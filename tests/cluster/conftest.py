@@ -9,8 +9,9 @@
   closed after the test.
 * ``zk_ensemble``: a 3-node ZooKeeper ensemble of the test's own (tickTime 500 ms).
 * ``cluster_factory``: ``make(brokers=3, **kwargs)`` starts a :class:`tests.support.cluster.Cluster`
-  (its own ZooKeeper, brokers 1..N) in the test's tmp dir; every cluster made is closed, by PID,
-  after the test, whatever happened. ``cluster`` is ``make(3)``.
+  (brokers 1..N; on ``zk_server`` under a chroot of its own unless ``kwargs`` bring a ZooKeeper,
+  an ensemble or a network) in the test's tmp dir; every cluster made is closed, by PID, after
+  the test, whatever happened. ``cluster`` is ``make(3)``.
 * ``network``: a started tests.support.netns.Network of 4 hosts (3 brokers + ZooKeeper), torn
   down after the test. Networks share the root namespace's guard route for 10.200.0.0/24, so
   tests holding one take a file lock and run one at a time even under pytest-xdist; skipped, with the reason, where namespaces cannot be made (not root, no
@@ -70,10 +71,13 @@ def zk_ensemble(tmp_path: Path) -> Iterator[ZooKeeperEnsemble]:
 
 
 @pytest.fixture
-def cluster_factory(tmp_path: Path) -> Iterator[Callable[..., Cluster]]:
+def cluster_factory(tmp_path: Path, zk_server: ZooKeeperServer) -> Iterator[Callable[..., Cluster]]:
     made: list[Cluster] = []
 
     def make(brokers: int = 3, **kwargs: Any) -> Cluster:
+        if not {"zookeeper", "ensemble", "network"} & set(kwargs):
+            # The run's one server under a chroot of the cluster's own: a JVM start saved per test.
+            kwargs.update(zookeeper=zk_server, chroot=kwargs.get("chroot", f"/kaflet-c{next(_chroots)}"))
         cluster = Cluster(tmp_path / f"cluster-{len(made) + 1}", brokers, **kwargs)
         made.append(cluster)
         return cluster.start()

@@ -38,7 +38,7 @@ def write_kafka_layout(cluster: Cluster) -> None:
 
 def test_state_readers_and_waits(cluster_factory: Callable[..., Cluster]) -> None:
     cluster = cluster_factory(0)  # ZooKeeper only
-    assert cluster.zk_connect.endswith(":" + str(cluster.zookeeper.connect_string.rsplit(":", 1)[1]) + "/kaflet")
+    assert cluster.zk_connect == cluster.zookeeper.connect_string + cluster.chroot
     assert cluster.controller_id() is None and cluster.registered_brokers() == [] and cluster.topics() == []
     write_kafka_layout(cluster)
     assert cluster.controller_id() == 2 and cluster.controller_epoch() == 3
