@@ -8,9 +8,10 @@ aborts every Nth one instead.
 `--compare ROUNDS` instead takes turns, ROUNDS times, between a transactional producer
 (`--transactions` transactions of `--records` records of `--record-bytes` bytes) and an
 idempotent non-transactional producer sending the same records (then flush), and prints the
-records/s of each and their ratio. `--latency N` measures, over N transactions, the time from
-commit_transaction() returning to a read_committed consumer receiving the transaction's last
-record (p50/p99). Needs the whole transaction path (the coordinator's APIs and
+records/s of each and their ratio; `--compare-records 100,1000` does so for each size in the
+same run (`--compare-total` records a round). `--latency N` measures, over N transactions
+(paced to `--latency-rate` records/s if given), the time from commit_transaction() returning to
+a read_committed consumer receiving the transaction's last record (p50/p99). Needs the whole transaction path (the coordinator's APIs and
 WriteTxnMarkers): against a broker without it, init_transactions fails and the run says so.
 The broker is stopped by PID at the end. See benchmarks/README.md.
 """
@@ -115,9 +116,12 @@ def compare(bootstrap: str, rounds: int, transactions: int, records: int, record
     }
 
 
-def latency(bootstrap: str, transactions: int, records: int, record_bytes: int, fetch_wait_ms: int) -> dict[str, float]:
+def latency(bootstrap: str, transactions: int, records: int, record_bytes: int, fetch_wait_ms: int,
+            rate: int = 0) -> dict[str, object]:
     """Per transaction: commit_transaction() returns, then a read_committed consumer (already
-    caught up) polls until the transaction's last record arrives."""
+    caught up) polls until the transaction's last record arrives. ``rate`` (records/s, 0 = as
+    fast as it goes) paces the transactions: each starts no earlier than its records' share of
+    the schedule."""
     topic = create_topic(AdminClient({"bootstrap.servers": bootstrap}), 1)
     p = _transactional(bootstrap, topic)
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{topic}", "isolation.level": "read_committed",
@@ -125,8 +129,13 @@ def latency(bootstrap: str, transactions: int, records: int, record_bytes: int, 
     c.assign([TopicPartition(topic, 0, 0)])
     value = b"x" * record_bytes
     delays: list[float] = []
+    start = time.perf_counter()
     try:
         for n in range(transactions):
+            if rate:
+                wait = start + n * records / rate - time.perf_counter()
+                if wait > 0:
+                    time.sleep(wait)
             last = f"last-{n}".encode()
             p.begin_transaction()
             for _ in range(records - 1):
@@ -147,11 +156,21 @@ def latency(bootstrap: str, transactions: int, records: int, record_bytes: int, 
     delays.sort()
     return {
         "transactions": transactions, "records_per_transaction": records, "record_bytes": record_bytes,
-        "fetch_wait_max_ms": fetch_wait_ms,
+        "fetch_wait_max_ms": fetch_wait_ms, "records_per_s": rate or "unpaced",
         "commit_to_consume_p50_ms": round(statistics.median(delays) * 1000, 2),
         "commit_to_consume_p99_ms": round((percentile(delays, 99) or 0.0) * 1000, 2),
         "commit_to_consume_max_ms": round(delays[-1] * 1000, 2),
     }
+
+
+def _sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise SystemExit(f"--compare-records wants comma-separated counts, not {text!r}") from None
+    if any(n <= 0 for n in sizes):
+        raise SystemExit("--compare-records counts must be positive")
+    return sizes
 
 
 def main() -> int:
@@ -164,21 +183,35 @@ def main() -> int:
                     help="value size (default 100; the --compare/--latency figures use 1024)")
     ap.add_argument("--compare", type=int, metavar="ROUNDS", default=0,
                     help="transactional vs idempotent throughput, taking turns ROUNDS times")
+    ap.add_argument("--compare-records", metavar="N,N,...",
+                    help="--compare for each of these records-per-transaction counts (e.g. 100,1000), each "
+                         "with --compare-total records a round")
+    ap.add_argument("--compare-total", type=int, default=20_000, help="records a round (--compare-records)")
     ap.add_argument("--latency", type=int, metavar="N", default=0,
                     help="commit_transaction() to read_committed delivery over N transactions")
     ap.add_argument("--fetch-wait-ms", type=int, default=500, help="the consumer's fetch.wait.max.ms (--latency)")
+    ap.add_argument("--latency-rate", type=int, default=0, metavar="RECORDS_PER_S",
+                    help="pace the --latency transactions to this many records/s (default: unpaced)")
+    ap.add_argument("--latency-records", type=int, default=0, metavar="N",
+                    help="records per transaction of the --latency run (default: --records)")
     ap.add_argument("--json", type=Path, help="also write the result here")
     args = ap.parse_args()
+    sizes = _sizes(args.compare_records) if args.compare_records else []
     with tempfile.TemporaryDirectory(prefix="kaflet-txn-bench-") as tmp, \
             started_broker("kaflet", Path(tmp)) as broker:
         try:
             result: dict[str, object] = {}
-            if args.compare:
+            if args.compare and sizes:
+                for size in sizes:
+                    result[f"compare_{size}"] = compare(broker.bootstrap, args.compare,
+                                                        max(1, args.compare_total // size), size,
+                                                        args.record_bytes, args.partitions)
+            elif args.compare:
                 result["compare"] = compare(broker.bootstrap, args.compare, args.transactions, args.records,
                                             args.record_bytes, args.partitions)
             if args.latency:
-                result["latency"] = latency(broker.bootstrap, args.latency, args.records, args.record_bytes,
-                                            args.fetch_wait_ms)
+                result["latency"] = latency(broker.bootstrap, args.latency, args.latency_records or args.records,
+                                            args.record_bytes, args.fetch_wait_ms, args.latency_rate)
             if not result:
                 result = dict(run(broker.bootstrap, args.transactions, args.records, args.partitions,
                                   args.abort_every, args.record_bytes))

@@ -271,13 +271,40 @@ async def test_commit_writes_prepare_markers_then_complete(h: Harness) -> None:
     assert c.txns["t"].partitions == {("y", 0)}
 
 
-async def test_next_add_partitions_waits_briefly_for_the_previous_markers(h: Harness) -> None:
+async def test_end_txn_answers_once_its_markers_are_written(h: Harness) -> None:
     pid, epoch = await _begin(h)
     c = h.coordinator
     c.config.completion_wait_ms = 30_000  # the gate opens on the next turn of the loop
     assert await c.add_partitions("t", pid, epoch, {("x", 0)}) == E.NONE
     h.marker_gate = asyncio.Event()
+    asyncio.get_running_loop().call_soon(h.marker_gate.set)
     assert await c.end_txn("t", pid, epoch, commit=True) == E.NONE
+    # The answer waited for the markers and the completion: the transaction is over.
+    assert (c.txns["t"].state, c.txns["t"].pending) == (S.COMPLETE_COMMIT, None)
+    assert h.states()[-2:] == [S.PREPARE_COMMIT, S.COMPLETE_COMMIT]
+    assert not c._completing
+    # Markers that take longer than the wait do not hold the answer: it says what Kafka's
+    # says once PrepareAbort is written, and the round goes on.
+    c.config.completion_wait_ms = 5
+    assert await c.add_partitions("t", pid, epoch, {("y", 0)}) == E.NONE
+    h.marker_gate = asyncio.Event()
+    assert await c.end_txn("t", pid, epoch, commit=False) == E.NONE
+    assert (c.txns["t"].state, c.txns["t"].pending) == (S.PREPARE_ABORT, S.COMPLETE_ABORT)
+    h.marker_gate.set()
+    await c.drain()
+    assert c.txns["t"].state == S.COMPLETE_ABORT
+    assert h.states()[-2:] == [S.PREPARE_ABORT, S.COMPLETE_ABORT]
+
+
+async def test_next_add_partitions_waits_briefly_for_the_previous_markers(h: Harness) -> None:
+    pid, epoch = await _begin(h)
+    c = h.coordinator
+    assert await c.add_partitions("t", pid, epoch, {("x", 0)}) == E.NONE
+    h.marker_gate = asyncio.Event()
+    c.config.completion_wait_ms = 1  # EndTxn gives up waiting for the markers ...
+    assert await c.end_txn("t", pid, epoch, commit=True) == E.NONE
+    assert c.txns["t"].pending == S.COMPLETE_COMMIT
+    c.config.completion_wait_ms = 30_000  # ... and the gate opens on the next turn of the loop
     asyncio.get_running_loop().call_soon(h.marker_gate.set)
     # Kafka answers CONCURRENT_TRANSACTIONS and the client retries 20 ms later; here the
     # request waits for the completion and gets the answer that retry would get.

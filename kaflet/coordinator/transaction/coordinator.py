@@ -70,8 +70,9 @@ class TxnConfig:
     id_expiration_ms: int = 604_800_000
     abort_interval_ms: int = 10_000
     remove_expired_interval_ms: int = 3_600_000
-    #: How long AddPartitionsToTxn/AddOffsetsToTxn wait for the previous transaction's markers
-    #: before answering CONCURRENT_TRANSACTIONS (kaflet's; see ``_await_completion``).
+    #: How long EndTxn waits for its markers before answering, and AddPartitionsToTxn /
+    #: AddOffsetsToTxn for the previous transaction's before answering CONCURRENT_TRANSACTIONS
+    #: (kaflet's; see ``end_txn`` and ``_await_completion``).
     completion_wait_ms: int = 20
 
     @classmethod
@@ -93,6 +94,11 @@ def _append_error(code: ErrorCode) -> ErrorCode:
     if code in (E.MESSAGE_TOO_LARGE, E.RECORD_LIST_TOO_LARGE):
         return E.UNKNOWN_SERVER_ERROR
     return code
+
+
+def _release(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 class TransactionCoordinator:
@@ -347,25 +353,31 @@ class TransactionCoordinator:
         return await self._write(txn, txn.prepare_add_partitions(partitions, self._now()))
 
     async def _await_completion(self, transactional_id: str) -> None:
-        """Wait (at most ``completion_wait_ms``) for the markers of the id's previous transaction.
+        """Wait (at most ``completion_wait_ms``) for the marker round of the id's last
+        transaction: EndTxn's own (``end_txn``), or the previous one's when AddPartitionsToTxn
+        or AddOffsetsToTxn meets it still in flight.
 
-        Kafka answers CONCURRENT_TRANSACTIONS at once while they are in flight, and the clients
-        retry AddPartitionsToTxn after 20 ms (librdkafka; the Java producer's first retry too).
-        Here the markers of a lone broker's partitions are written in-process in well under a
-        millisecond, but a client that answers EndTxn's response at once can be read before the
-        marker task gets its turn on the event loop (the response's send can hand the CPU to
-        the client): answering CONCURRENT_TRANSACTIONS then costs that transaction 20 ms for
-        nothing. Waiting no longer than the client's own back-off gives the same answer Kafka's
-        retry would, only sooner; a completion still pending afterwards is answered as Kafka
-        answers it."""
+        Kafka answers CONCURRENT_TRANSACTIONS at once while markers are in flight, and the
+        clients retry AddPartitionsToTxn after 20 ms (librdkafka; the Java producer's first
+        retry too). Markers that outlast EndTxn's wait (another broker's partitions, a leader
+        that moved) would cost the next transaction that 20 ms for nothing if they complete
+        meanwhile; waiting no longer than the client's own back-off gives the same answer
+        Kafka's retry would, only sooner. A completion still pending afterwards is answered as
+        Kafka answers it."""
         done = self._completing.get(transactional_id)
-        if done is None:
+        if done is None or done.done():
             return
+        # A waiter of its own released by whichever comes first: cheaper than asyncio.timeout
+        # around asyncio.shield (one future and one timer instead of a timeout context, a shield
+        # future and their callbacks), and this wait is on every transaction's path.
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
+        done.add_done_callback(lambda _: _release(waiter))
+        timer = loop.call_later(self.config.completion_wait_ms / 1000, _release, waiter)
         try:
-            async with asyncio.timeout(self.config.completion_wait_ms / 1000):
-                await asyncio.shield(done)
-        except TimeoutError:
-            pass
+            await waiter
+        finally:
+            timer.cancel()
 
     # ---- EndTxn and the markers ----------------------------------------------------------
 
@@ -379,7 +391,18 @@ class TransactionCoordinator:
         txn = self.txns.get(transactional_id)
         if txn is None:
             return E.INVALID_PRODUCER_ID_MAPPING
-        return await self._end(txn, producer_id, epoch, commit, from_client=True)
+        code = await self._end(txn, producer_id, epoch, commit, from_client=True)
+        if code == E.NONE:
+            # Answered once PrepareCommit/PrepareAbort is written, as Kafka answers, but not
+            # before the marker round has had its (bounded) chance: markers of this broker's
+            # own partitions are written in-process at once, so the client that reads this
+            # answer finds the transaction visible to read_committed consumers and its next
+            # AddPartitionsToTxn finds the id free, instead of racing the marker task for the
+            # event loop. Remote or failing markers cost the answer at most
+            # ``completion_wait_ms``, less than the CONCURRENT_TRANSACTIONS retry they would
+            # otherwise cost the next transaction.
+            await self._await_completion(transactional_id)
+        return code
 
     async def _end(self, txn: TransactionMetadata, producer_id: int, epoch: int, commit: bool,
                    from_client: bool) -> ErrorCode:

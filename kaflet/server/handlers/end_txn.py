@@ -1,5 +1,6 @@
 """EndTxn (key 26, v0-3): commit or abort a producer's transaction. Answered once
-PrepareCommit/PrepareAbort is in __transaction_state; the markers follow (Kafka's order)."""
+PrepareCommit/PrepareAbort is in __transaction_state and the marker round that follows (Kafka's
+order) has completed or had ``completion_wait_ms`` (``TransactionCoordinator.end_txn``)."""
 
 from __future__ import annotations
 
