@@ -37,7 +37,7 @@ each to make and write (3 s), and plain string formatting ~1 us.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -96,6 +96,11 @@ HELP = {
 }
 
 
+#: Rows (partitions) and groups written between two pauses of `TextCache.pieces` (~5 ms of work).
+ROWS_PER_PAUSE = 500
+GROUPS_PER_PAUSE = 50
+
+
 def _label(value: str) -> str:
     """A label value as the text format escapes it (topic names never need it; group ids may)."""
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
@@ -122,11 +127,20 @@ class TextCache:
 
     def text(self, snap: ClusterSnapshot) -> str:
         """The exposition text of `snap`."""
+        return "".join(piece for piece in self.pieces(snap) if piece is not None)
+
+    def pieces(self, snap: ClusterSnapshot) -> Iterator[str | None]:
+        """The text of `snap` in pieces, with a None after every ``ROWS_PER_PAUSE`` rows where the
+        caller may pause (the broker hands its event loop back there)."""
         if self._topics is None or self._topics != snap.topics:
-            self._metadata = _metadata_families(snap.topics)
-            self._topics = snap.topics
+            metadata = yield from _metadata_families(snap.topics)
+            self._metadata, self._topics = metadata, snap.topics
         partitions, rest = self._metadata
-        return "".join([*_broker_lines(snap), partitions, *_offset_lines(snap), rest, *_group_lines(snap)])
+        yield from _broker_lines(snap)
+        yield partitions
+        yield from _offset_lines(snap)
+        yield rest
+        yield from _group_lines(snap)
 
 
 def _broker_lines(snap: ClusterSnapshot) -> Iterator[str]:
@@ -135,11 +149,13 @@ def _broker_lines(snap: ClusterSnapshot) -> Iterator[str]:
                                              for broker_id, address in sorted(snap.brokers)])
 
 
-def _offset_lines(snap: ClusterSnapshot) -> Iterator[str]:
+def _offset_lines(snap: ClusterSnapshot) -> Iterator[str | None]:
     current: list[str] = []
     oldest: list[str] = []
     offsets = snap.offsets
     for topic in sorted(snap.topics):
+        if len(current) % ROWS_PER_PAUSE < len(snap.topics[topic]):
+            yield None
         for row in sorted(snap.topics[topic]):
             got = offsets.get((topic, row.partition))
             if got is not None:
@@ -150,8 +166,9 @@ def _offset_lines(snap: ClusterSnapshot) -> Iterator[str]:
     yield _family("kafka_topic_partition_oldest_offset", oldest)
 
 
-def _metadata_families(topics: Mapping[str, Sequence[PartitionRow]]) -> tuple[str, str]:
-    """(kafka_topic_partitions, the per-partition metadata families), as text."""
+def _metadata_families(topics: Mapping[str, Sequence[PartitionRow]]) -> Generator[None, None, tuple[str, str]]:
+    """(kafka_topic_partitions, the per-partition metadata families), as text; pauses (None)
+    between topics every ``ROWS_PER_PAUSE`` partitions."""
     partitions: list[str] = []
     leader: list[str] = []
     replicas: list[str] = []
@@ -160,6 +177,8 @@ def _metadata_families(topics: Mapping[str, Sequence[PartitionRow]]) -> tuple[st
     under: list[str] = []
     for topic in sorted(topics):
         rows = topics[topic]
+        if len(replicas) % ROWS_PER_PAUSE < len(rows):
+            yield None
         partitions.append(f'kafka_topic_partitions{{topic="{topic}"}} {len(rows)}\n')
         # Rows sort by partition first (tuples): no key function to call.
         for row in sorted(rows):
@@ -181,7 +200,7 @@ def _metadata_families(topics: Mapping[str, Sequence[PartitionRow]]) -> tuple[st
     return _family("kafka_topic_partitions", partitions), "".join(rest)
 
 
-def _group_lines(snap: ClusterSnapshot) -> Iterator[str]:
+def _group_lines(snap: ClusterSnapshot) -> Iterator[str | None]:
     members: list[str] = []
     current: list[str] = []
     current_sum: list[str] = []
@@ -196,6 +215,8 @@ def _group_lines(snap: ClusterSnapshot) -> Iterator[str]:
         indexes.sort()
     for group_id in sorted(snap.groups):
         group = snap.groups[group_id]
+        if len(members) % GROUPS_PER_PAUSE == 0:
+            yield None
         g = _label(group_id)
         members.append(f'kafka_consumergroup_members{{consumergroup="{g}"}} {group.members}\n')
         for topic in sorted({t for t, _ in group.committed}):

@@ -12,9 +12,9 @@ partitions without offsets and its groups out, as kafka_exporter does, and is lo
 
 `ClusterSeries.text` is what a scrape calls: the exposition text of a snapshot at most
 ``max_age_s`` old; scrapes that arrive while one is gathered wait for it rather than start another.
-The snapshot is read on the event loop (copies of plain values, handing the loop back every 500
-partitions), the text is built on a thread (reusing the metadata's families while they are
-unchanged: `TextCache`).
+The snapshot is read on the event loop (copies of plain values) and the text written there too
+(reusing the metadata's families while they are unchanged: `TextCache`), both handing the loop
+back every 500 partitions or 50 groups.
 """
 
 from __future__ import annotations
@@ -214,9 +214,9 @@ async def _groups(conn: BrokerConnection) -> dict[str, GroupRow]:
     return {group_id: GroupRow(n, committed.get(group_id, {})) for group_id, n in members.items()}
 
 
-def render(snapshot: ClusterSnapshot, cache: TextCache | None = None) -> bytes:
-    """The exposition text of the snapshot's series (written through `cache` when given)."""
-    return (cache.text(snapshot) if cache is not None else cluster_text(snapshot)).encode()
+def render(snapshot: ClusterSnapshot) -> bytes:
+    """The exposition text of the snapshot's series."""
+    return cluster_text(snapshot).encode()
 
 
 class ClusterSeries:
@@ -231,7 +231,7 @@ class ClusterSeries:
         self._body = b""
         self._read_at = float("-inf")
         self._pending: asyncio.Future[bytes] | None = None
-        # Used by one refresh at a time (`_pending`), on its thread.
+        # Used by one refresh at a time (`_pending`).
         self._cache = TextCache()
 
     async def text(self) -> bytes:
@@ -252,7 +252,16 @@ class ClusterSeries:
         try:
             began = self.clock()
             snapshot = await self.view.snapshot()
-            body = await asyncio.to_thread(render, snapshot, self._cache)
+            # Written on the loop in slices, not on a thread: a thread writing for ~0.3 s held
+            # the GIL against the loop, whose every system call then waited up to the 5 ms
+            # switch interval to get it back (produce p99 went from 0.07 to 0.6 s).
+            pieces: list[str] = []
+            for piece in self._cache.pieces(snapshot):
+                if piece is None:
+                    await asyncio.sleep(0)
+                else:
+                    pieces.append(piece)
+            body = "".join(pieces).encode()
             self._body, self._read_at = body, began
             return body
         finally:
