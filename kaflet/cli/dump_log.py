@@ -170,7 +170,7 @@ class Dumper:
             deep = self.opts.deep_iteration or self.opts.print_data_log
             valid = 0
             last_offset = -1
-            with progress(os.path.basename(path), seg.size) as advance:
+            with progress(os.path.basename(path), seg.size, each="batches") as advance:
                 for pos, h, data in seg.batches():
                     self.out(self._batch_line(pos, h, data))
                     if deep:

@@ -108,7 +108,8 @@ def produce(
     _check_topic(producer, topic, bootstrap, timeout_s)
     delivery = _Delivery()
     # Lines typed at a terminal need no bar (it would draw over them).
-    with progress(f"producing to {topic}", _input_size(sys.stdin.buffer), shown=not sys.stdin.isatty()) as advance:
+    with progress(f"producing to {topic}", _input_size(sys.stdin.buffer), shown=not sys.stdin.isatty(),
+                  each="records") as advance:
         sent, bad_lines = _send_lines(producer, topic, sys.stdin.buffer, reader, delivery, advance)
     delivery_ms = int(conf.get("delivery.timeout.ms", conf.get("message.timeout.ms", _DELIVERY_TIMEOUT_MS)))
     _flush(producer, delivery_ms / 1000)

@@ -37,13 +37,16 @@ each to make and write (3 s), and plain string formatting ~1 us.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class PartitionRow:
-    """One partition as the metadata says: leader (-1: none), replicas and ISR."""
+class PartitionRow(NamedTuple):
+    """One partition as the metadata says: leader (-1: none), replicas and ISR.
+
+    A tuple: 10,000 of them are made on the event loop at each scrape (a frozen dataclass's
+    constructor cost ~3x more), and compared with the last scrape's (`TextCache`)."""
 
     partition: int
     leader: int
@@ -93,66 +96,111 @@ HELP = {
 }
 
 
+#: Rows (partitions) and groups written between two pauses of `TextCache.pieces` (~5 ms of work).
+ROWS_PER_PAUSE = 500
+GROUPS_PER_PAUSE = 50
+
+
 def _label(value: str) -> str:
     """A label value as the text format escapes it (topic names never need it; group ids may)."""
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
-def _family(name: str, lines: list[str]) -> Iterator[str]:
-    yield f"# HELP {name} {HELP[name]}\n# TYPE {name} gauge\n"
-    yield from lines
+def _family(name: str, lines: list[str]) -> str:
+    return f"# HELP {name} {HELP[name]}\n# TYPE {name} gauge\n" + "".join(lines)
 
 
 def cluster_text(snap: ClusterSnapshot) -> str:
     """kafka_exporter's series for `snap` in Prometheus' text format, its names, labels, help and meanings."""
-    return "".join([*_broker_lines(snap), *_topic_lines(snap), *_group_lines(snap)])
+    return TextCache().text(snap)
+
+
+class TextCache:
+    """Writes the text of successive snapshots, reusing the families that depend only on the
+    partitions' metadata (partition count, leader, replicas, ISR, preferred leader, under-
+    replicated: 60,000 of the 94,000 lines at 10,000 partitions) while it has not changed, as it
+    mostly has not from one scrape to the next. Not thread-safe: one writer at a time."""
+
+    def __init__(self) -> None:
+        self._topics: Mapping[str, Sequence[PartitionRow]] | None = None
+        self._metadata: tuple[str, str] = ("", "")
+
+    def text(self, snap: ClusterSnapshot) -> str:
+        """The exposition text of `snap`."""
+        return "".join(piece for piece in self.pieces(snap) if piece is not None)
+
+    def pieces(self, snap: ClusterSnapshot) -> Iterator[str | None]:
+        """The text of `snap` in pieces, with a None after every ``ROWS_PER_PAUSE`` rows where the
+        caller may pause (the broker hands its event loop back there)."""
+        if self._topics is None or self._topics != snap.topics:
+            metadata = yield from _metadata_families(snap.topics)
+            self._metadata, self._topics = metadata, snap.topics
+        partitions, rest = self._metadata
+        yield from _broker_lines(snap)
+        yield partitions
+        yield from _offset_lines(snap)
+        yield rest
+        yield from _group_lines(snap)
 
 
 def _broker_lines(snap: ClusterSnapshot) -> Iterator[str]:
-    yield from _family("kafka_brokers", [f"kafka_brokers {len(snap.brokers)}\n"])
-    yield from _family("kafka_broker_info", [f'kafka_broker_info{{id="{broker_id}",address="{_label(address)}"}} 1\n'
+    yield _family("kafka_brokers", [f"kafka_brokers {len(snap.brokers)}\n"])
+    yield _family("kafka_broker_info", [f'kafka_broker_info{{id="{broker_id}",address="{_label(address)}"}} 1\n'
                                              for broker_id, address in sorted(snap.brokers)])
 
 
-def _topic_lines(snap: ClusterSnapshot) -> Iterator[str]:
-    partitions: list[str] = []
+def _offset_lines(snap: ClusterSnapshot) -> Iterator[str | None]:
     current: list[str] = []
     oldest: list[str] = []
+    offsets = snap.offsets
+    for topic in sorted(snap.topics):
+        if len(current) % ROWS_PER_PAUSE < len(snap.topics[topic]):
+            yield None
+        for row in sorted(snap.topics[topic]):
+            got = offsets.get((topic, row.partition))
+            if got is not None:
+                labels = f'{{topic="{topic}",partition="{row.partition}"}}'
+                current.append(f"kafka_topic_partition_current_offset{labels} {got[0]}\n")
+                oldest.append(f"kafka_topic_partition_oldest_offset{labels} {got[1]}\n")
+    yield _family("kafka_topic_partition_current_offset", current)
+    yield _family("kafka_topic_partition_oldest_offset", oldest)
+
+
+def _metadata_families(topics: Mapping[str, Sequence[PartitionRow]]) -> Generator[None, None, tuple[str, str]]:
+    """(kafka_topic_partitions, the per-partition metadata families), as text; pauses (None)
+    between topics every ``ROWS_PER_PAUSE`` partitions."""
+    partitions: list[str] = []
     leader: list[str] = []
     replicas: list[str] = []
     isr: list[str] = []
     preferred: list[str] = []
     under: list[str] = []
-    offsets = snap.offsets
-    for topic in sorted(snap.topics):
-        rows = snap.topics[topic]
+    for topic in sorted(topics):
+        rows = topics[topic]
+        if len(replicas) % ROWS_PER_PAUSE < len(rows):
+            yield None
         partitions.append(f'kafka_topic_partitions{{topic="{topic}"}} {len(rows)}\n')
-        for row in sorted(rows, key=lambda r: r.partition):
+        # Rows sort by partition first (tuples): no key function to call.
+        for row in sorted(rows):
             labels = f'{{topic="{topic}",partition="{row.partition}"}}'
             has_leader = row.leader >= 0
             if has_leader:
                 leader.append(f"kafka_topic_partition_leader{labels} {row.leader}\n")
-            got = offsets.get((topic, row.partition))
-            if got is not None:
-                current.append(f"kafka_topic_partition_current_offset{labels} {got[0]}\n")
-                oldest.append(f"kafka_topic_partition_oldest_offset{labels} {got[1]}\n")
             replicas.append(f"kafka_topic_partition_replicas{labels} {len(row.replicas)}\n")
             isr.append(f"kafka_topic_partition_in_sync_replica{labels} {len(row.isr)}\n")
             is_preferred = has_leader and bool(row.replicas) and row.replicas[0] == row.leader
             preferred.append(f"kafka_topic_partition_leader_is_preferred{labels} {int(is_preferred)}\n")
             under.append(f"kafka_topic_partition_under_replicated_partition{labels} "
                          f"{int(len(row.isr) < len(row.replicas))}\n")
-    yield from _family("kafka_topic_partitions", partitions)
-    yield from _family("kafka_topic_partition_current_offset", current)
-    yield from _family("kafka_topic_partition_oldest_offset", oldest)
-    yield from _family("kafka_topic_partition_leader", leader)
-    yield from _family("kafka_topic_partition_replicas", replicas)
-    yield from _family("kafka_topic_partition_in_sync_replica", isr)
-    yield from _family("kafka_topic_partition_leader_is_preferred", preferred)
-    yield from _family("kafka_topic_partition_under_replicated_partition", under)
+    rest = [_family("kafka_topic_partition_leader", leader),
+            _family("kafka_topic_partition_replicas", replicas),
+            _family("kafka_topic_partition_in_sync_replica", isr),
+            _family("kafka_topic_partition_leader_is_preferred", preferred),
+            _family("kafka_topic_partition_under_replicated_partition", under)]
+    return _family("kafka_topic_partitions", partitions), "".join(rest)
 
 
-def _group_lines(snap: ClusterSnapshot) -> Iterator[str]:
+def _group_lines(snap: ClusterSnapshot) -> Iterator[str | None]:
     members: list[str] = []
     current: list[str] = []
     current_sum: list[str] = []
@@ -167,6 +215,8 @@ def _group_lines(snap: ClusterSnapshot) -> Iterator[str]:
         indexes.sort()
     for group_id in sorted(snap.groups):
         group = snap.groups[group_id]
+        if len(members) % GROUPS_PER_PAUSE == 0:
+            yield None
         g = _label(group_id)
         members.append(f'kafka_consumergroup_members{{consumergroup="{g}"}} {group.members}\n')
         for topic in sorted({t for t, _ in group.committed}):
@@ -190,8 +240,8 @@ def _group_lines(snap: ClusterSnapshot) -> Iterator[str]:
             labels = f'{{consumergroup="{g}",topic="{topic}"}}'
             current_sum.append(f"kafka_consumergroup_current_offset_sum{labels} {offset_total}\n")
             lag_sum.append(f"kafka_consumergroup_lag_sum{labels} {lag_total}\n")
-    yield from _family("kafka_consumergroup_members", members)
-    yield from _family("kafka_consumergroup_current_offset", current)
-    yield from _family("kafka_consumergroup_current_offset_sum", current_sum)
-    yield from _family("kafka_consumergroup_lag", lag)
-    yield from _family("kafka_consumergroup_lag_sum", lag_sum)
+    yield _family("kafka_consumergroup_members", members)
+    yield _family("kafka_consumergroup_current_offset", current)
+    yield _family("kafka_consumergroup_current_offset_sum", current_sum)
+    yield _family("kafka_consumergroup_lag", lag)
+    yield _family("kafka_consumergroup_lag_sum", lag_sum)

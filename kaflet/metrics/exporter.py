@@ -276,6 +276,25 @@ def log_rows(partitions: Iterable[Partition]) -> list[LogRow]:
             for p in partitions]
 
 
+#: Partitions read between two returns to the event loop during a scrape.
+ROWS_PER_YIELD = 500
+
+
+async def log_rows_yielding(partitions: Iterable[Partition]) -> list[LogRow]:
+    """`log_rows`, handing the loop back every ``ROWS_PER_YIELD`` partitions: a broker with
+    5,000 partitions held it ~0.1 s reading them in one go (a log's size sums its segments)."""
+    rows: list[LogRow] = []
+    chunk: list[Partition] = []
+    for p in list(partitions):
+        chunk.append(p)
+        if len(chunk) == ROWS_PER_YIELD:
+            rows += log_rows(chunk)
+            chunk.clear()
+            await asyncio.sleep(0)
+    # A partition closed meanwhile still reads its last values: a closed log keeps them.
+    return rows + log_rows(chunk)
+
+
 def log_text(rows: list[LogRow]) -> str:
     """The per-partition Log series (kafka.log:type=Log) in the text format. Written here rather
     than as prometheus_client families: three per partition are most of a large broker's samples,
@@ -333,7 +352,7 @@ class MetricsExporter:
             # The values are read here, on the loop, between requests; the text (most of a
             # scrape's time) is written on a thread, so the loop is not held for the whole scrape.
             families = list(self.registry.collect())
-            rows = log_rows(self.state.partitions())
+            rows = await log_rows_yielding(self.state.partitions())
             body = await asyncio.to_thread(_write, families, rows)
             if self.cluster is not None:
                 body += await self.cluster.text()

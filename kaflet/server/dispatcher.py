@@ -10,8 +10,8 @@ SaslServerAuthenticator does. After SaslHandshake v0 the client sends raw tokens
 headers (the legacy exchange), which the gate hands straight to the SASL session.
 
 While the gateway hides disabled partitions (RunState.partition_router), the handlers of APIs
-that carry partition numbers run behind its renumbering step (server/renumbering.py); without
-it the handler is called as it is.
+that carry partition numbers run behind its renumbering step (server/renumbering.py), except
+the cluster's own requests (`from_the_cluster`); without it the handler is called as it is.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from kaflet.security.sasl import SaslAuthenticationError
 from kaflet.security.session import SaslSession, SaslState
 from kaflet.server import traffic
 from kaflet.server.handlers import HANDLERS, api_versions
-from kaflet.server.renumbering import renumbered
+from kaflet.server.renumbering import from_the_cluster, renumbered
 from kaflet.server.request_context import RequestContext
 from kaflet.server.services import Services
 
@@ -92,7 +92,7 @@ class Dispatcher:
         body_view = frame[header.body_offset :]
         handler = module.handle
         router = self.state.partition_router
-        if router is not None:
+        if router is not None and not from_the_cluster(ctx):
             handler = renumbered(router, header.api_key) or handler
         try:
             # Quotas: record what the request used, get the throttle time, mute if over quota.

@@ -22,10 +22,23 @@ answered when they mapped the numbers themselves:
   partition has, so the client refreshes its metadata).
 AddPartitionsToTxn groups its answer by error, so it gets the numbers back through a map from
 real partition to the client's number.
+
+The cluster's own requests see the real partitions (`from_the_cluster`): the active
+controller's kafka_exporter series (metrics/cluster_view.py) ask the other brokers for every
+partition's offsets and every group's commits, and renumbered answers would put a hidden
+partition's neighbour's offsets under its name. A request is the cluster's when it comes over the
+inter-broker listener, names itself as a broker does (``broker-N-...``, ``controller-N``), and
+its principal may ClusterAction on the Cluster, what Kafka asks of the inter-broker principal
+(the gateway's authorizer grants it to super users only, never to an application's login). The
+client id is a statement, not a proof: on a cluster without an authorizer every principal may
+ClusterAction, so a client on a listener it shares with the brokers could claim to be one, as it
+can already fetch as a follower; there the hiding is a view for well-behaved clients, not access
+control (docs/gateway.md, "Disabled partitions").
 """
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_left
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass
@@ -37,8 +50,10 @@ from kaflet.network.connection import DeferredResponse
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.fetch import FetchRequest, decode_fetch_request
+from kaflet.protocol.list_offsets import decode_list_offsets_request
 from kaflet.protocol.produce import ProduceRequest, ProduceResponse, decode_produce_request
 from kaflet.protocol.response import Response
+from kaflet.security.acl import AclOperation
 from kaflet.server.fetch_session import SessionFetchResponse
 from kaflet.server.handlers import (
     add_partitions_to_txn,
@@ -97,6 +112,20 @@ class Rewrite(Generic[Req, Resp, Memo]):
         answer = await completion
         self.response(ctx, answer, memo, tables)
         return answer
+
+
+#: The client ids kaflet's brokers give their connections to each other (server/broker.py,
+#: server/broker_metrics.py, controller/channel.py).
+_BROKER_CLIENT_ID = re.compile(r"(?:broker-\d+-[a-z-]+|controller-\d+)")
+
+
+def from_the_cluster(ctx: RequestContext) -> bool:
+    """Is this request the cluster's own (another broker's), to be served in real partitions?"""
+    listener = ctx.services.settings.inter_broker_listener
+    client_id = ctx.header.client_id
+    return (listener is not None and ctx.listener == listener and client_id is not None
+            and _BROKER_CLIENT_ID.fullmatch(client_id) is not None
+            and ctx.authorize_cluster(AclOperation.CLUSTER_ACTION))
 
 
 def renumbered(router: PartitionRouter, api_key: int
@@ -205,8 +234,9 @@ def _fetch_response(ctx: RequestContext, resp: SessionFetchResponse, _: bool, ta
 
 
 def _list_offsets_request(ctx: RequestContext, req: Any, tables: Tables) -> Positions:
-    if req.replica_id != list_offsets.CONSUMER_REPLICA_ID:
-        return None  # a follower names real partitions
+    # Renumbered whatever replica id it carries: Kafka checks no ClusterAction for a follower's
+    # ListOffsets, so the replica id cannot tell a follower; the brokers' own requests do not
+    # come here (`from_the_cluster`).
     return _to_real(req.topics, "name", "partitions", "partition_index", tables)
 
 
@@ -300,7 +330,7 @@ def _codec_decoder(api_key: ApiKey) -> Callable[[memoryview, int], Any]:
 REWRITES: dict[int, Rewrite[Any, Any, Any]] = {
     ApiKey.PRODUCE: Rewrite(decode_produce_request, produce.serve, _produce_request, _produce_response),
     ApiKey.FETCH: Rewrite(decode_fetch_request, fetch.serve, _fetch_request, _fetch_response),
-    ApiKey.LIST_OFFSETS: Rewrite(_codec_decoder(ApiKey.LIST_OFFSETS), list_offsets.serve, _list_offsets_request,
+    ApiKey.LIST_OFFSETS: Rewrite(decode_list_offsets_request, list_offsets.serve, _list_offsets_request,
                                  _positional("topics", "partitions", "partition_index")),
     ApiKey.METADATA: Rewrite(_codec_decoder(ApiKey.METADATA), metadata.serve, _metadata_request, _metadata_response),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: Rewrite(_codec_decoder(ApiKey.DESCRIBE_TOPIC_PARTITIONS),

@@ -185,6 +185,9 @@ class Settings:
     request_timeout_ms: int
     #: Most partitions one DescribeTopicPartitions answer lists (max.request.partition.size.limit).
     max_request_partition_size_limit: int = 2000
+    #: The listener the other brokers connect to (server/inter_broker_security.py); None for a
+    #: broker alone, whose controller reaches it in-process.
+    inter_broker_listener: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -168,3 +168,30 @@ def test_partition_numbers_no_client_may_see_name_no_partition(
         (i, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)) for i in sent]
     ends = on_loop(loop, lambda: {i: broker.replica_manager.get(topic, i).log.log_end_offset for i in range(4)})
     assert ends == {0: 0, 1: 0, 2: 0, 3: 0}
+
+
+def test_a_client_that_claims_to_be_a_broker_still_sees_the_renumbered_view(
+        running: tuple[Broker, asyncio.AbstractEventLoop, View]) -> None:
+    """A broker alone has no other broker to serve in real partitions: a client naming itself
+    like one (client id ``broker-1-metrics``) and asking as a follower (replica id 1) is still
+    renumbered; Kafka checks no ClusterAction for a follower's ListOffsets."""
+    broker, loop, view = running
+    b = broker.bootstrap
+    topic = f"claim-{uuid.uuid4().hex[:6]}"
+    create_topic(b, topic, partitions=4)
+    on_loop(loop, lambda: view.by_topic.__setitem__(topic, frozenset({1, 2})))
+    producer = Producer({"bootstrap.servers": b, "linger.ms": 0})
+    for i in range(7):
+        producer.produce(topic, f"one-{i}".encode(), partition=1)  # the real partition 3
+    assert producer.flush(10) == 0
+    R = codec.request_class(ApiKey.LIST_OFFSETS)
+    T = R.ListOffsetsTopic
+    request = R(replica_id=1, isolation_level=0, topics=[T(name=topic, partitions=[
+        T.ListOffsetsPartition(partition_index=i, current_leader_epoch=-1, timestamp=-1) for i in (0, 1)])])
+    rc = RawClient(b)
+    try:
+        rc.send_raw(rc.frame(ApiKey.LIST_OFFSETS, 6, bytes(request.encode(version=6)), client_id="broker-1-metrics"))
+        answer = rc.read_response(ApiKey.LIST_OFFSETS, 6)
+    finally:
+        rc.close()
+    assert [(p.partition_index, p.error_code, p.offset) for p in answer.topics[0].partitions] == [(0, 0, 0), (1, 0, 7)]

@@ -7,7 +7,7 @@ import asyncio
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from kaflet.metrics.cluster_series import ClusterSnapshot, GroupRow, PartitionRow, cluster_text
+from kaflet.metrics.cluster_series import ClusterSnapshot, GroupRow, PartitionRow, TextCache, cluster_text
 from kaflet.metrics.cluster_view import ClusterSeries, ClusterView, render
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -145,3 +145,28 @@ async def test_parallel_scrapes_share_one_snapshot_and_reuse_it_while_young() ->
     active[0] = False
     assert await series.text() == b""
     assert view.reads == 2
+
+
+def test_the_text_cache_rewrites_what_changed_and_pauses_in_large_snapshots() -> None:
+    cache = TextCache()
+    first = snapshot()
+    assert cache.text(first) == cluster_text(first)
+    # New offsets under the same metadata: the reused families and the new offsets.
+    moved = snapshot()
+    moved.offsets = {**moved.offsets, ("orders", 0): (120, 10)}
+    assert cache.text(moved) == cluster_text(moved)
+    assert get(samples(moved), "kafka_topic_partition_current_offset", topic="orders", partition="0") == 120
+    # The ISR shrank: the metadata's families are written again.
+    shrunk = snapshot()
+    shrunk.topics = {**shrunk.topics, "orders": [PartitionRow(0, 1, (1, 2, 3), (1,)), *shrunk.topics["orders"][1:]]}
+    text = cache.text(shrunk)
+    assert text == cluster_text(shrunk)
+    assert 'kafka_topic_partition_in_sync_replica{topic="orders",partition="0"} 1\n' in text
+    # 2,000 partitions and 200 groups: the writer offers pauses all along, not only at its ends.
+    big = ClusterSnapshot([(1, "h:1")], {f"t{i}": [PartitionRow(p, 1, (1,), (1,)) for p in range(10)] for i in range(200)},
+                          {(f"t{i}", p): (5, 0) for i in range(200) for p in range(10)},
+                          {f"g{i}": GroupRow(0, {(f"t{i}", 0): 1}) for i in range(200)})
+    pieces = list(TextCache().pieces(big))
+    pauses = [i for i, piece in enumerate(pieces) if piece is None]
+    assert len(pauses) >= 2000 // 500 * 2 + 200 // 50
+    assert "".join(p for p in pieces if p is not None) == cluster_text(big)

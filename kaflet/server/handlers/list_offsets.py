@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode, KafkaError
+from kaflet.protocol.list_offsets import (
+    ListOffsetsPartition,
+    ListOffsetsPartitionResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    ListOffsetsTopicResponse,
+    decode_list_offsets_request,
+)
 from kaflet.protocol.response import Response
 from kaflet.security.acl import AclOperation, ResourceType
 from kaflet.server.request_context import RequestContext
@@ -23,32 +28,28 @@ READ_COMMITTED = 1
 
 
 async def handle(ctx: RequestContext, body: memoryview) -> Response:
-    return await serve(ctx, codec.decode_request(API_KEY, ctx.version, body))
+    return await serve(ctx, decode_list_offsets_request(body, ctx.version))
 
 
-async def serve(ctx: RequestContext, req: Any) -> Response:
+async def serve(ctx: RequestContext, req: ListOffsetsRequest) -> Response:
     """Answer a decoded request in real partition numbers (the gateway renumbers: server/renumbering.py)."""
-    R = codec.response_class(API_KEY)
     topics = []
     describable = ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in req.topics))
     for t in req.topics:
         parts = []
         for p in t.partitions:
             if t.name not in describable:
-                parts.append(R.ListOffsetsTopicResponse.ListOffsetsPartitionResponse(
-                    partition_index=p.partition_index, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                    old_style_offsets=[], timestamp=-1, offset=-1, leader_epoch=-1))
+                parts.append(ListOffsetsPartitionResponse(p.partition_index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
                 continue
-            parts.append(_lookup(ctx, R, t.name, p, req.replica_id, getattr(req, "isolation_level", 0)))
-        topics.append(R.ListOffsetsTopicResponse(name=t.name, partitions=parts))
-    return R(topics=topics)
+            parts.append(_lookup(ctx, t.name, p, req.replica_id, req.isolation_level))
+        topics.append(ListOffsetsTopicResponse(t.name, parts))
+    return ListOffsetsResponse(topics, ctx.version)
 
 
-def _lookup(ctx: RequestContext, R: Any, topic: str, p: Any, replica_id: int, isolation_level: int) -> Any:
+def _lookup(ctx: RequestContext, topic: str, p: ListOffsetsPartition, replica_id: int,
+            isolation_level: int) -> ListOffsetsPartitionResponse:
     """One partition's answer."""
-    resp = R.ListOffsetsTopicResponse.ListOffsetsPartitionResponse(
-        partition_index=p.partition_index, error_code=0, old_style_offsets=[], timestamp=-1, offset=-1, leader_epoch=-1
-    )
+    resp = ListOffsetsPartitionResponse(p.partition_index)
     partition = ctx.services.storage.replicas.get(topic, p.partition_index)
     if partition is None:
         resp.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -56,7 +57,7 @@ def _lookup(ctx: RequestContext, R: Any, topic: str, p: Any, replica_id: int, is
     if not partition.is_leader:
         resp.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
         return resp
-    epoch_error = partition.check_leader_epoch(getattr(p, "current_leader_epoch", -1))
+    epoch_error = partition.check_leader_epoch(p.current_leader_epoch)
     if epoch_error:
         resp.error_code = epoch_error
         return resp

@@ -8,6 +8,12 @@ from kaflet.coordinator.group.schemas import OffsetValue
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
+from kaflet.protocol.offset_fetch import (
+    OffsetFetchGroup,
+    OffsetFetchPartition,
+    OffsetFetchResponse,
+    OffsetFetchTopic,
+)
 from kaflet.protocol.response import Response
 from kaflet.security.acl import AclOperation, ResourceType
 from kaflet.server.request_context import RequestContext
@@ -83,22 +89,18 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
 
 async def serve(ctx: RequestContext, req: Any) -> Response:
     """Answer a decoded request in real partition numbers (the gateway renumbers: server/renumbering.py)."""
-    R: Any = codec.response_class(API_KEY)
     v = ctx.version
     if v >= 8:
-        G = R.OffsetFetchResponseGroup
-        T = G.OffsetFetchResponseTopics
-        P = T.OffsetFetchResponsePartitions
         groups = []
         for g in req.groups:
             err, offsets, denied = _fetch(ctx, g.group_id, _wanted(g.topics), bool(req.require_stable))
             topics = [] if err != ErrorCode.NONE else [
-                T(name=name, partitions=[P(partition_index=i, committed_offset=o, committed_leader_epoch=e,
-                                           metadata=m, error_code=c) for i, o, e, m, c in rows])
+                OffsetFetchTopic(name, [OffsetFetchPartition(*row) for row in rows])
                 for name, rows in _by_topic(offsets, denied=denied).items()]
-            groups.append(G(group_id=g.group_id, topics=topics, error_code=int(err)))
-        return R(groups=groups)
+            groups.append(OffsetFetchGroup(g.group_id, topics, int(err)))
+        return OffsetFetchResponse(groups)
 
+    R: Any = codec.response_class(API_KEY)
     T = R.OffsetFetchResponseTopic
     P = T.OffsetFetchResponsePartition
     wanted = _wanted(req.topics) if v >= 2 else _wanted(req.topics or [])
