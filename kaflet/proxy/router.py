@@ -291,6 +291,9 @@ class DiscoveryRouter:
         server = sasl.server
         assert isinstance(server, RelaySaslServer) and server.credentials is not None
         cluster_id, key, version = server.cluster_id, header.api_key, header.api_version
+        # The upstream connection is shared by the application's clients: a body the cluster would
+        # close it for is refused here (DecodeError: this connection closes), not passed on.
+        codec.decode_request(key, version, body)
         try:
             answer = await self.pool.request(cluster_id, server.credentials, key, version, bytes(body),
                                              cache=key in DISCOVERY_APIS)
