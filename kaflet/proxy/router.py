@@ -144,8 +144,13 @@ class DiscoveryRouter:
         self._outages: dict[int, OutageLog] = {}
 
     async def __call__(self, conn: Connection, frame: memoryview) -> HandlerResult:
-        async with self.degradation.slot():
+        degradation = self.degradation
+        if not degradation.try_enter():
+            await degradation.enter()
+        try:
             return await self._handle(conn, frame)
+        finally:
+            degradation.leave()
 
     async def _handle(self, conn: Connection, frame: memoryview) -> HandlerResult:
         sasl = conn.sasl
