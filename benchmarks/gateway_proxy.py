@@ -8,14 +8,18 @@ targets are reached with the same confluent-kafka client and login, the broker a
 listener and the gateway at its bootstrap port. Each round measures, direct then through the
 gateway: 1 KiB records produced as fast as the client sends them (acks=1, linger.ms 5) and read
 back with one consumer (MB/s), and produce latency paced at 1,000 msg/s (acks=1, linger.ms 0,
-librdkafka's produce-to-report time). The figures are the median of ``--rounds``.
+librdkafka's produce-to-report time), with the gateway's CPU time per 1,000 of those records
+(from /proc, so a loaded machine's waits do not count in it). The figures are the median of
+``--rounds``. ``--baseline DIR`` adds a second gateway running the kaflet of another checkout
+(such as the main branch's), measured in the same rounds, for a before/after in one run.
 
-    python benchmarks/gateway_proxy.py [--messages 100000] [--rounds 3] [--latency-seconds 10]
+    python benchmarks/gateway_proxy.py [--messages 100000] [--rounds 3] [--latency-seconds 10] [--baseline DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import socket
 import statistics
 import sys
@@ -50,8 +54,18 @@ def mb_s(rate: float | None) -> float:
     return (rate or 0.0) * 1024 / 1e6
 
 
-def one_round(target: str, bootstrap: str, args: argparse.Namespace) -> tuple[Result, Result]:
-    """Throughput (produce then consume) and paced latency against one target."""
+def cpu_seconds(pid: int | None) -> float:
+    """User and system CPU seconds of process ``pid`` so far (0 without one)."""
+    if pid is None:
+        return 0.0
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def one_round(target: str, bootstrap: str, args: argparse.Namespace,
+              pid: int | None = None) -> tuple[Result, Result, float]:
+    """Throughput (produce then consume), paced latency against one target, and the CPU ms
+    process ``pid`` spent per 1,000 paced records."""
     client = argparse.Namespace(linger_ms=5, batch_size=1_048_576, compression="none", client_config=SASL)
     admin = AdminClient({"bootstrap.servers": bootstrap, **SASL, **_QUIET})
     throughput = Result(target, "1 KiB throughput", size=1024)
@@ -62,11 +76,14 @@ def one_round(target: str, bootstrap: str, args: argparse.Namespace) -> tuple[Re
     latency = Result(target, "paced 1,000 msg/s")
     paced = Scenario("latency", 1024, 1, "1", 1000 * args.latency_seconds, args.latency_seconds + 30, rate=1000,
                      duration_s=args.latency_seconds)
-    produce_phase(bootstrap, create_topic(admin, 1), paced, client, latency)
+    paced_topic = create_topic(admin, 1)
+    cpu_before = cpu_seconds(pid)
+    produce_phase(bootstrap, paced_topic, paced, client, latency)
+    cpu_ms = (cpu_seconds(pid) - cpu_before) * 1000 / max(latency.produced or 1, 1) * 1000
     for res in (throughput, latency):
         if res.notes:
             print(f"  {target} {res.scenario}: {'; '.join(res.notes)}", file=sys.stderr)
-    return throughput, latency
+    return throughput, latency, cpu_ms
 
 
 def main() -> None:
@@ -74,12 +91,14 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--latency-seconds", type=int, default=10)
+    parser.add_argument("--baseline", metavar="DIR", help="another kaflet checkout whose gateway is measured too")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         manager = ManagerProcess(work / "manager").start()
         broker: BrokerProcess | None = None
         gateway: GatewayProcess | None = None
+        baseline: GatewayProcess | None = None
         try:
             broker = BrokerProcess(work / "broker", {
                 "broker.id": "1", "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
@@ -95,22 +114,31 @@ def main() -> None:
             gateway = GatewayProcess(work / "gateway", ["--manager-url", manager.gateway_url, "--mode", "proxy",
                                                         "--listen", f"127.0.0.1:{listen}"])
             gateway.launch().wait_ready()
-            targets = {"direct": broker.bootstrap_for("SASL_PLAINTEXT"), "gateway": gateway.bootstrap}
-            rounds: dict[str, list[tuple[Result, Result]]] = {t: [] for t in targets}
+            targets = {"direct": (broker.bootstrap_for("SASL_PLAINTEXT"), None),
+                       "gateway": (gateway.bootstrap, gateway.proc)}
+            if args.baseline:
+                baseline = GatewayProcess(work / "baseline", ["--manager-url", manager.gateway_url, "--mode", "proxy",
+                                                              "--listen", f"127.0.0.1:{free_port()}"],
+                                          env={"PYTHONPATH": str(Path(args.baseline).resolve())})
+                baseline.launch().wait_ready()
+                targets["baseline gateway"] = (baseline.bootstrap, baseline.proc)
+            rounds: dict[str, list[tuple[Result, Result, float]]] = {t: [] for t in targets}
             for i in range(args.rounds):
-                for target, bootstrap in targets.items():
-                    rounds[target].append(one_round(target, bootstrap, args))
-                    t, lat = rounds[target][-1]
+                for target, (bootstrap, proc) in targets.items():
+                    rounds[target].append(one_round(target, bootstrap, args, proc.pid if proc else None))
+                    t, lat, cpu = rounds[target][-1]
                     print(f"round {i + 1} {target}: produce {mb_s(t.produce_rate):.1f} MB/s, consume "
-                          f"{mb_s(t.consume_rate):.1f} MB/s, paced p50 {lat.p50_ms or 0.0:.2f} ms p99 {lat.p99_ms or 0.0:.2f} ms",
+                          f"{mb_s(t.consume_rate):.1f} MB/s, paced p50 {lat.p50_ms or 0.0:.2f} ms p99 {lat.p99_ms or 0.0:.2f} ms"
+                          + (f", gateway CPU {cpu:.0f} ms per 1,000 records" if proc else ""),
                           file=sys.stderr, flush=True)
             median: dict[str, dict[str, float]] = {}
             for target, results in rounds.items():
                 median[target] = {
-                    "produce": statistics.median(mb_s(t.produce_rate) for t, _ in results),
-                    "consume": statistics.median(mb_s(t.consume_rate) for t, _ in results),
-                    "p50": statistics.median(lat.p50_ms or 0.0 for _, lat in results),
-                    "p99": statistics.median(lat.p99_ms or 0.0 for _, lat in results),
+                    "produce": statistics.median(mb_s(t.produce_rate) for t, _, _ in results),
+                    "consume": statistics.median(mb_s(t.consume_rate) for t, _, _ in results),
+                    "p50": statistics.median(lat.p50_ms or 0.0 for _, lat, _ in results),
+                    "p99": statistics.median(lat.p99_ms or 0.0 for _, lat, _ in results),
+                    "cpu": statistics.median(cpu for _, _, cpu in results),
                 }
             d, g = median["direct"], median["gateway"]
             print(f"1 KiB records, median of {args.rounds} rounds ({args.messages} records each):")
@@ -120,10 +148,16 @@ def main() -> None:
                   f"({g['consume'] / d['consume']:.2f}x)")
             print(f"  produce latency at 1,000 msg/s: direct p50 {d['p50']:.2f} ms p99 {d['p99']:.2f} ms; through "
                   f"the gateway p50 {g['p50']:.2f} ms p99 {g['p99']:.2f} ms (added at p99: "
-                  f"{g['p99'] - d['p99']:.2f} ms)")
+                  f"{g['p99'] - d['p99']:.2f} ms); gateway CPU {g['cpu']:.0f} ms per 1,000 records")
+            if "baseline gateway" in median:
+                b = median["baseline gateway"]
+                print(f"  baseline gateway ({args.baseline}): produce {b['produce']:.1f} MB/s, consume "
+                      f"{b['consume']:.1f} MB/s, p50 {b['p50']:.2f} ms p99 {b['p99']:.2f} ms, CPU {b['cpu']:.0f} ms "
+                      "per 1,000 records")
         finally:
-            if gateway is not None:
-                gateway.stop()
+            for process in (gateway, baseline):
+                if process is not None:
+                    process.stop()
             if broker is not None:
                 broker.stop()
             manager.stop()

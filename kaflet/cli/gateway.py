@@ -14,7 +14,8 @@ from kaflet.cli.common import parse_properties_file
 @click.command("gateway")
 @click.option("--manager-url", metavar="URL", help="The management service's gateway API, such as "
               "http://manager:8080/gateway (gateway.manager.url).")
-@click.option("--listen", metavar="HOST:PORT", help="Where clients connect (gateway.listen; default 0.0.0.0:9092).")
+@click.option("--listen", metavar="[SASL_SSL://]HOST:PORT", help="Where clients connect (gateway.listen; default "
+              "0.0.0.0:9092, SASL_PLAINTEXT; SASL_SSL:// takes the ssl.* settings of --config).")
 @click.option("--mode", type=click.Choice(["discovery", "proxy"]),
               help="discovery: clients are sent their cluster's brokers; proxy: every request goes "
               "through the gateway (gateway.mode).")
@@ -22,19 +23,22 @@ from kaflet.cli.common import parse_properties_file
               "(gateway.advertised.host).")
 @click.option("--config-cache", metavar="FILE", help="Keep the last discovery settings here and start from it when "
               "the management service is down (gateway.config.cache).")
+@click.option("--metrics-listener", metavar="http://HOST:PORT", help="Serve Prometheus series at /metrics here "
+              "(metrics.listener; default: none).")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), metavar="FILE",
               help="A properties file of gateway settings; the options above override it.")
 @click.option("--log-level", default="INFO", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
 def gateway(manager_url: str | None, listen: str | None, mode: str | None, advertised_host: str | None,
-            config_cache: str | None, config_file: str | None, log_level: str) -> None:
+            config_cache: str | None, metrics_listener: str | None, config_file: str | None, log_level: str) -> None:
     """Run the gateway: one address that sends each client to its cluster."""
     from kaflet.proxy.config import GatewayConfig, GatewayConfigError
     from kaflet.proxy.process import serve
 
     props = parse_properties_file(config_file) if config_file else {}
     for key, value in (("gateway.manager.url", manager_url), ("gateway.listen", listen), ("gateway.mode", mode),
-                       ("gateway.advertised.host", advertised_host), ("gateway.config.cache", config_cache)):
+                       ("gateway.advertised.host", advertised_host), ("gateway.config.cache", config_cache),
+                       ("metrics.listener", metrics_listener)):
         if value is not None:
             props[key] = value
     try:

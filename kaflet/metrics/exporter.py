@@ -90,7 +90,8 @@ class BrokerState:
     replication_rates: Callable[[], Mapping[str, float]] = dict
 
 
-def _buckets(h: Histogram) -> list[tuple[str, float]]:
+def histogram_buckets(h: Histogram) -> list[tuple[str, float]]:
+    """Cumulative (bound, count) pairs of ``h``, as HistogramMetricFamily takes them."""
     out, running = [], 0
     for bound, n in zip(_BUCKET_BOUNDS, h.counts, strict=True):
         running += n
@@ -198,7 +199,7 @@ class KafkaCollector:
                                       "Time from a request's receipt to its encoded response, ms (TotalTimeMs)",
                                       labels=["request"])
         for (api_key, follower), h in sorted(stats.request_times.items()):
-            times.add_metric([request_name(api_key, follower)], _buckets(h), h.sum)
+            times.add_metric([request_name(api_key, follower)], histogram_buckets(h), h.sum)
         yield times
 
     def _replica_manager(self) -> Iterator[Metric]:
@@ -244,8 +245,8 @@ class KafkaCollector:
                                          "Throttle time of Produce/Fetch requests naming the topic, ms (ThrottleTimeMs)",
                                          labels=["request", "topic"])
         for (request, topic), times in sorted(apps.topic_requests.items()):
-            total.add_metric([request, topic], _buckets(times.total_time), times.total_time.sum)
-            throttle.add_metric([request, topic], _buckets(times.throttle_time), times.throttle_time.sum)
+            total.add_metric([request, topic], histogram_buckets(times.total_time), times.total_time.sum)
+            throttle.add_metric([request, topic], histogram_buckets(times.throttle_time), times.throttle_time.sum)
         yield total
         yield throttle
 
@@ -326,39 +327,30 @@ def parse_listener(value: str) -> tuple[str, int]:
     return parts.hostname, port
 
 
-class MetricsExporter:
-    """Serves the registry over HTTP on the broker's event loop (scrapes read the counters
-    between requests, so they see a consistent state without locks)."""
+class MetricsEndpoint:
+    """``GET /metrics`` of a registry over HTTP on the process's event loop (scrapes read the
+    counters between requests, so they see a consistent state without locks). `body` may be
+    overridden to add series written outside the registry."""
 
-    def __init__(self, stats: BrokerMetrics, state: BrokerState, host: str, port: int,
-                 cluster: ClusterSeries | None = None) -> None:
+    def __init__(self, host: str, port: int, *, what: str = "the broker") -> None:
         self.registry = CollectorRegistry(auto_describe=False)
-        #: kafka_exporter's series of the whole cluster (only the active controller has any).
-        self.cluster = cluster
-        self.state = state
-        self.registry.register(KafkaCollector(stats, state))
-        # CPU, memory and open files of the broker process (process_*), as client libraries give.
+        # CPU, memory and open files of the process (process_*), as client libraries give.
         ProcessCollector(registry=self.registry)
         self.host = host
         self.port = port
+        self.what = what
         self._runner: web.AppRunner | None = None
 
-    def render(self) -> bytes:
-        """The exposition text of this broker's own series now (kafka_exporter's are async)."""
-        return _write(list(self.registry.collect()), log_rows(self.state.partitions()))
+    async def body(self) -> bytes:
+        """The exposition text now: values read on the loop, the text written on a thread."""
+        return await asyncio.to_thread(generate_latest, FamilySnapshot(list(self.registry.collect())))
 
     async def _metrics(self, request: web.Request) -> web.Response:
         try:
-            # The values are read here, on the loop, between requests; the text (most of a
-            # scrape's time) is written on a thread, so the loop is not held for the whole scrape.
-            families = list(self.registry.collect())
-            rows = await log_rows_yielding(self.state.partitions())
-            body = await asyncio.to_thread(_write, families, rows)
-            if self.cluster is not None:
-                body += await self.cluster.text()
+            body = await self.body()
         except Exception:
             log.exception("metrics scrape failed")
-            return web.Response(status=500, text="metrics collection failed; see the broker's log\n")
+            return web.Response(status=500, text=f"metrics collection failed; see {self.what}'s log\n")
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def start(self) -> None:
@@ -379,8 +371,37 @@ class MetricsExporter:
         log.info("metrics for Prometheus on http://%s:%d/metrics", self.host, self.port)
 
     async def stop(self) -> None:
-        if self.cluster is not None:
-            self.cluster.close()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+
+
+class MetricsExporter(MetricsEndpoint):
+    """The broker's endpoint: its own series, and kafka_exporter's on the active controller."""
+
+    def __init__(self, stats: BrokerMetrics, state: BrokerState, host: str, port: int,
+                 cluster: ClusterSeries | None = None) -> None:
+        super().__init__(host, port)
+        #: kafka_exporter's series of the whole cluster (only the active controller has any).
+        self.cluster = cluster
+        self.state = state
+        self.registry.register(KafkaCollector(stats, state))
+
+    def render(self) -> bytes:
+        """The exposition text of this broker's own series now (kafka_exporter's are async)."""
+        return _write(list(self.registry.collect()), log_rows(self.state.partitions()))
+
+    async def body(self) -> bytes:
+        # The values are read here, on the loop, between requests; the text (most of a
+        # scrape's time) is written on a thread, so the loop is not held for the whole scrape.
+        families = list(self.registry.collect())
+        rows = await log_rows_yielding(self.state.partitions())
+        body = await asyncio.to_thread(_write, families, rows)
+        if self.cluster is not None:
+            body += await self.cluster.text()
+        return body
+
+    async def stop(self) -> None:
+        if self.cluster is not None:
+            self.cluster.close()
+        await super().stop()

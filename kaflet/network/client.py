@@ -144,7 +144,7 @@ class _Wire(asyncio.BufferedProtocol):
         self.error: BrokerConnectionError | None = None
         self.lost = self.loop.create_future()
         # A response holds at least its correlation id.
-        self._reader = FrameReader(max_response_bytes, min_size=4)
+        self._reader = FrameReader(max_response_bytes, min_size=4, eager=True)
         self._paused = False
         self._drain: asyncio.Future[None] | None = None
 

@@ -130,7 +130,7 @@ class RawConnection:
         self.correlation = 0
         self._client_id = client_id
         # A response holds at least its correlation id.
-        self._reader = FrameReader(max_response_bytes, min_size=4)
+        self._reader = FrameReader(max_response_bytes, min_size=4, eager=True)
 
     def close(self) -> None:
         self.sock.close()

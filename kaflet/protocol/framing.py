@@ -10,8 +10,13 @@ the frame (Kafka's NetworkReceive checks its maxSize the same way), so a peer an
 costs nothing.
 
 Small frames are received into one reusable staging buffer and copied out; a frame larger than
-that buffer gets a buffer of its own, of exactly its size, which the socket fills directly and
-which is handed over without a copy.
+that buffer gets a buffer of its own, which the socket fills directly and which is handed over
+without a copy. That buffer grows with what has arrived (doubling from LARGE_FIRST_BYTES up to
+the frame's size) rather than taking the announced size at once: a peer that announces a
+100 MB request within the limit and sends a few bytes holds 64 KiB, not 100 MB, and the copies
+of the doublings add up to less than the frame. A reader of a trusted peer's answers (a
+broker's, read by kaflet's clients) takes the announced size at once (``eager``), sparing the
+copies.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ _SIZE = struct.Struct(">i")
 SIZE_BYTES = _SIZE.size
 #: Frames up to this size (with their size field) are received in the reusable staging buffer.
 STAGING_BYTES = 65536
+#: The first buffer of a frame larger than the staging buffer (it doubles as bytes arrive).
+LARGE_FIRST_BYTES = 65536
 
 
 def size_prefix(size: int) -> bytes:
@@ -47,18 +54,21 @@ class FrameReader:
     `buffer` again; then `buffer` always has room.
     """
 
-    __slots__ = ("max_size", "min_size", "_staging", "_start", "_end", "_frame", "_frame_pos")
+    __slots__ = ("max_size", "min_size", "eager", "_staging", "_start", "_end", "_frame", "_frame_pos", "_frame_size")
 
-    def __init__(self, max_size: int, *, min_size: int = 0, staging_bytes: int = STAGING_BYTES) -> None:
+    def __init__(self, max_size: int, *, min_size: int = 0, staging_bytes: int = STAGING_BYTES,
+                 eager: bool = False) -> None:
         if staging_bytes < SIZE_BYTES:
             raise ValueError("the staging buffer must hold a size field")
         self.max_size = max_size
+        self.eager = eager
         self.min_size = min_size
         self._staging = bytearray(staging_bytes)
         self._start = 0  # unread bytes of the staging buffer are [_start, _end)
         self._end = 0
         self._frame: bytearray | None = None  # a large frame being received into its own buffer
         self._frame_pos = 0
+        self._frame_size = 0  # the large frame's announced size (its buffer may be shorter yet)
 
     @property
     def pending(self) -> bool:
@@ -67,8 +77,15 @@ class FrameReader:
 
     def buffer(self) -> memoryview:
         """Where the next bytes from the peer go: the rest of a large frame, or the staging buffer's free tail."""
-        if self._frame is not None:
-            return memoryview(self._frame)[self._frame_pos:]
+        frame = self._frame
+        if frame is not None:
+            if self._frame_pos == len(frame):
+                # Full but the frame is not: a buffer twice as large (never the old one resized,
+                # which a view handed out before may still hold).
+                grown = bytearray(min(2 * len(frame), self._frame_size))
+                grown[:self._frame_pos] = frame
+                self._frame = frame = grown
+            return memoryview(frame)[self._frame_pos:]
         if self._start == self._end:
             self._start = self._end = 0
         elif self._start:
@@ -107,7 +124,7 @@ class FrameReader:
         """
         frame = self._frame
         if frame is not None:
-            if self._frame_pos < len(frame):
+            if self._frame_pos < self._frame_size:
                 return None
             self._frame = None
             return memoryview(frame)
@@ -123,8 +140,8 @@ class FrameReader:
             # A copy: the staging buffer is reused for the next bytes.
             return memoryview(bytes(self._staging[begin:begin + size]))
         if size + SIZE_BYTES > len(self._staging):
-            large = bytearray(size)  # size is within max_size here
+            large = bytearray(size if self.eager else min(size, max(have, LARGE_FIRST_BYTES)))
             large[:have] = self._staging[begin:self._end]
-            self._frame, self._frame_pos = large, have
+            self._frame, self._frame_pos, self._frame_size = large, have, size
             self._start = self._end = 0
         return None

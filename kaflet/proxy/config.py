@@ -7,11 +7,19 @@ names the key. docs: README.md, "Running a gateway".
 from __future__ import annotations
 
 import re
+import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from kaflet.metrics.exporter import ListenerError, parse_listener
+from kaflet.security.tls import SSL_CONFIG_KEYS, TlsConfigError, client_context, server_context
+
 MODES = ("discovery", "proxy")
+#: The security protocols of the client side and of the upstream side: clients always log in
+#: with SASL/PLAIN as <clusterId>.<appId>, with or without TLS.
+PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
+UPSTREAM_PREFIX = "upstream."
 
 DEFAULTS: dict[str, str] = {
     "gateway.manager.url": "",
@@ -35,7 +43,14 @@ DEFAULTS: dict[str, str] = {
     "proxy.broker.port.base": "",
     "proxy.broker.ports.per.cluster": "100",
     "proxy.max.inflight.requests": "64",
+    "metrics.listener": "",
+    "upstream.security.protocol": "",
+    # The client side's TLS (gateway.listen SASL_SSL://...), Kafka's ssl.* keys in PEM form, and
+    # the upstream side's, the same keys prefixed with "upstream.".
+    **{key: "" for key in SSL_CONFIG_KEYS},
+    **{UPSTREAM_PREFIX + key: "" for key in SSL_CONFIG_KEYS},
 }
+_PROTOCOL_PREFIX = re.compile(r"^(?P<protocol>[A-Za-z_]+)://(?P<rest>.*)$")
 
 _HOST_PORT = re.compile(r"^(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]*):(?P<port>\d{1,5})$")
 
@@ -80,6 +95,14 @@ class GatewayConfig:
     broker_port_base: int = 0
     ports_per_cluster: int = 100
     max_inflight_requests: int = 64
+    #: ``metrics.listener``'s (host, port); None: no /metrics and no counters kept.
+    metrics_listener: tuple[str, int] | None = None
+    #: The client side's security protocol and its TLS context (SASL_SSL).
+    listen_protocol: str = "SASL_PLAINTEXT"
+    listen_tls: ssl.SSLContext | None = None
+    #: The upstream side's (the brokers' listener the discovery settings name).
+    upstream_protocol: str = "SASL_PLAINTEXT"
+    upstream_tls: ssl.SSLContext | None = None
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> GatewayConfig:
@@ -89,17 +112,59 @@ class GatewayConfig:
         if unknown:
             raise GatewayConfigError(f"unknown setting {unknown[0]} (the gateway's settings: README.md, "
                                      "\"Running a gateway\")")
-        values = {**DEFAULTS, **{k: v.strip() for k, v in props.items()}}
+        given = {k: v.strip() for k, v in props.items()}
+        values = {**DEFAULTS, **given}
         url = values["gateway.manager.url"]
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise GatewayConfigError(
                 "gateway.manager.url (--manager-url) must be the management service's gateway URL, such as "
                 f"http://manager:8080/gateway; got {url!r}")
-        host, port = parse_host_port(values["gateway.listen"], "gateway.listen (--listen)")
+        listen = values["gateway.listen"]
+        listen_protocol = "SASL_PLAINTEXT"
+        if m := _PROTOCOL_PREFIX.match(listen):
+            listen_protocol, listen = m.group("protocol").upper(), m.group("rest")
+            if listen_protocol not in PROTOCOLS:
+                raise GatewayConfigError(f"gateway.listen (--listen): the gateway's clients log in with SASL/PLAIN, "
+                                         f"so its protocol is one of {', '.join(PROTOCOLS)}; got {listen_protocol}")
+        host, port = parse_host_port(listen, "gateway.listen (--listen)")
         mode = values["gateway.mode"]
         if mode not in MODES:
             raise GatewayConfigError(f"gateway.mode (--mode) is one of {', '.join(MODES)}; got {mode!r}")
+        upstream_protocol = values["upstream.security.protocol"].upper()
+        if upstream_protocol and upstream_protocol not in PROTOCOLS:
+            raise GatewayConfigError(f"upstream.security.protocol is one of {', '.join(PROTOCOLS)}; got "
+                                     f"{upstream_protocol}")
+        if mode == "discovery":
+            # Clients reach the brokers the answers name with their own security protocol, and the
+            # brokers name the listener the gateway's request came in on.
+            if upstream_protocol and upstream_protocol != listen_protocol:
+                raise GatewayConfigError(
+                    f"upstream.security.protocol {upstream_protocol} differs from gateway.listen's {listen_protocol}: "
+                    "in discovery mode clients connect to the brokers' listener the gateway uses, with their own "
+                    "security protocol, so the two must be the same")
+            upstream_protocol = listen_protocol
+        upstream_protocol = upstream_protocol or "SASL_PLAINTEXT"
+        listen_tls = upstream_tls = None
+        if listen_protocol == "SASL_SSL":
+            try:
+                listen_tls = server_context(given.get)
+            except TlsConfigError as exc:
+                raise GatewayConfigError(f"the SASL_SSL listener's TLS: {exc}") from None
+        elif any(values[key] for key in SSL_CONFIG_KEYS):
+            raise GatewayConfigError("ssl.* settings are for a SASL_SSL listener: set gateway.listen (--listen) "
+                                     "to SASL_SSL://host:port, or leave them out")
+        if upstream_protocol == "SASL_SSL":
+            try:
+                upstream_tls = client_context(lambda key: given.get(UPSTREAM_PREFIX + key))
+            except TlsConfigError as exc:
+                raise GatewayConfigError(f"the upstream side's TLS (the upstream.ssl.* keys): {exc}") from None
+        metrics_listener = None
+        if values["metrics.listener"]:
+            try:
+                metrics_listener = parse_listener(values["metrics.listener"])
+            except ListenerError as exc:
+                raise GatewayConfigError(str(exc)) from None
         if values["gateway.advertised.host"] and mode == "discovery":
             raise GatewayConfigError(
                 "gateway.advertised.host (--advertised-host) is for proxy mode: in discovery mode clients are "
@@ -142,4 +207,6 @@ class GatewayConfig:
             max_throttle_time_ms=positive("max.throttle.time.ms"),
             broker_port_base=broker_port_base, ports_per_cluster=ports_per_cluster,
             max_inflight_requests=positive("proxy.max.inflight.requests"),
+            metrics_listener=metrics_listener, listen_protocol=listen_protocol, listen_tls=listen_tls,
+            upstream_protocol=upstream_protocol, upstream_tls=upstream_tls,
         )

@@ -17,6 +17,7 @@ at the next sync.
 from __future__ import annotations
 
 import asyncio
+import collections
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -39,7 +40,8 @@ class Degradation:
         self.max_throttle_ms = max_throttle_ms
         self._rates: dict[str, WindowedRate] = {}
         self._handling = 0
-        self._freed = asyncio.Condition()
+        #: Requests waiting for a place, in arrival order.
+        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
         self._last_prune = time.monotonic() * 1000
 
     def throttle_ms(self, app: str | None, address: str) -> int:
@@ -68,19 +70,52 @@ class Degradation:
         for key in [k for k, r in self._rates.items() if now - r.last_record_ms > IDLE_MS]:
             del self._rates[key]
 
+    def try_enter(self) -> bool:
+        """Take one of the ``max-request-num`` places for a request if one is free and nobody
+        waits (no await: the path of every request while the gateway is within its bound)."""
+        bound = self._state().max_request_num
+        if self._waiters or (bound is not None and self._handling >= max(bound, 1)):
+            return False
+        self._handling += 1
+        return True
+
+    async def enter(self) -> None:
+        """Wait for a place (first come, first served), then take it."""
+        loop = asyncio.get_running_loop()
+        while True:
+            bound = self._state().max_request_num
+            if bound is None or self._handling < max(bound, 1):
+                self._handling += 1
+                return
+            waiter: asyncio.Future[None] = loop.create_future()
+            self._waiters.append(waiter)
+            try:
+                await waiter
+            except asyncio.CancelledError:
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
+                elif waiter.done() and not waiter.cancelled():
+                    self._wake_next()  # woken and cancelled at once: the place goes to the next
+                raise
+
+    def leave(self) -> None:
+        """Give the place back; the longest waiting request takes it."""
+        self._handling -= 1
+        self._wake_next()
+
+    def _wake_next(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
     @asynccontextmanager
     async def slot(self) -> AsyncIterator[None]:
         """Hold one of the ``max-request-num`` places while a request is handled."""
-        async with self._freed:
-            while True:
-                bound = self._state().max_request_num
-                if bound is None or self._handling < max(bound, 1):
-                    break
-                await self._freed.wait()
-            self._handling += 1
+        if not self.try_enter():
+            await self.enter()
         try:
             yield
         finally:
-            async with self._freed:
-                self._handling -= 1
-                self._freed.notify()
+            self.leave()

@@ -25,6 +25,7 @@ import json
 import logging
 import os
 import re
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -215,6 +216,9 @@ class DiscoverySync:
         self.on_change = on_change
         self.state = state or DiscoveryState()
         self.outage = OutageLog(log, "discovery pull from the management service")
+        #: When a pull last worked (monotonic; None before one has) and the pulls that failed.
+        self.last_success: float | None = None
+        self.failures = 0
         self._task: asyncio.Task[None] | None = None
 
     async def sync_once(self) -> bool:
@@ -231,6 +235,7 @@ class DiscoverySync:
                 write_cache(self.cache_path, state)
             except OSError as exc:
                 log.warning("cannot write the config cache %s: %s", self.cache_path, exc.strerror or exc)
+        self.last_success = time.monotonic()
         return True
 
     async def _pull(self, state: DiscoveryState) -> DiscoveryState:
@@ -293,6 +298,11 @@ class DiscoverySync:
         except DiscoveryParseError as exc:
             raise ManagementServiceError(str(exc)) from None
 
+    def failed(self, exc: Exception, note: str) -> None:
+        """A pull the manager did not answer: counted, and logged as part of an outage."""
+        self.failures += 1
+        self.outage.failed(exc, note)
+
     def start(self) -> None:
         """Pull every interval from now on (the first pull is the caller's, at start-up)."""
         self._task = asyncio.create_task(self._run(), name="discovery-sync")
@@ -303,7 +313,7 @@ class DiscoverySync:
             try:
                 await self.sync_once()
             except ManagementServiceError as exc:
-                self.outage.failed(exc, "the last known clusters and limits are kept")
+                self.failed(exc, "the last known clusters and limits are kept")
             else:
                 self.outage.succeeded()
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Sequence
 
 from kaflet.network.client import BrokerClient
@@ -35,6 +36,7 @@ from kaflet.protocol.header import RequestHeader, response_header
 from kaflet.protocol.primitives import DecodeError, Reader
 from kaflet.proxy.degradation import Degradation
 from kaflet.proxy.login import RelaySaslServer
+from kaflet.proxy.metrics import GatewayMetrics
 from kaflet.proxy.ports import ADDRESS_APIS, BrokerPorts
 from kaflet.proxy.router import DISCOVERY_APIS, ApiRanges, DiscoveryRouter, unavailable_answer, with_throttle
 from kaflet.proxy.upstream import Credentials, LoginRefusedError, UpstreamPool, UpstreamUnavailableError
@@ -67,8 +69,9 @@ class ProxyRouter(DiscoveryRouter):
     port of broker ``target = (cluster id, broker id)``."""
 
     def __init__(self, pool: UpstreamPool, ranges: ApiRanges, failed_delay_s: float, degradation: Degradation,
-                 ports: BrokerPorts, advertised_host: str, target: tuple[int, int] | None) -> None:
-        super().__init__(pool, ranges, failed_delay_s, degradation)
+                 ports: BrokerPorts, advertised_host: str, target: tuple[int, int] | None,
+                 metrics: GatewayMetrics | None = None) -> None:
+        super().__init__(pool, ranges, failed_delay_s, degradation, metrics)
         self.ports = ports
         self.advertised_host = advertised_host
         self.target = target
@@ -100,10 +103,11 @@ class ProxyRouter(DiscoveryRouter):
             raise FrameError(f"cluster {cluster_id} refused the login of {server.credentials.username}: {exc}") from None
         except (UpstreamUnavailableError, BrokerConnectionError) as exc:
             self._drop(conn)
-            self.outage(cluster_id).failed(exc, "clients are answered with retriable errors meanwhile")
+            self.unreachable(cluster_id, exc)
             if key in DISCOVERY_APIS:
                 answer = unavailable_answer(key, version, bytes(body), f"cluster {cluster_id} is not reachable")
-                return [response_header(header.correlation_id, key, header.flexible), answer]
+                return self._sent(cluster_id, key, [response_header(header.correlation_id, key, header.flexible),
+                                                    answer])
             raise FrameError(f"{api_name(key)} cannot be passed on to cluster {cluster_id}: {exc}") from None
         if pending is None:
             return None  # acks=0: the broker does not answer, so neither does the gateway
@@ -111,22 +115,25 @@ class ProxyRouter(DiscoveryRouter):
         # Without --advertised-host, the address the client reached the gateway at.
         host = self.advertised_host or (conn.sock.getsockname()[0] if key in ADDRESS_APIS else "")
         return DeferredResponse(self._answer(upstream.client, cluster_id, header, bytes(body) if key in DISCOVERY_APIS
-                                             else None, pending, throttle_ms, host))
+                                             else None, pending, throttle_ms, host, time.monotonic()))
 
     async def _answer(self, client: BrokerClient, cluster_id: int, header: RequestHeader, request: bytes | None,
-                      pending: asyncio.Future[memoryview], throttle_ms: int, host: str) -> Sequence[Chunk]:
+                      pending: asyncio.Future[memoryview], throttle_ms: int, host: str,
+                      sent_at: float) -> Sequence[Chunk]:
         """The cluster's answer to one request, for the client (``request``: the body of a
         request that gets a retriable answer when the cluster cannot be reached; ``host``: the
-        gateway's name for the client)."""
+        gateway's name for the client; ``sent_at``: when it was written upstream)."""
         key, version = header.api_key, header.api_version
         try:
             body: bytes | memoryview = await client.response_body(key, version, pending)
         except BrokerConnectionError as exc:
-            self.outage(cluster_id).failed(exc, "clients are answered with retriable errors meanwhile")
+            self.unreachable(cluster_id, exc)
             if request is None:
                 raise FrameError(f"{api_name(key)} to cluster {cluster_id} got no answer: {exc}") from None
             body = unavailable_answer(key, version, request, f"cluster {cluster_id} is not reachable")
         else:
+            if self.metrics is not None:
+                self.metrics.on_upstream(cluster_id, key, (time.monotonic() - sent_at) * 1000)
             self.outage(cluster_id).succeeded()
             if key in ADDRESS_APIS:
                 try:
@@ -135,7 +142,7 @@ class ProxyRouter(DiscoveryRouter):
                     raise FrameError(f"cluster {cluster_id}'s {api_name(key)} answer does not decode: {exc}") from None
         if throttle_ms and codec.has_throttle_time(key, version):
             body = throttled(key, version, body, throttle_ms)
-        return [response_header(header.correlation_id, key, header.flexible), body]
+        return self._sent(cluster_id, key, [response_header(header.correlation_id, key, header.flexible), body])
 
     async def _upstream(self, conn: Connection, cluster_id: int, credentials: Credentials,
                         client_id: str) -> _Upstream:

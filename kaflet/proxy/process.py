@@ -12,17 +12,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import time
 from pathlib import Path
 
 from kaflet.gateway.client import HttpManagementService
 from kaflet.gateway.model import ManagementServiceError
+from kaflet.metrics.exporter import MetricsEndpoint
 from kaflet.network.connection import ListenerSecurity
 from kaflet.network.listener import Listener
 from kaflet.proxy.config import GatewayConfig
 from kaflet.proxy.degradation import Degradation
 from kaflet.proxy.discovery import DiscoveryParseError, DiscoveryState, DiscoverySync, read_cache
 from kaflet.proxy.forwarding import ProxyRouter
-from kaflet.proxy.login import RelayAuthenticator
+from kaflet.proxy.login import RelayAuthenticator, RelaySaslServer
+from kaflet.proxy.metrics import GatewayCollector, GatewayMetrics, GatewayState, cluster_label
 from kaflet.proxy.ports import BrokerPorts
 from kaflet.proxy.router import ApiRanges, DiscoveryRouter
 from kaflet.proxy.upstream import Address, UpstreamPool
@@ -53,7 +56,12 @@ class GatewayProcess:
                                   on_change=self._on_change)
         self.pool = UpstreamPool(self._addresses, connect_timeout_s=config.upstream_connect_timeout_ms / 1000,
                                  request_timeout_s=config.upstream_request_timeout_ms / 1000,
-                                 idle_s=config.upstream_idle_ms / 1000, cache_s=config.metadata_cache_ms / 1000)
+                                 idle_s=config.upstream_idle_ms / 1000, cache_s=config.metadata_cache_ms / 1000,
+                                 tls=config.upstream_tls)
+        #: The counters behind /metrics; None (nothing counted) without metrics.listener.
+        self.metrics = GatewayMetrics() if config.metrics_listener else None
+        self.pool.metrics = self.metrics
+        self.metrics_endpoint: MetricsEndpoint | None = None
         self.ranges = ApiRanges()
         self.degradation = Degradation(lambda: self.sync.state, samples=config.quota_window_num,
                                        window_ms=config.quota_window_size_seconds * 1000,
@@ -77,14 +85,14 @@ class GatewayProcess:
         config = self.config
         delay_s = config.failed_authentication_delay_ms / 1000
         if not self.proxy:
-            return DiscoveryRouter(self.pool, self.ranges, delay_s, self.degradation)
+            return DiscoveryRouter(self.pool, self.ranges, delay_s, self.degradation, self.metrics)
         return ProxyRouter(self.pool, self.ranges, delay_s, self.degradation, self.ports, config.advertised_host,
-                           target)
+                           target, self.metrics)
 
     def _listener(self, name: str, port: int) -> Listener:
         config = self.config
         security = ListenerSecurity(
-            "SASL_PLAINTEXT",
+            config.listen_protocol, ssl_context=config.listen_tls,
             sasl_session_factory=lambda: SaslSession(self.authenticator, name, config.failed_authentication_delay_ms,
                                                      config.sasl_max_receive_size),
             sasl_max_receive=config.sasl_max_receive_size)
@@ -145,7 +153,7 @@ class GatewayProcess:
                         "pulling again every %g s", self.sync.cache_path, len(self.sync.state.clusters),
                         self.sync.interval_s)
             # The outage began before start-up: its end is logged once, as any other's.
-            self.sync.outage.failed(exc, "serving the config cache meanwhile")
+            self.sync.failed(exc, "serving the config cache meanwhile")
         await self._probe()
         try:
             self.listener.bind()
@@ -153,6 +161,8 @@ class GatewayProcess:
             raise GatewayStartError(f"cannot listen on {config.listen_host}:{config.listen_port}: "
                                     f"{exc.strerror or exc}") from None
         self.listener.serve(self.router)
+        if config.metrics_listener is not None:
+            await self._serve_metrics(*config.metrics_listener)
         self.sync.start()
         self.pool.start()
         self._reprobe = asyncio.create_task(self._probe_until_a_cluster_answers(), name="probe-until-answered")
@@ -165,6 +175,39 @@ class GatewayProcess:
     @property
     def port(self) -> int:
         return self.listener.port
+
+    async def _serve_metrics(self, host: str, port: int) -> None:
+        assert self.metrics is not None
+        endpoint = MetricsEndpoint(host, port, what="the gateway")
+        endpoint.registry.register(GatewayCollector(self.metrics, GatewayState(
+            connections=self._connections, available=self._available,
+            sync_age_s=lambda: None if self.sync.last_success is None else time.monotonic() - self.sync.last_success,
+            sync_failures=lambda: self.sync.failures)))
+        try:
+            await endpoint.start()
+        except OSError as exc:
+            raise GatewayStartError(f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}") from None
+        self.metrics_endpoint = endpoint
+
+    def _routers(self) -> list[DiscoveryRouter]:
+        return [self.router, *(router for _, router in self.broker_listeners.values())]
+
+    def _connections(self) -> dict[tuple[str, str], int]:
+        """Client connections now by (cluster, app) of their login, ("", "") before one."""
+        counts: dict[tuple[str, str], int] = {}
+        for listener in (self.listener, *(listener for listener, _ in self.broker_listeners.values())):
+            for conn in listener.connections:
+                server = conn.sasl.server if conn.sasl is not None and conn.sasl.complete else None
+                key = ("", "")
+                if isinstance(server, RelaySaslServer) and server.credentials is not None:
+                    key = (cluster_label(server.cluster_id), server.credentials.username.partition(".")[2])
+                counts[key] = counts.get(key, 0) + 1
+        return counts
+
+    def _available(self) -> dict[int, bool]:
+        """Each listed cluster: False while a router's last request to it found no broker."""
+        routers = self._routers()
+        return {cid: not any(router.failing(cid) for router in routers) for cid in self.sync.state.clusters}
 
     def _on_change(self, before: DiscoveryState, after: DiscoveryState) -> None:
         changed = [c for c in set(before.clusters) | set(after.clusters)
@@ -201,6 +244,8 @@ class GatewayProcess:
                 router.close_all()
         await self.pool.aclose()
         await self.service.close()
+        if self.metrics_endpoint is not None:
+            await self.metrics_endpoint.stop()
 
 
 async def serve(config: GatewayConfig) -> int:

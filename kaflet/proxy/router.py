@@ -42,6 +42,7 @@ from kaflet.protocol.header import RequestHeader, parse_request_header, response
 from kaflet.protocol.primitives import DecodeError
 from kaflet.proxy.degradation import Degradation
 from kaflet.proxy.login import RelaySaslServer
+from kaflet.proxy.metrics import GatewayMetrics
 from kaflet.proxy.upstream import LoginRefusedError, UpstreamPool, UpstreamUnavailableError
 from kaflet.security.sasl import SaslAuthenticationError
 from kaflet.security.session import SaslSession, SaslState
@@ -133,16 +134,23 @@ class DiscoveryRouter:
     """The request handler of every gateway connection in discovery mode."""
 
     def __init__(self, pool: UpstreamPool, ranges: ApiRanges, failed_delay_s: float,
-                 degradation: Degradation) -> None:
+                 degradation: Degradation, metrics: GatewayMetrics | None = None) -> None:
         self.pool = pool
+        #: The counters behind /metrics (None: metrics.listener is off).
+        self.metrics = metrics
         self.ranges = ranges
         self.failed_delay_s = failed_delay_s
         self.degradation = degradation
         self._outages: dict[int, OutageLog] = {}
 
     async def __call__(self, conn: Connection, frame: memoryview) -> HandlerResult:
-        async with self.degradation.slot():
+        degradation = self.degradation
+        if not degradation.try_enter():
+            await degradation.enter()
+        try:
             return await self._handle(conn, frame)
+        finally:
+            degradation.leave()
 
     async def _handle(self, conn: Connection, frame: memoryview) -> HandlerResult:
         sasl = conn.sasl
@@ -162,12 +170,15 @@ class DiscoveryRouter:
         app = (server.credentials.username.partition(".")[2]
                if sasl.complete and isinstance(server, RelaySaslServer) and server.credentials else None)
         throttle_ms = self.degradation.throttle_ms(app, conn.peer[0])
+        cluster_id = server.cluster_id if app is not None and isinstance(server, RelaySaslServer) else None
+        if self.metrics is not None:
+            self.metrics.on_request(cluster_id, app, key, len(frame), throttle_ms)
         if throttle_ms:
             # Kafka's way (KIP-219): answered now, with the time, and nothing read for that long.
             conn.throttled_until = time.monotonic() + throttle_ms / 1000
         if key == ApiKey.API_VERSIONS:
             sasl.on_api_versions()
-            return self._api_versions(header, throttle_ms)
+            return self._sent(cluster_id, key, self._api_versions(header, throttle_ms))
         if not self.ranges.serves(key, version):
             raise FrameError(f"{api_name(key)} v{version} is not advertised by the gateway")
         self._check_served(key, version)
@@ -181,7 +192,13 @@ class DiscoveryRouter:
                 return await self._forward(conn, sasl, header, body, throttle_ms)
         except DecodeError as exc:
             raise FrameError(f"{api_name(key)} v{version} does not decode: {exc}") from None
-        return [response_header(header.correlation_id, key, header.flexible), answer]
+        return self._sent(cluster_id, key, [response_header(header.correlation_id, key, header.flexible), answer])
+
+    def _sent(self, cluster_id: int | None, api_key: int, chunks: Sequence[Chunk]) -> Sequence[Chunk]:
+        """``chunks``, counted as an answer for the client (they are bytes: the gateway sends no files)."""
+        if self.metrics is not None:
+            self.metrics.on_response(cluster_id, api_key, sum(len(c) for c in chunks if isinstance(c, bytes | bytearray | memoryview)))
+        return chunks
 
     def _check_served(self, key: int, version: int) -> None:
         """Refuse (FrameError) a request this mode does not pass on."""
@@ -197,6 +214,17 @@ class DiscoveryRouter:
         if outage is None:
             outage = self._outages[cluster_id] = OutageLog(log, f"cluster {cluster_id}'s brokers")
         return outage
+
+    def unreachable(self, cluster_id: int, exc: Exception) -> None:
+        """The cluster's brokers could not be reached for a request (logged as an outage)."""
+        self.outage(cluster_id).failed(exc, "clients are answered with retriable errors meanwhile")
+        if self.metrics is not None:
+            self.metrics.on_upstream_error(cluster_id)
+
+    def failing(self, cluster_id: int) -> bool:
+        """Whether the cluster's brokers did not answer this router's last request to them."""
+        outage = self._outages.get(cluster_id)
+        return outage is not None and outage.failing
 
     # -- local answers ------------------------------------------------------------------------
 
@@ -241,6 +269,8 @@ class DiscoveryRouter:
             token = await sasl.authenticate(bytes(req.auth_bytes))
         except SaslAuthenticationError as exc:
             log.info("failed authentication of %s from %s: %s", conn.conn_id, conn.peer[0], exc)
+            if self.metrics is not None:
+                self.metrics.on_failed_authentication()
             await asyncio.sleep(self.failed_delay_s)  # slows password guessing down, as Kafka does
             conn.close_after_response = True
             return answer(ErrorCode.SASL_AUTHENTICATION_FAILED, str(exc))
@@ -252,6 +282,8 @@ class DiscoveryRouter:
             token = await sasl.authenticate(bytes(frame))
         except SaslAuthenticationError as exc:
             log.info("failed authentication of %s from %s: %s", conn.conn_id, conn.peer[0], exc)
+            if self.metrics is not None:
+                self.metrics.on_failed_authentication()
             await asyncio.sleep(self.failed_delay_s)
             conn.close_after_response = True
             return None
@@ -264,22 +296,24 @@ class DiscoveryRouter:
         server = sasl.server
         assert isinstance(server, RelaySaslServer) and server.credentials is not None
         cluster_id, key, version = server.cluster_id, header.api_key, header.api_version
-        outage = self.outage(cluster_id)
+        # The upstream connection is shared by the application's clients: a body the cluster would
+        # close it for is refused here (DecodeError: this connection closes), not passed on.
+        codec.decode_request(key, version, body)
         try:
             answer = await self.pool.request(cluster_id, server.credentials, key, version, bytes(body),
                                              cache=key in DISCOVERY_APIS)
         except LoginRefusedError as exc:
             raise FrameError(f"cluster {cluster_id} refused the login of {server.credentials.username}: {exc}") from None
         except UpstreamUnavailableError as exc:
-            outage.failed(exc, "clients are answered with retriable errors meanwhile")
+            self.unreachable(cluster_id, exc)
             if key not in DISCOVERY_APIS:
                 raise FrameError(f"{api_name(key)} cannot be passed on: {exc}") from None
             answer = unavailable_answer(key, version, bytes(body), f"cluster {cluster_id} is not reachable")
         else:
-            outage.succeeded()
+            self.outage(cluster_id).succeeded()
         if throttle_ms and codec.has_throttle_time(key, version):
             answer = with_throttle(answer, throttle_ms)
-        return [response_header(header.correlation_id, key, header.flexible), answer]
+        return self._sent(cluster_id, key, [response_header(header.correlation_id, key, header.flexible), answer])
 
 
 def with_throttle(body: bytes, throttle_ms: int) -> bytes:

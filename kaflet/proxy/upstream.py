@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import struct
 import time
 from collections.abc import Callable
@@ -28,6 +29,7 @@ from dataclasses import dataclass, field
 from kaflet.network.client import PLAINTEXT, BrokerClient, ClientSecurity
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.broker_connection import BrokerAuthenticationError, BrokerConnectionError
+from kaflet.proxy.metrics import GatewayMetrics
 from kaflet.util.tasks import cancel_and_wait
 
 log = logging.getLogger("kaflet.proxy.upstream")
@@ -73,8 +75,10 @@ class UpstreamPool:
     """
 
     def __init__(self, addresses: Callable[[int], tuple[Address, ...] | None], *, connect_timeout_s: float,
-                 request_timeout_s: float, idle_s: float, cache_s: float) -> None:
+                 request_timeout_s: float, idle_s: float, cache_s: float, tls: ssl.SSLContext | None = None) -> None:
+        """``tls``: the context of the brokers' SASL_SSL listener (None: SASL_PLAINTEXT)."""
         self._addresses = addresses
+        self.tls = tls
         self.connect_timeout_s = connect_timeout_s
         self.request_timeout_s = request_timeout_s
         self.idle_s = idle_s
@@ -83,6 +87,8 @@ class UpstreamPool:
         self._cache: dict[tuple[int, Credentials, int, int, bytes], tuple[float, bytes]] = {}
         self._next = 0  # rotates the first address tried, so the clusters' brokers share the load
         self._reaper: asyncio.Task[None] | None = None
+        #: The counters behind /metrics (None: metrics.listener is off).
+        self.metrics: GatewayMetrics | None = None
 
     def start(self) -> None:
         """Close idle upstream connections from now on."""
@@ -106,7 +112,10 @@ class UpstreamPool:
         for attempt in (1, 2):
             client = await self._client(cluster_id, credentials)
             try:
+                sent_at = time.monotonic()
                 answer = bytes(await client.send_raw(api_key, version, body))
+                if self.metrics is not None:
+                    self.metrics.on_upstream(cluster_id, api_key, (time.monotonic() - sent_at) * 1000)
                 break
             except BrokerConnectionError as exc:
                 self._drop(cluster_id, credentials, client)
@@ -146,7 +155,8 @@ class UpstreamPool:
         addresses = (at,) if at is not None else self._addresses(cluster_id)
         if not addresses:
             raise UpstreamUnavailableError(f"cluster {cluster_id} has no service addresses")
-        security = ClientSecurity("SASL_PLAINTEXT", sasl_mechanism="PLAIN", sasl_username=credentials.username,
+        security = ClientSecurity("SASL_SSL" if self.tls else "SASL_PLAINTEXT", ssl_context=self.tls,
+                                  sasl_mechanism="PLAIN", sasl_username=credentials.username,
                                   sasl_password=credentials.password)
         self._next += 1
         errors = []
@@ -181,9 +191,10 @@ class UpstreamPool:
     async def probe_api_versions(self, cluster_id: int) -> dict[int, tuple[int, int]] | None:
         """The API version ranges one of the cluster's brokers serves (ApiVersions v0, which a
         SASL listener answers before authentication); None when none answers."""
+        security = ClientSecurity("SSL", ssl_context=self.tls) if self.tls else PLAINTEXT
         for host, port in self._addresses(cluster_id) or ():
             try:
-                async with await BrokerClient.connect(host, port, PLAINTEXT, client_id=CLIENT_ID,
+                async with await BrokerClient.connect(host, port, security, client_id=CLIENT_ID,
                                                        connect_timeout_s=self.connect_timeout_s,
                                                        request_timeout_s=self.request_timeout_s) as client:
                     body = await client.send_raw(ApiKey.API_VERSIONS, 0, b"")

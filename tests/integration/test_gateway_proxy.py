@@ -18,14 +18,14 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from kafka import KafkaConsumer, KafkaProducer
+from kafka import KafkaProducer
 
 from tests.support.broker_process import BrokerProcess
 from tests.support.cli import free_port_range
 from tests.support.gateway_process import GatewayProcess, gateway_broker, running_gateway, two_clusters
 from tests.support.java import JavaPrograms
 from tests.support.manager import ManagerProcess, Session, wait_for
-from tests.support.topics import create_topic
+from tests.support.topics import create_topic, kafka_python_values, poll_values
 
 SYNC_MS = 300
 APP = "app_a"
@@ -139,14 +139,8 @@ def test_idempotent_producer_and_group_with_committed_offsets(setup: Setup) -> N
     assert errors == [None] * len(values)
     group = f"g-{uuid.uuid4()}"
     consumer = Consumer({**config, "group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    got: list[bytes] = []
     try:
-        consumer.subscribe([topic])
-        deadline = time.monotonic() + 30
-        while len(got) < len(values) and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is not None and not msg.error():
-                got.append(msg.value())
+        got = poll_values(consumer, topic, len(values))
         consumer.commit(asynchronous=False)
         committed = consumer.committed([TopicPartition(topic, 0)], timeout=10)
     finally:
@@ -171,12 +165,7 @@ def test_kafka_python_producer_and_consumer_with_acks_0_and_1(setup: Setup) -> N
             producer.flush(10)
         finally:
             producer.close()
-    consumer = KafkaConsumer(topic, group_id=f"kg-{uuid.uuid4()}", auto_offset_reset="earliest",
-                             consumer_timeout_ms=8000, **sasl)
-    try:
-        got = [m.value for m in consumer]
-    finally:
-        consumer.close()
+    got = kafka_python_values(topic, **sasl)
     assert got == [f"kp{acks}-{i}".encode() for acks in (1, 0) for i in range(5)]
 
 

@@ -24,8 +24,11 @@ _LISTENING = re.compile(r"listening on [^:\s]+:(\d+);")
 class GatewayProcess:
     """One gateway process; ``args`` are the command's options, ``props`` its --config file."""
 
-    def __init__(self, workdir: Path, args: list[str], props: dict[str, str] | None = None) -> None:
+    def __init__(self, workdir: Path, args: list[str], props: dict[str, str] | None = None,
+                 env: dict[str, str] | None = None) -> None:
+        """``env``: added to the environment (PYTHONPATH=another checkout runs its kaflet)."""
         workdir.mkdir(parents=True, exist_ok=True)
+        self.env = {**os.environ, **(env or {})}
         self.log_path = workdir / "gateway.log"
         self.args = list(args)
         if props:
@@ -42,7 +45,7 @@ class GatewayProcess:
     def launch(self) -> GatewayProcess:
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen([sys.executable, "-m", "kaflet.cli", "gateway", *self.args],
-                                         stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
+                                         stdout=log, stderr=subprocess.STDOUT, env=self.env)
         return self
 
     def wait_ready(self, timeout: float = 30.0) -> GatewayProcess:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -34,5 +35,31 @@ def round_trip(bootstrap: str, topic: str, partition: int) -> None:
                 assert msg.value() == value
                 return
         raise AssertionError(f"nothing consumed from {topic}-{partition}")
+    finally:
+        consumer.close()
+
+
+def poll_values(consumer: Consumer, topic: str, count: int, timeout: float = 30) -> list[bytes]:
+    """Subscribe ``consumer`` to ``topic`` and poll until ``count`` values are in (or ``timeout``
+    s have passed); the consumer stays open for the caller."""
+    consumer.subscribe([topic])
+    got: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    while len(got) < count and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and not msg.error():
+            got.append(msg.value())
+    return got
+
+
+def kafka_python_values(topic: str, **config: Any) -> list[bytes]:
+    """Every value of ``topic`` read from the start by a new kafka-python consumer group
+    (``config``: its settings), until 8 s pass without a record."""
+    from kafka import KafkaConsumer
+
+    consumer = KafkaConsumer(topic, group_id=f"kg-{uuid.uuid4()}", auto_offset_reset="earliest",
+                             consumer_timeout_ms=8000, **config)
+    try:
+        return [m.value for m in consumer]
     finally:
         consumer.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import struct
 import tracemalloc
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given, settings
@@ -40,19 +41,25 @@ def test_socket_style_reads_fill_a_large_frame_in_place() -> None:
     buffer is received into its own buffer, which comes out as the frame."""
     big = bytes(range(256)) * (STAGING_BYTES // 128)
     stream = _framed([b"small", big, b"tail"])
-    reader = FrameReader(1 << 20)
+    got = _socket_style(FrameReader(1 << 20), stream, lambda step: 10_000)
+    assert got == [b"small", big, b"tail"]
+
+
+def _socket_style(reader: FrameReader, stream: bytes, most: Callable[[int], int]) -> list[bytes]:
+    """The frames of ``stream`` read as recv_into would, at most ``most(step)`` bytes a time."""
     got: list[bytes] = []
-    pos = 0
+    pos, step = 0, 0
     while pos < len(stream):
         buf = reader.buffer()
         assert len(buf) > 0
-        n = min(len(buf), 10_000, len(stream) - pos)
+        step += 1
+        n = min(len(buf), most(step), len(stream) - pos)
         buf[:n] = stream[pos:pos + n]
         reader.received(n)
         pos += n
         while (frame := reader.next_frame()) is not None:
             got.append(bytes(frame))
-    assert got == [b"small", big, b"tail"]
+    return got
 
 
 def test_a_two_gigabyte_size_is_refused_before_allocating() -> None:
@@ -93,3 +100,29 @@ def test_pending_says_whether_a_frame_was_cut() -> None:
     assert reader.pending
     reader.feed(b"\x00\x01x")
     assert not reader.pending
+
+
+def test_an_announced_size_within_the_bound_costs_only_what_arrived() -> None:
+    """A peer that announces 90 MB (within the bound) and sends 1 KB holds ~64 KiB, not 90 MB;
+    an eager reader (a trusted broker's answers) takes the announced size at once."""
+    announced = 90 * 1024 * 1024
+    for eager, bound in ((False, 1024 * 1024), (True, announced)):
+        reader = FrameReader(100 * 1024 * 1024, eager=eager)
+        tracemalloc.start()
+        try:
+            assert reader.feed(size_prefix(announced) + b"x" * 1000) == []
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert (peak < bound) if not eager else (peak >= bound)
+
+
+@pytest.mark.parametrize("eager", [False, True])
+def test_a_growing_frame_comes_out_whole(eager: bool) -> None:
+    """A 3 MB frame read socket-style in uneven pieces: its buffer doubles as bytes arrive (or is
+    taken whole) and the frame comes out byte for byte, between two small ones."""
+    big = bytes(range(251)) * (3 * 1024 * 1024 // 251)
+    stream = _framed([b"first", big, b"last"])
+    reader = FrameReader(4 * 1024 * 1024, staging_bytes=4096, eager=eager)
+    got = _socket_style(reader, stream, lambda step: 1000 + 7919 * step % 50_000)
+    assert got == [b"first", big, b"last"]

@@ -234,3 +234,26 @@ def test_handler_time_passes_exceptions_and_cancellation() -> None:
         await _Timed(coro)
 
     asyncio.run(main())
+
+
+def test_the_within_quota_shortcut_never_hides_a_throttle() -> None:
+    """`WindowedRate.surely_within` answers without the samples' ages; whenever it says yes, the
+    full computation finds no throttle either, for random record sequences (with takebacks)
+    against quotas around the rate, Kafka's rate and SimpleRate alike."""
+    import random
+
+    rng = random.Random(7)
+    shortcuts = 0
+    for trial in range(300):
+        simple = trial % 2 == 1
+        rate = WindowedRate(rng.randint(1, 5), rng.choice([100, 1000]), 0.0, simple=simple)
+        now = 0.0
+        for _ in range(rng.randint(1, 60)):
+            now += rng.choice([0.0, 1.0, 50.0, 400.0, 3000.0])
+            rate.record(rng.choice([1.0, 1.0, 5.0, -1.0]), now)
+            quota = rng.choice([0.5, 2.0, 10.0, 100.0])
+            if rate.surely_within(quota):
+                shortcuts += 1
+                size = rate.window_size_ms(now)
+                assert rate.total(now) / (size / 1000.0) <= quota + 1e-9
+    assert shortcuts > 100
