@@ -501,6 +501,7 @@ async def test_unclean_election_topic_override(cluster: tuple[EmbeddedTree, Harn
     await tree.set(zk.topic_config_path("dirty"), zk.entity_config_json({"unclean.leader.election.enable": "true"}))
     h.controller.enable_topic_unclean_leader_election("dirty")
     await until(lambda: h.controller.unclean_leader_elections == 1, what="unclean election")
+    await h.idle()  # counted when decided, before the new state is written to ZooKeeper
     st = await state(tree, "dirty", 0)
     assert (st.leader, st.isr) == (3, [3])
 
@@ -513,6 +514,7 @@ async def test_unclean_election_broker_default(tree: EmbeddedTree) -> None:
         await _isr_only_leader(tree, h, "default")
         await tree.delete(zk.broker_path(2))
         await until(lambda: h.controller.unclean_leader_elections == 1, what="unclean election")
+        await h.idle()  # counted when decided, before the new state is written to ZooKeeper
         st = await state(tree, "default", 0)
         assert (st.leader, st.isr) == (3, [3])
         # A topic may turn it off again.
