@@ -126,7 +126,7 @@ def test_live_view_quits_and_restores_the_terminal(bootstrap: str, key: bytes) -
         during = termios.tcgetattr(term.slave)
         assert not during[3] & termios.ICANON and not during[3] & termios.ECHO
         os.write(term.master, key)
-        assert proc.wait(timeout=20) == 0
+        assert proc.wait(timeout=60) == 0
         term.drain(0.2)
     except BaseException:
         term.close()
