@@ -250,13 +250,14 @@ class GroupMetadataManager:
 
     # ---- expiration ----------------------------------------------------------------------
 
-    async def expire_offsets(self) -> int:
+    async def expire_offsets(self, skip: Callable[[str], bool] = lambda _: False) -> int:
         """Drop offsets past offsets.retention.minutes, and empty groups with no offsets left
-        (Kafka's cleanupGroupMetadata)."""
+        (Kafka's cleanupGroupMetadata); groups `skip` names are left alone (consumer groups
+        with members keep their offsets holder)."""
         now = self._now()
         removed = 0
         for group in list(self.groups.values()):
-            if not self.is_live(group) or not self.is_coordinator_for(group.group_id):
+            if not self.is_live(group) or not self.is_coordinator_for(group.group_id) or skip(group.group_id):
                 continue
             expired = group.expired_offsets(now, self.config.retention_ms)
             drop_group = group.is_(S.EMPTY) and not group.pending_members and len(expired) == len(group.offsets)
