@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 
 class Ownership:
@@ -49,6 +49,7 @@ class ProtocolMember(threading.Thread):
         self.events: list[tuple[float, str, set[int]]] = []
         self.owned: set[int] = set()
         self.errors: list[str] = []
+        self.stale_commits = 0
         self.stop_flag = threading.Event()
         self.lock = threading.Lock()
 
@@ -79,12 +80,25 @@ class ProtocolMember(threading.Thread):
                     continue
                 with self.lock:
                     self.values += [m.value() for m in good]
-                try:
-                    c.commit(asynchronous=False)
-                except KafkaException as exc:
-                    self.errors.append(f"commit: {exc}")
+                self._commit(c)
         finally:
             c.close()
+
+    def _commit(self, c: Consumer) -> None:
+        """Commit synchronously. A commit sent just before the member's heartbeat brought it a new
+        member epoch is STALE_MEMBER_EPOCH (as from Kafka): the commit is sent again once the
+        heartbeat has answered, as the Java client does by itself."""
+        for _ in range(50):
+            try:
+                c.commit(asynchronous=False)
+                return
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError.STALE_MEMBER_EPOCH:
+                    self.errors.append(f"commit: {exc}")
+                    return
+                self.stale_commits += 1
+                time.sleep(0.1)
+        self.errors.append("commit: still STALE_MEMBER_EPOCH after 5 s")
 
     def parts(self) -> set[int]:
         with self.lock:

@@ -1,6 +1,8 @@
 """KIP-848's consumer groups in the group coordinator: ConsumerGroupHeartbeat's rules (joining,
 fencing, static members, leaving), the session and rebalance timers, the group epoch bumps from
-subscriptions and topic metadata, and the member-epoch checks of OffsetCommit and OffsetFetch.
+subscriptions and topic metadata, the member-epoch checks of OffsetCommit and OffsetFetch, and
+the groups' records in __consumer_offsets (written before a heartbeat is answered, loaded when
+this broker becomes a partition's coordinator; formats in ``consumer_records.py``).
 
 The group state and reconciliation are ``consumer_group.py``'s; ``GroupCoordinator``
 (``coordinator.py``) hands ConsumerGroupHeartbeat and the offset checks of consumer groups to
@@ -15,7 +17,7 @@ import asyncio
 import logging
 import re
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -31,6 +33,7 @@ from kaflet.coordinator.group.consumer_group import (
     assignment_from_wire,
     reconcile,
 )
+from kaflet.coordinator.group.consumer_records import ConsumerGroupRecords, changes, encode_group, restore
 from kaflet.coordinator.group.group import GroupState
 from kaflet.coordinator.group.metadata_manager import GroupMetadataManager
 from kaflet.metadata.metadata_cache import TopicInfo
@@ -176,12 +179,58 @@ class ConsumerGroupCoordinator:
     """The consumer groups of the __consumer_offsets partitions this broker leads."""
 
     def __init__(self, config: ConsumerGroupConfig, metadata: GroupMetadataManager,
-                 status: Callable[[str], ErrorCode | None], topics: Callable[[], Mapping[str, TopicInfo]]) -> None:
+                 status: Callable[[str], ErrorCode | None], topics: Callable[[], Mapping[str, TopicInfo]],
+                 spawn: Callable[[Awaitable[object], str], None]) -> None:
         self.config = config
         self.metadata = metadata
         self._status = status
         self._topics = topics
+        self._spawn = spawn
         self.groups: dict[str, ConsumerGroup] = {}
+        self._write_locks: dict[str, asyncio.Lock] = {}
+        metadata.on_consumer_groups = self._restore
+
+    # ---- storage ------------------------------------------------------------------------
+
+    async def _persist(self, group: ConsumerGroup) -> ErrorCode:
+        """Write what changed in the group since its last write (tombstones once it is dead).
+
+        One write at a time per group, each computed when its turn comes, so the log holds the
+        changes in the order they happened whoever started the write (a heartbeat, a timer)."""
+        lock = self._write_locks.setdefault(group.group_id, asyncio.Lock())
+        async with lock:
+            before = group.persisted
+            after = {} if group.dead else encode_group(group)
+            records = changes(before, after)
+            if not records:
+                return E.NONE
+            group.persisted = after
+            err = await self.metadata.append(group.group_id, records)
+            if err != E.NONE:
+                group.persisted = before  # written again with the next change
+            return err
+
+    async def _persist_logged(self, group: ConsumerGroup) -> None:
+        err = await self._persist(group)
+        if err != E.NONE:
+            log.warning("failed to write consumer group %s epoch %d: %s", group.group_id, group.group_epoch, err.name)
+
+    def _restore(self, loaded: dict[str, ConsumerGroupRecords]) -> None:
+        """The consumer groups a load of __consumer_offsets found: back with their members, whose
+        sessions start now (Kafka's onLoaded)."""
+        for group_id, rec in loaded.items():
+            try:
+                group = restore(group_id, rec)
+            except PartitionOwnershipError as exc:
+                log.error("not loading consumer group %s: %s", group_id, exc)
+                continue
+            if group is None or group_id in self.groups:
+                continue
+            self.groups[group_id] = group
+            for member in group.members.values():
+                self._schedule_session(group, member)
+            log.info("loaded consumer group %s: epoch %d, %d members", group_id, group.group_epoch,
+                     len(group.members))
 
     # ---- topics -------------------------------------------------------------------------
 
@@ -237,9 +286,11 @@ class ConsumerGroupCoordinator:
                      member.member_id, group.group_id, member.rebalance_timeout_ms)
             self._fence(group, member)
 
-    def _fence(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
+    def _fence(self, group: ConsumerGroup, member: ConsumerGroupMember, write: bool = True) -> None:
         group.remove(member.member_id)
         self._refresh(group, bump=False)
+        if write:
+            self._spawn(self._persist_logged(group), f"write-consumer-group-{group.group_id}")
 
     # ---- ConsumerGroupHeartbeat ---------------------------------------------------------
 
@@ -267,8 +318,18 @@ class ConsumerGroupCoordinator:
             return "MemberEpoch is invalid."
         return None
 
-    def heartbeat(self, req: HeartbeatRequest) -> HeartbeatResult:
-        """Answer one ConsumerGroupHeartbeat (Kafka's consumerGroupHeartbeat)."""
+    async def heartbeat(self, req: HeartbeatRequest) -> HeartbeatResult:
+        """Answer one ConsumerGroupHeartbeat (Kafka's consumerGroupHeartbeat) once what it
+        changed is written to __consumer_offsets."""
+        result = self._heartbeat(req)
+        group = self.groups.get(req.group_id)
+        if group is not None and self._status(req.group_id) is None:
+            err = await self._persist(group)
+            if err != E.NONE and result.error == E.NONE:
+                return _fail(err, f"writing the group's records failed: {err.name}")
+        return result
+
+    def _heartbeat(self, req: HeartbeatRequest) -> HeartbeatResult:
         message = self._invalid(req)
         if message is not None:
             return _fail(E.INVALID_REQUEST, message)
@@ -295,9 +356,7 @@ class ConsumerGroupCoordinator:
                                  "group because online upgrade is disabled.")
                 return _fail(E.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group.")
             if req.member_epoch != 0:
-                # Kafka answers GROUP_ID_NOT_FOUND; kaflet does not yet reload consumer groups on a
-                # new coordinator, so its members must rejoin, which this error makes them do.
-                return _fail(E.UNKNOWN_MEMBER_ID, f"Consumer group {req.group_id} is unknown to this coordinator.")
+                return _fail(E.GROUP_ID_NOT_FOUND, f"Consumer group {req.group_id} not found.")
             group = self.groups[req.group_id] = ConsumerGroup(req.group_id)
             self.metadata.get_or_create(req.group_id)  # holds the group's offsets (an empty classic group's too)
         try:
@@ -427,7 +486,7 @@ class ConsumerGroupCoordinator:
             self._schedule_session(group, member)
         else:
             log.info("member %s has left consumer group %s", member.member_id, group.group_id)
-            self._fence(group, member)
+            self._fence(group, member, write=False)  # heartbeat() writes it before answering
         return HeartbeatResult(E.NONE, None, req.member_id, req.member_epoch, 0)
 
     # ---- offsets, describe, list, delete -------------------------------------------------
@@ -481,6 +540,7 @@ class ConsumerGroupCoordinator:
             return False
         group.dead = True
         del self.groups[group_id]
+        self._spawn(self._persist_logged(group), f"delete-consumer-group-{group_id}")
         return True
 
     def remove_partition(self, partition: int) -> None:

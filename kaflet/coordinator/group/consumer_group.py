@@ -145,6 +145,8 @@ class ConsumerGroup:
         self.subscription_metadata: dict[str, tuple[TopicId, int]] = {}
         self.assignor_name = ""
         self.dead = False
+        #: The records last written for the group, by key (``consumer_records.encode_group``).
+        self.persisted: dict[bytes, bytes] = {}
 
     @property
     def state(self) -> ConsumerGroupState:

@@ -80,7 +80,7 @@ class GroupCoordinator:
         #: KIP-848's consumer groups (``consumer_coordinator.py``).
         self.consumer = ConsumerGroupCoordinator(
             consumer_config or ConsumerGroupConfig(), self.metadata,
-            lambda group_id: self._status(group_id, Api.HEARTBEAT), topics or dict)
+            lambda group_id: self._status(group_id, Api.HEARTBEAT), topics or dict, self._spawn)
         self._tasks = BackgroundTasks("group coordinator")
 
     @property
@@ -824,9 +824,9 @@ class GroupCoordinator:
 
     # ---- consumer groups (KIP-848) --------------------------------------------------------
 
-    def consumer_group_heartbeat(self, request: HeartbeatRequest) -> HeartbeatResult:
+    async def consumer_group_heartbeat(self, request: HeartbeatRequest) -> HeartbeatResult:
         """ConsumerGroupHeartbeat (``ConsumerGroupCoordinator.heartbeat``)."""
-        return self.consumer.heartbeat(request)
+        return await self.consumer.heartbeat(request)
 
     def consumer_group_describe(self, group_id: str) -> GroupDescription:
         """ConsumerGroupDescribe's answer for one group."""

@@ -39,7 +39,7 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
         owned = {}
         for t in req.topic_partitions:
             owned.setdefault(t.topic_id.bytes, []).extend(t.partitions)
-    result = ctx.services.coordinators.groups.consumer_group_heartbeat(HeartbeatRequest(
+    result = await ctx.services.coordinators.groups.consumer_group_heartbeat(HeartbeatRequest(
         group_id=req.group_id, member_id=req.member_id, member_epoch=req.member_epoch, instance_id=req.instance_id,
         rack_id=req.rack_id, rebalance_timeout_ms=req.rebalance_timeout_ms,
         subscribed_topic_names=list(names) if names is not None else None,
