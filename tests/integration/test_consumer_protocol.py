@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka.admin import AdminClient
 
+from tests.support import cli
 from tests.support.broker_process import BrokerProcess, running_broker
 from tests.support.consumer_protocol import Ownership, ProtocolMember, SteadyProducer, wait_for
 from tests.support.topics import create_topic
@@ -102,6 +103,20 @@ def test_a_fourth_member_moves_only_the_partitions_it_takes(broker: BrokerProces
         desc = admin.describe_consumer_groups([group])[group].result(30)
         assert str(desc.type).endswith("CONSUMER") and len(desc.members) == 4
         assert {m.assignment.topic_partitions[0].topic for m in desc.members} == {topic}
+        # And as `kaflet groups --describe` shows it: the protocol, the epochs, each member's assignment.
+        state = cli.run("groups", "--bootstrap-server", broker.bootstrap, "--describe", "--group", group, "--state")
+        assert state.returncode == 0, state.stderr
+        header, row = (line.split() for line in state.stdout.splitlines()[:2])
+        fields = dict(zip(header, row, strict=True))  # "COORDINATOR (ID)" is two words in both
+        assert (fields["PROTOCOL"], fields["ASSIGNOR"], fields["STATE"], fields["#MEMBERS"]) == (
+            "consumer", "uniform", "Stable", "4")
+        assert int(fields["GROUP-EPOCH"]) == int(fields["ASSIGNMENT-EPOCH"]) == 4
+        members = cli.run("groups", "--bootstrap-server", broker.bootstrap, "--describe", "--group", group, "--members")
+        assert members.returncode == 0, members.stderr
+        rows = [line.split() for line in members.stdout.splitlines()[1:] if line.strip()]
+        assert len(rows) == 4 and {r[4] for r in rows} == {"4"}  # every member at the group's epoch
+        shown = sorted(p for r in rows for p in r[6].split(","))
+        assert shown == sorted(f"{topic}({p})" for p in range(12)) and all(r[6] == r[7] for r in rows)
     finally:
         for m in [*three, fourth]:
             if m.is_alive():
