@@ -9,7 +9,10 @@ completes; the connection's own task awaits it, so other connections are never b
 Timers (session timeouts, rebalance timeouts, the initial rebalance delay) are loop timers.
 The group cache and its storage in __consumer_offsets (loading, group and offset writes,
 transactional offsets, expiry) are ``GroupMetadataManager``'s (``metadata_manager.py``); this
-module checks each request and runs the membership protocol.
+module checks each request and runs the membership protocol. KIP-848's consumer groups are
+``ConsumerGroupCoordinator``'s (``consumer_coordinator.py``); this module routes their requests
+and keeps each group id to one protocol. It runs past 800 lines because the classic
+transitions are kept together in Kafka's order, each next to the request that starts it.
 """
 
 from __future__ import annotations
