@@ -322,3 +322,22 @@ async def test_a_new_coordinator_loads_the_group_from_its_records() -> None:
     assert "g" not in third.consumer.groups
     for c in (second, third):
         c.shutdown()
+
+
+async def test_an_empty_consumer_group_expires_with_its_offsets() -> None:
+    topics = {"t": _topic("t", TID, 1)}
+    now = [1_000_000]
+    c = GroupCoordinator(GroupConfig(num_partitions=1, retention_ms=1000), MemoryStore(), now_ms=lambda: now[0],
+                         consumer_config=ConsumerGroupConfig(), topics=lambda: topics)
+    c.on_became_leader(0)
+    await asyncio.sleep(0.01)
+    await c.consumer_group_heartbeat(HeartbeatRequest("g", "a", 0, rebalance_timeout_ms=1000,
+                                                      subscribed_topic_names=["t"], owned={}))
+    await c.commit_offsets("g", "a", None, 1, {("t", 0): schemas.OffsetValue(1, "", now[0])}, api_version=9)
+    now[0] += 5000
+    assert await c.expire_offsets() == 0  # a group with members keeps its offsets
+    await c.consumer_group_heartbeat(HeartbeatRequest("g", "a", -1))
+    assert await c.expire_offsets() == 1
+    await asyncio.sleep(0.01)
+    assert "g" not in c.consumer.groups and "g" not in c.groups
+    c.shutdown()

@@ -870,5 +870,9 @@ class GroupCoordinator:
                 await self.expire_offsets()
 
     async def expire_offsets(self) -> int:
-        """Drop offsets past offsets.retention.minutes, and empty groups with no offsets left."""
-        return await self.metadata.expire_offsets(skip=self.consumer.has_members)
+        """Drop offsets past offsets.retention.minutes, and empty groups with no offsets left
+        (an empty consumer group too, once its offsets holder is gone)."""
+        removed = await self.metadata.expire_offsets(skip=self.consumer.has_members)
+        for group_id in [g for g in self.consumer.groups if g not in self.groups]:
+            self.consumer.drop_empty(group_id)
+        return removed
