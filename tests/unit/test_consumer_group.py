@@ -341,3 +341,20 @@ async def test_an_empty_consumer_group_expires_with_its_offsets() -> None:
     await asyncio.sleep(0.01)
     assert "g" not in c.consumer.groups and "g" not in c.groups
     c.shutdown()
+
+
+def test_group_consumer_configs_have_kafkas_defaults_and_bounds() -> None:
+    from kaflet.server.config import BrokerConfig, ConfigError
+
+    c = ConsumerGroupConfig.from_broker(BrokerConfig().values)
+    assert (c.session_timeout_ms, c.heartbeat_interval_ms, c.assignors) == (45000, 5000, ("uniform", "range"))
+    assert ConsumerGroupConfig.from_broker(BrokerConfig({
+        "group.consumer.assignors": "org.apache.kafka.coordinator.group.assignor.RangeAssignor"}).values
+    ).assignors == ("range",)
+    for bad in ({"group.consumer.session.timeout.ms": "30000"},
+                {"group.consumer.heartbeat.interval.ms": "16000"},
+                {"group.consumer.min.session.timeout.ms": "10", "group.consumer.session.timeout.ms": "10"},
+                {"group.consumer.assignors": "sticky"},
+                {"group.consumer.migration.policy": "bidirectional"}):
+        with pytest.raises(ConfigError):
+            BrokerConfig(bad)
