@@ -1,5 +1,6 @@
 """`kaflet groups`: list, describe, reset offsets of and delete consumer groups
-(like kafka-consumer-groups.sh)."""
+(like kafka-consumer-groups.sh). A group of KIP-848's protocol is described with its coordinator's
+ConsumerGroupDescribe too: its epochs and each member's epoch and target assignment."""
 
 from __future__ import annotations
 
@@ -17,9 +18,13 @@ from kaflet.cli.common import (
     config_file_option,
     describe_kafka_error,
     is_code,
+    raw_connect,
     timeout_option,
     unreachable_message,
 )
+from kaflet.protocol import codec
+from kaflet.protocol.api_keys import ApiKey
+from kaflet.protocol.errors import error_name
 
 _ACTIONS = ("list", "describe", "reset-offsets", "delete")
 
@@ -124,12 +129,55 @@ def _state(desc: Any) -> str:
             "COMPLETING_REBALANCING": "CompletingRebalance"}.get(desc.state.name, desc.state.name.title())
 
 
+def _consumer_protocol(admin: Admin, desc: Any, group: str) -> Any | None:
+    """ConsumerGroupDescribe's answer for a group of the consumer protocol (None for a classic one)."""
+    if getattr(getattr(desc, "type", None), "name", "") != "CONSUMER":
+        return None
+    c = desc.coordinator
+    R = codec.request_class(ApiKey.CONSUMER_GROUP_DESCRIBE)
+    with raw_connect(c.host, c.port, admin.conf, admin.timeout_s, admin.bootstrap) as conn:
+        described = conn.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0,
+                                 R(group_ids=[group], include_authorized_operations=False)).groups[0]
+    if described.error_code:
+        raise CliError(f"Describing consumer group '{group}' failed: {error_name(described.error_code)}"
+                       f"{': ' + described.error_message if described.error_message else ''}")
+    return described
+
+
+def _listing(assignment: Any) -> str:
+    parts = sorted((tp.topic_name, p) for tp in assignment.topic_partitions for p in tp.partitions)
+    return ",".join(f"{t}({p})" for t, p in parts) or "-"
+
+
+def _describe_consumer_protocol(group: str, desc: Any, modern: Any, what: str) -> None:
+    """--state and --members of a consumer-protocol group: protocol, epochs, assignments."""
+    if what == "state":
+        _table(["GROUP", "COORDINATOR (ID)", "PROTOCOL", "ASSIGNOR", "STATE", "GROUP-EPOCH", "ASSIGNMENT-EPOCH",
+                "#MEMBERS"],
+               [[group, f"{desc.coordinator.host}:{desc.coordinator.port} ({desc.coordinator.id})", "consumer",
+                 modern.assignor_name, modern.group_state, str(modern.group_epoch), str(modern.assignment_epoch),
+                 str(len(modern.members))]])
+        return
+    if not modern.members:
+        click.echo(f"Consumer group '{group}' has no active members.\n")
+    rows = [[group, m.member_id, m.client_host, m.client_id, str(m.member_epoch),
+             str(sum(len(tp.partitions) for tp in m.assignment.topic_partitions)), _listing(m.assignment),
+             _listing(m.target_assignment)] for m in sorted(modern.members, key=lambda m: m.member_id)]
+    _table(["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "MEMBER-EPOCH", "#PARTITIONS", "ASSIGNMENT",
+            "TARGET-ASSIGNMENT"], rows)
+
+
 def _describe(admin: Admin, group: str, what: str) -> None:
     desc = _describe_group(admin, group)
     committed = _committed(admin, group) if what == "offsets" else {}
     state = _state(desc)
     if state == "Dead" and not committed:
         raise CliError(f"Consumer group '{group}' does not exist.")
+    if what in ("state", "members"):
+        modern = _consumer_protocol(admin, desc, group)
+        if modern is not None:
+            _describe_consumer_protocol(group, desc, modern, what)
+            return
     if what == "state":
         _table(["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
                [[group, f"{desc.coordinator.host}:{desc.coordinator.port} ({desc.coordinator.id})",

@@ -60,6 +60,8 @@ class ApiKey(IntEnum):
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
+    CONSUMER_GROUP_HEARTBEAT = 68
+    CONSUMER_GROUP_DESCRIBE = 69
     DESCRIBE_TOPIC_PARTITIONS = 75
 
 
@@ -69,7 +71,7 @@ FLEXIBLE_FROM: dict[int, int | None] = {
     17: None, 18: 3, 19: 5, 20: 4, 21: 2, 22: 2, 23: 4, 24: 3, 25: 3, 26: 3, 27: 1, 28: 3,
     29: 2, 30: 2, 31: 2, 32: 4, 33: 2, 34: 2, 35: 2, 36: 2, 37: 2, 42: 2, 43: 2, 44: 1,
     45: 0, 46: 0, 47: None, 48: 1, 49: 1, 50: 0, 51: 0, 60: 0, 61: 0,
-    65: 0, 66: 0, 75: 0,
+    65: 0, 66: 0, 68: 0, 69: 0, 75: 0,
 }
 
 

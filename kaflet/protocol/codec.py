@@ -34,6 +34,8 @@ _MODULES = {
     # The controller-to-broker APIs: kaflet's own definitions (kafka-python has none).
     4: "kaflet.protocol.inter_broker", 5: "kaflet.protocol.inter_broker",
     6: "kaflet.protocol.inter_broker", 7: "kaflet.protocol.inter_broker",
+    # KIP-848's APIs: kaflet's definitions too.
+    68: "kaflet.protocol.inter_broker", 69: "kaflet.protocol.inter_broker",
 }
 
 

@@ -1,6 +1,7 @@
-"""Codec classes for the controller-to-broker APIs (LeaderAndIsr, StopReplica, UpdateMetadata,
-ControlledShutdown), built by kafka-python's schema-driven codec from kaflet's own definitions in
-kaflet/protocol/schemas. kaflet.protocol.codec serves them like every other generic API."""
+"""Codec classes for the APIs kafka-python's codec lacks, built by its schema-driven codec from
+kaflet's own definitions in kaflet/protocol/schemas: the controller-to-broker APIs (LeaderAndIsr,
+StopReplica, UpdateMetadata, ControlledShutdown) and KIP-848's ConsumerGroupHeartbeat and
+ConsumerGroupDescribe. kaflet.protocol.codec serves them like every other generic API."""
 
 from __future__ import annotations
 
@@ -25,3 +26,7 @@ UpdateMetadataRequest = _message("UpdateMetadataRequest")
 UpdateMetadataResponse = _message("UpdateMetadataResponse")
 ControlledShutdownRequest = _message("ControlledShutdownRequest")
 ControlledShutdownResponse = _message("ControlledShutdownResponse")
+ConsumerGroupHeartbeatRequest = _message("ConsumerGroupHeartbeatRequest")
+ConsumerGroupHeartbeatResponse = _message("ConsumerGroupHeartbeatResponse")
+ConsumerGroupDescribeRequest = _message("ConsumerGroupDescribeRequest")
+ConsumerGroupDescribeResponse = _message("ConsumerGroupDescribeResponse")

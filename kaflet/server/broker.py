@@ -21,6 +21,7 @@ from kaflet.controller.channel import ControllerChannel
 from kaflet.controller.config import ControllerConfig
 from kaflet.controller.controller import KafkaController
 from kaflet.controller.topics import CreateOutcome, TopicRequest, ensure_persistent_paths
+from kaflet.coordinator.group.consumer_coordinator import ConsumerGroupConfig
 from kaflet.coordinator.group.coordinator import GroupConfig, GroupCoordinator
 from kaflet.coordinator.group.store import GROUP_METADATA_TOPIC, OffsetsTopicStore
 from kaflet.coordinator.group.topic import OffsetsTopic, OffsetsTopicConfig
@@ -339,7 +340,9 @@ class Broker:
         group_coordinator = self._group_coordinator = GroupCoordinator(
             GroupConfig.from_broker(cfg.values),
             OffsetsTopicStore(replica_manager.get, cfg["offsets.commit.timeout.ms"]),
-            ensure_topic=offsets_topic.ensure)
+            ensure_topic=offsets_topic.ensure,
+            consumer_config=ConsumerGroupConfig.from_broker(cfg.values),
+            topics=lambda: self.metadata_cache.topics)
         group_coordinator.start()
         self._txn_markers = TxnMarkerSender(self._partition_leader, self._connect_for_markers,
                                             local=(self.broker_id, self._write_txn_markers_local))

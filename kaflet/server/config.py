@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from kaflet.coordinator.group.consumer_coordinator import ConsumerGroupConfig
 from kaflet.server.kafka_configs import (
     DYNAMIC_ONLY,
     LISTENER_PREFIX,
@@ -166,6 +167,17 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("group.max.session.timeout.ms", int, 1800000, minimum=0),
     ConfigDef("group.initial.rebalance.delay.ms", int, 3000, minimum=0),
     ConfigDef("group.max.size", int, 2147483647, minimum=1),
+    # KIP-848's consumer groups (kaflet/coordinator/group/consumer_coordinator.py checks their bounds).
+    ConfigDef("group.consumer.session.timeout.ms", int, 45000, minimum=1),
+    ConfigDef("group.consumer.min.session.timeout.ms", int, 45000, minimum=1),
+    ConfigDef("group.consumer.max.session.timeout.ms", int, 60000, minimum=1),
+    ConfigDef("group.consumer.heartbeat.interval.ms", int, 5000, minimum=1),
+    ConfigDef("group.consumer.min.heartbeat.interval.ms", int, 5000, minimum=1),
+    ConfigDef("group.consumer.max.heartbeat.interval.ms", int, 15000, minimum=1),
+    ConfigDef("group.consumer.max.size", int, 2147483647, minimum=1),
+    ConfigDef("group.consumer.assignors", parse_list, ["uniform", "range"]),
+    ConfigDef("group.consumer.migration.policy", str.lower, "disabled",
+              choices=("disabled", "upgrade", "downgrade", "bidirectional")),
     ConfigDef("offsets.topic.num.partitions", int, 50, minimum=1),
     ConfigDef("offsets.topic.replication.factor", int, 3, minimum=1),
     ConfigDef("offsets.topic.segment.bytes", int, 104857600, minimum=1),
@@ -328,6 +340,10 @@ class BrokerConfig:
         if self.values["replica.fetch.wait.max.ms"] > self.values["replica.lag.time.max.ms"]:
             raise ConfigError("replica.fetch.wait.max.ms should always be less than or equal to "
                               "replica.lag.time.max.ms to prevent frequent changes in ISR")
+        try:
+            ConsumerGroupConfig.from_broker(self.values)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
 
     @staticmethod
     def _parse(d: ConfigDef, raw: str) -> Any:

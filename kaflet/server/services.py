@@ -18,6 +18,11 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from kaflet.controller.controller import KafkaController
+    from kaflet.coordinator.group.consumer_coordinator import (
+        GroupDescription,
+        HeartbeatRequest,
+        HeartbeatResult,
+    )
     from kaflet.coordinator.group.group import GroupSummary
     from kaflet.coordinator.group.member import JoinResult, SyncResult
     from kaflet.coordinator.group.schemas import OffsetValue
@@ -96,8 +101,8 @@ class GroupCoordination(Protocol):
                     ) -> tuple[ErrorCode, list[tuple[str, str | None, ErrorCode]]]: ...
 
     async def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None,
-                             generation_id: int, offsets: dict[TopicPartition, OffsetValue]
-                             ) -> dict[TopicPartition, ErrorCode]: ...
+                             generation_id: int, offsets: dict[TopicPartition, OffsetValue],
+                             api_version: int = 8) -> dict[TopicPartition, ErrorCode]: ...
 
     async def commit_txn_offsets(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
                                  group_instance_id: str | None, generation_id: int,
@@ -107,7 +112,8 @@ class GroupCoordination(Protocol):
 
     def has_pending_txn_offsets(self, group_id: str, tp: TopicPartition) -> bool: ...
 
-    def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None
+    def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None,
+                      member_id: str | None = None, member_epoch: int = -1
                       ) -> tuple[ErrorCode, dict[TopicPartition, OffsetValue | None]]: ...
 
     async def delete_offsets(self, group_id: str, partitions: list[TopicPartition]
@@ -115,7 +121,12 @@ class GroupCoordination(Protocol):
 
     def describe_group(self, group_id: str) -> tuple[ErrorCode, GroupSummary]: ...
 
-    def list_groups(self, states: set[str] | None = None) -> tuple[ErrorCode, list[tuple[str, str, str]]]: ...
+    def list_groups(self, states: set[str] | None = None, types: set[str] | None = None
+                    ) -> tuple[ErrorCode, list[tuple[str, str, str, str]]]: ...
+
+    async def consumer_group_heartbeat(self, request: HeartbeatRequest) -> HeartbeatResult: ...
+
+    def consumer_group_describe(self, group_id: str) -> GroupDescription: ...
 
     async def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]: ...
 

@@ -13,6 +13,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from tests.support.broker_process import BrokerProcess, running_broker
+from tests.support.consumer_protocol import wait_for as _wait
 from tests.support.topics import create_topic
 
 # Short timeouts so failover tests take seconds, not minutes.
@@ -99,15 +100,6 @@ class GroupMember(threading.Thread):
     def parts(self) -> set[int]:
         with self.lock:
             return set(self.assigned)
-
-
-def _wait(pred, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _run_failover(bootstrap: str, strategy: str) -> list[GroupMember]:

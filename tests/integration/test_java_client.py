@@ -1,7 +1,7 @@
 """The Java client 4.3 (the reference client, and the strictest) against a real kaflet broker.
 
-Small programs of ours (tests/java) drive Admin, an idempotent producer with every codec and
-consumers of a classic group; one JVM per program run. They print what the broker answered and
+Small programs of ours (tests/java) drive Admin, an idempotent producer with every codec,
+consumers of a classic group and of a KIP-848 consumer group; one JVM per program run. They print what the broker answered and
 the assertions are here (Admin's in tests/support/java.py, shared with the cluster test).
 """
 
@@ -34,7 +34,9 @@ def metrics_port() -> int:
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory, metrics_port: int) -> Iterator[BrokerProcess]:
     with running_broker(tmp_path_factory.mktemp("java") / "data", {
-            "offsets.topic.num.partitions": "3", "metrics.listener": f"http://127.0.0.1:{metrics_port}"}) as b:
+            "offsets.topic.num.partitions": "3", "metrics.listener": f"http://127.0.0.1:{metrics_port}",
+            # KIP-848 members heartbeat every second, so each of their rebalances takes about that.
+            "group.consumer.heartbeat.interval.ms": "1000", "group.consumer.min.heartbeat.interval.ms": "1000"}) as b:
         yield b
 
 
@@ -81,3 +83,19 @@ def test_idempotent_producer_every_codec_and_a_classic_group(java: JavaPrograms,
     else:
         assert sorted(len(o) for o in owned.values()) == [7, 8]
 
+
+
+@pytest.mark.parametrize("members", [1, 2, 3])
+def test_consumer_protocol_members_join_while_a_producer_runs(java: JavaPrograms, broker: BrokerProcess,
+                                                              members: int) -> None:
+    topic, count = f"java-kip848-{members}-{uuid.uuid4().hex[:6]}", 3000
+    lines = java.run("ConsumerProtocol", broker.bootstrap, topic, str(members), str(count), timeout=150)
+    by_key = {w[0]: w[1:] for w in lines}
+    assert by_key["produced"] == [str(count)]
+    # Every record once: commits after every poll, and a partition moves only once released.
+    assert by_key["consumed"] == [str(count), "duplicates", "0"]
+    assert by_key["violations"][0] == "0", by_key["violations"]
+    assert by_key["described"] == ["Consumer", "Stable", str(members)]
+    owned = [set(w[2].split(",")) if len(w) > 2 else set() for w in lines if w[0] == "owned"]
+    assert sorted(p for o in owned for p in o) == [str(p) for p in range(6)]
+    assert max(map(len, owned)) - min(map(len, owned)) <= 1

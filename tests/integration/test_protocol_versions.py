@@ -188,6 +188,15 @@ def _describe_group(c: RawClient, group: str, version: int = 3) -> Any:
     return _call(c, K.DESCRIBE_GROUPS, version, groups=[group], include_authorized_operations=True).groups[0]
 
 
+def _consumer_join(c: RawClient, group: str, topic: str, version: int = 1, member: str | None = None,
+                   regex: str | None = None) -> Any:
+    """A ConsumerGroupHeartbeat join (member epoch 0) of a KIP-848 consumer group; the response."""
+    return _call(c, K.CONSUMER_GROUP_HEARTBEAT, version, group_id=group,
+                 member_id=uuid.uuid4().hex if member is None else member, member_epoch=0,
+                 rebalance_timeout_ms=30000, subscribed_topic_names=[] if regex else [topic],
+                 subscribed_topic_regex=regex, topic_partitions=[])
+
+
 def _stable_member(c: RawClient, group: str, assignment: bytes = b"the-assignment") -> tuple[Any, bytes]:
     """Join as the only member and sync; the join response and the member's metadata."""
     meta = subscription(["t"])
@@ -388,7 +397,7 @@ def broker_id(c: RawClient) -> int:
     return int(_call(c, K.METADATA, 4, topics=[], allow_auto_topic_creation=False).brokers[0].node_id)
 
 
-@check(K.OFFSET_COMMIT, range(0, 9))
+@check(K.OFFSET_COMMIT, range(0, 10))
 def _offset_commit_check(broker: BrokerProcess, c: RawClient, v: int) -> None:
     topic, group = _topic(broker, f"oc{v}"), _name("g")
     assert _commit(c, group, topic, 7, f"meta-{v}", version=v) == 0
@@ -397,13 +406,31 @@ def _offset_commit_check(broker: BrokerProcess, c: RawClient, v: int) -> None:
     if v >= 1:  # a generation for a group that has none
         assert _commit(c, group, topic, 8, version=v, generation=3, member="m") in (
             E.ILLEGAL_GENERATION, E.UNKNOWN_MEMBER_ID)
+    # A consumer group's member commits with its member epoch, from v9 on.
+    cg = _name("cg")
+    joined = _consumer_join(c, cg, topic)
+    assert (joined.error_code, joined.member_epoch) == (0, 1)
+    if v >= 9:
+        assert _commit(c, cg, topic, 5, version=v, generation=1, member=joined.member_id) == 0
+        assert _commit(c, cg, topic, 6, version=v, generation=0, member=joined.member_id) == E.STALE_MEMBER_EPOCH
+        assert _committed(c, cg, topic)[0] == 5
+    elif v >= 1:
+        assert _commit(c, cg, topic, 5, version=v, generation=1, member=joined.member_id) == E.UNSUPPORTED_VERSION
 
 
-@check(K.OFFSET_FETCH, range(0, 9))
+@check(K.OFFSET_FETCH, range(0, 10))
 def _offset_fetch_check(broker: BrokerProcess, c: RawClient, v: int) -> None:
     topic, group = _topic(broker, f"of{v}"), _name("g")
     assert _commit(c, group, topic, 9, "x") == 0
     R = _req(K.OFFSET_FETCH)
+    if v >= 9:  # a consumer group's member names its member epoch
+        cg = _name("cg")
+        joined = _consumer_join(c, cg, topic)
+        G = R.OffsetFetchRequestGroup
+        for epoch, code in ((1, 0), (4, E.STALE_MEMBER_EPOCH)):
+            resp = c.request(K.OFFSET_FETCH, v, R(groups=[G(group_id=cg, member_id=joined.member_id, member_epoch=epoch,
+                                                            topics=None)], require_stable=False))
+            assert resp.groups[0].error_code == code
     if v >= 8:
         resp = c.request(K.OFFSET_FETCH, v, R(groups=[R.OffsetFetchRequestGroup(group_id=group, topics=[
             R.OffsetFetchRequestGroup.OffsetFetchRequestTopics(name=topic, partition_indexes=[0, 1])])],
@@ -510,12 +537,20 @@ def _describe_groups_check(broker: BrokerProcess, c: RawClient, v: int) -> None:
     assert (dead.error_code, dead.group_state) == (0, "Dead")
 
 
-@check(K.LIST_GROUPS, range(0, 5))
+@check(K.LIST_GROUPS, range(0, 6))
 def _list_groups_check(broker: BrokerProcess, c: RawClient, v: int) -> None:
     stable, empty = _name("g"), _name("g")
     _stable_member(c, stable)
     topic = _topic(broker, "lg")
     assert _commit(c, empty, topic, 1) == 0
+    if v >= 5:
+        modern = _name("cg")
+        assert _consumer_join(c, modern, topic).error_code == 0
+        resp = _call(c, K.LIST_GROUPS, v, states_filter=[], types_filter=[])
+        kinds = {g.group_id: (g.group_type, g.protocol_type) for g in resp.groups}
+        assert kinds[modern] == ("consumer", "consumer") and kinds[stable] == ("classic", "consumer")
+        only = _call(c, K.LIST_GROUPS, v, states_filter=[], types_filter=["consumer"]).groups
+        assert modern in {g.group_id for g in only} and stable not in {g.group_id for g in only}
     resp = _call(c, K.LIST_GROUPS, v, states_filter=[])
     assert resp.error_code == 0
     listed = {g.group_id: g for g in resp.groups}
@@ -524,6 +559,49 @@ def _list_groups_check(broker: BrokerProcess, c: RawClient, v: int) -> None:
         assert (listed[stable].group_state, listed[empty].group_state) == ("Stable", "Empty")
         only = _call(c, K.LIST_GROUPS, v, states_filter=["Empty"]).groups
         assert empty in {g.group_id for g in only} and stable not in {g.group_id for g in only}
+
+
+@check(K.CONSUMER_GROUP_HEARTBEAT, range(0, 2))
+def _consumer_group_heartbeat_check(broker: BrokerProcess, c: RawClient, v: int) -> None:
+    topic, group = _topic(broker, f"cgh{v}", partitions=2), _name("cg")
+    if v == 0:  # the coordinator names the member
+        joined = _consumer_join(c, group, topic, version=0, member="")
+        assert joined.member_id
+    else:  # KIP-1082: the client does, and must
+        empty = _consumer_join(c, group, topic, version=1, member="")
+        assert (empty.error_code, empty.error_message) == (E.INVALID_REQUEST, "MemberId can't be empty.")
+        joined = _consumer_join(c, group, topic, version=1, regex=f"{topic}|nothing.*")
+    assert (joined.error_code, joined.member_epoch, joined.heartbeat_interval_ms) == (0, 1, 5000)
+    (tp,) = joined.assignment.topic_partitions
+    assert (tp.topic_id, sorted(tp.partitions)) == (_topic_id(c, topic), [0, 1])
+    again = _call(c, K.CONSUMER_GROUP_HEARTBEAT, v, group_id=group, member_id=joined.member_id, member_epoch=1,
+                  topic_partitions=[tp])
+    assert (again.error_code, again.member_epoch, again.assignment) == (0, 1, None)
+    fenced = _call(c, K.CONSUMER_GROUP_HEARTBEAT, v, group_id=group, member_id=joined.member_id, member_epoch=9)
+    assert fenced.error_code == E.FENCED_MEMBER_EPOCH
+    left = _call(c, K.CONSUMER_GROUP_HEARTBEAT, v, group_id=group, member_id=joined.member_id, member_epoch=-1)
+    assert (left.error_code, left.member_epoch) == (0, -1)
+
+
+@check(K.CONSUMER_GROUP_DESCRIBE, range(0, 1))
+def _consumer_group_describe_check(broker: BrokerProcess, c: RawClient, v: int) -> None:
+    topic, group, classic = _topic(broker, "cgd", partitions=3), _name("cg"), _name("g")
+    joined = _consumer_join(c, group, topic)
+    _stable_member(c, classic)
+    resp = _call(c, K.CONSUMER_GROUP_DESCRIBE, v, group_ids=[group, classic, _name("none")],
+                 include_authorized_operations=True)
+    d, not_consumer, missing = resp.groups
+    assert (d.error_code, d.group_state, d.group_epoch, d.assignment_epoch, d.assignor_name) == (
+        0, "Stable", 1, 1, "uniform")
+    assert d.authorized_operations > 0
+    (m,) = d.members
+    assert m.member_id == joined.member_id and m.member_epoch == 1 and m.subscribed_topic_names == [topic]
+    (tp,) = m.assignment.topic_partitions
+    assert (tp.topic_name, sorted(tp.partitions), tp.topic_id) == (topic, [0, 1, 2], _topic_id(c, topic))
+    assert m.target_assignment.topic_partitions[0].partitions == tp.partitions
+    assert (not_consumer.error_code, not_consumer.error_message) == (
+        E.GROUP_ID_NOT_FOUND, f"Group {classic} is not a consumer group.")
+    assert missing.error_code == E.GROUP_ID_NOT_FOUND
 
 
 @check(K.SASL_HANDSHAKE, range(0, 2))

@@ -190,8 +190,8 @@ class RecordingGroups:
         self.commits: list[tuple[str, str, str | None, int, dict[tuple[str, int], OffsetValue]]] = []
 
     async def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None,
-                             generation_id: int, offsets: dict[tuple[str, int], OffsetValue]
-                             ) -> dict[tuple[str, int], ErrorCode]:
+                             generation_id: int, offsets: dict[tuple[str, int], OffsetValue],
+                             api_version: int = 8) -> dict[tuple[str, int], ErrorCode]:
         self.commits.append((group_id, member_id, group_instance_id, generation_id, offsets))
         return {tp: self.errors.get(tp, ErrorCode.NONE) for tp in offsets}
 

@@ -9,7 +9,10 @@ completes; the connection's own task awaits it, so other connections are never b
 Timers (session timeouts, rebalance timeouts, the initial rebalance delay) are loop timers.
 The group cache and its storage in __consumer_offsets (loading, group and offset writes,
 transactional offsets, expiry) are ``GroupMetadataManager``'s (``metadata_manager.py``); this
-module checks each request and runs the membership protocol.
+module checks each request and runs the membership protocol. KIP-848's consumer groups are
+``ConsumerGroupCoordinator``'s (``consumer_coordinator.py``); this module routes their requests
+and keeps each group id to one protocol. It runs past 800 lines because the classic
+transitions are kept together in Kafka's order, each next to the request that starts it.
 """
 
 from __future__ import annotations
@@ -20,15 +23,23 @@ import enum
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from kaflet.coordinator.group import schemas
+from kaflet.coordinator.group.consumer_coordinator import (
+    ConsumerGroupConfig,
+    ConsumerGroupCoordinator,
+    GroupDescription,
+    HeartbeatRequest,
+    HeartbeatResult,
+)
 from kaflet.coordinator.group.group import CONSUMER_PROTOCOL_TYPE, Group, GroupState, GroupSummary
 from kaflet.coordinator.group.member import NEW_MEMBER_JOIN_TIMEOUT_MS, JoinResult, Member, SyncResult
 from kaflet.coordinator.group.metadata_manager import GroupConfig, GroupMetadataManager
 from kaflet.coordinator.group.store import GroupStore
 from kaflet.coordinator.tasks import BackgroundTasks
+from kaflet.metadata.metadata_cache import TopicInfo
 from kaflet.protocol.errors import ErrorCode
 
 log = logging.getLogger("kaflet.coordinator")
@@ -60,13 +71,19 @@ class GroupCoordinator:
 
     def __init__(self, config: GroupConfig, store: GroupStore,
                  ensure_topic: Callable[[], Awaitable[bool]] | None = None,
-                 now_ms: Callable[[], int] | None = None) -> None:
+                 now_ms: Callable[[], int] | None = None,
+                 consumer_config: ConsumerGroupConfig | None = None,
+                 topics: Callable[[], Mapping[str, TopicInfo]] | None = None) -> None:
         self.config = config
         self.ensure_topic = ensure_topic
         self.active = True
         self._now = now_ms or (lambda: int(time.time() * 1000))
         #: The groups and what is stored of them (Kafka's GroupMetadataManager).
         self.metadata = GroupMetadataManager(config, store, self._now)
+        #: KIP-848's consumer groups (``consumer_coordinator.py``).
+        self.consumer = ConsumerGroupCoordinator(
+            consumer_config or ConsumerGroupConfig(), self.metadata,
+            lambda group_id: self._status(group_id, Api.HEARTBEAT), topics or dict, self._spawn)
         self._tasks = BackgroundTasks("group coordinator")
 
     @property
@@ -99,6 +116,7 @@ class GroupCoordinator:
         for group in list(self.groups.values()):
             self._unload_group(group)
         self.groups.clear()
+        self.consumer.shutdown()
         self._tasks.cancel_all()
 
     def partition_for(self, group_id: str) -> int:
@@ -137,6 +155,7 @@ class GroupCoordinator:
         """This broker no longer leads `partition`: forget its groups."""
         for group in self.metadata.remove_partition(partition):
             self._unload_group(group)
+        self.consumer.remove_partition(partition)
 
     async def _load(self, partition: int) -> None:
         for group in await self.metadata.load(partition):
@@ -355,6 +374,9 @@ class GroupCoordinator:
             return JoinResult(member_id, err)
         if not self.config.min_session_timeout_ms <= session_timeout_ms <= self.config.max_session_timeout_ms:
             return JoinResult(member_id, E.INVALID_SESSION_TIMEOUT)
+        if not self.consumer.drop_empty(group_id):
+            # group.consumer.migration.policy=disabled: a classic member cannot join a consumer group.
+            return JoinResult(member_id, E.INCONSISTENT_GROUP_PROTOCOL)
         unknown = member_id == ""
         group = self.groups.get(group_id)
         if group is None:
@@ -643,14 +665,21 @@ class GroupCoordinator:
     # ---- offsets -------------------------------------------------------------------------
 
     async def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
-                             offsets: dict[TopicPartition, schemas.OffsetValue]) -> dict[TopicPartition, ErrorCode]:
-        """Store offsets for a group member (or a simple consumer: generation < 0, empty group)."""
+                             offsets: dict[TopicPartition, schemas.OffsetValue],
+                             api_version: int = 8) -> dict[TopicPartition, ErrorCode]:
+        """Store offsets for a group member (or a simple consumer: generation < 0, empty group);
+        a consumer group's member names its member epoch as the generation (OffsetCommit v9+)."""
         def all_(code: ErrorCode) -> dict[TopicPartition, ErrorCode]:
             return {tp: code for tp in offsets}
 
         err = self._status(group_id, Api.COMMIT)
         if err is not None:
             return all_(err)
+        checked = self.consumer.validate_commit(group_id, member_id, generation_id, api_version)
+        if checked is not None:
+            if checked != E.NONE:
+                return all_(checked)
+            return await self.metadata.store_offsets(self.metadata.get_or_create(group_id), offsets)
         group = self.groups.get(group_id)
         if group is None:
             if generation_id >= 0:
@@ -685,13 +714,20 @@ class GroupCoordinator:
         err = self._status(group_id, Api.COMMIT)
         if err is not None:
             return all_(err)
+        names_member = generation_id >= 0 or bool(member_id) or group_instance_id is not None
+        checked = self.consumer.validate_commit(group_id, member_id, generation_id, 9, transactional=True) \
+            if names_member else None
+        if checked is not None:
+            if checked != E.NONE:
+                return all_(checked)
+            return await self.metadata.store_offsets(self.metadata.get_or_create(group_id), offsets,
+                                                     producer_id, producer_epoch)
         group = self.metadata.get_or_create(group_id)
         if group.is_(S.DEAD):
             return all_(E.COORDINATOR_NOT_AVAILABLE)
         # Kafka's validateOffsetCommit (transactional): a producer that names no member and no
         # generation (older clients) may commit to any group; one that names either must be the
         # current member of the current generation, even with generation -1 in a non-empty group.
-        names_member = generation_id >= 0 or bool(member_id) or group_instance_id is not None
         if names_member and not (generation_id < 0 and group.is_(S.EMPTY)):
             if group.is_static_member_fenced(member_id, group_instance_id):
                 return all_(E.FENCED_INSTANCE_ID)
@@ -710,12 +746,17 @@ class GroupCoordinator:
         """Offsets of an open transaction wait for `tp` (OffsetFetch's UNSTABLE_OFFSET_COMMIT)."""
         return self.metadata.has_pending_txn_offsets(group_id, tp)
 
-    def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None
+    def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None,
+                      member_id: str | None = None, member_epoch: int = -1
                       ) -> tuple[ErrorCode, dict[TopicPartition, schemas.OffsetValue | None]]:
-        """Committed offsets of the given partitions (None: all); None values: nothing committed."""
+        """Committed offsets of the given partitions (None: all); None values: nothing committed.
+        A consumer group's member (OffsetFetch v9) must name its current member epoch."""
         err = self._status(group_id, Api.FETCH)
         if err is not None:
             return err, {}
+        checked = self.consumer.validate_fetch(group_id, member_id, member_epoch)
+        if checked != E.NONE:
+            return checked, {}
         group = self.groups.get(group_id)
         offsets = group.offsets if group is not None and not group.is_(S.DEAD) else {}
         if partitions is None:
@@ -733,7 +774,14 @@ class GroupCoordinator:
             return E.GROUP_ID_NOT_FOUND, {}
         errors: dict[TopicPartition, ErrorCode] = {}
         eligible: list[TopicPartition] = []
-        if group.is_(S.EMPTY):
+        subscribed = self.consumer.subscribed_topics(group_id)
+        if subscribed is not None:
+            for tp in partitions:
+                if tp[0] in subscribed:
+                    errors[tp] = E.GROUP_SUBSCRIBED_TO_TOPIC
+                else:
+                    eligible.append(tp)
+        elif group.is_(S.EMPTY):
             eligible = list(partitions)
         elif group.protocol_type == CONSUMER_PROTOCOL_TYPE:
             for tp in partitions:
@@ -756,15 +804,36 @@ class GroupCoordinator:
         if err is not None:
             return err, dead
         group = self.groups.get(group_id)
-        return E.NONE, group.summary() if group is not None else dead
+        if group is None or group_id in self.consumer.groups:
+            # DescribeGroups (up to v5) describes classic groups; a consumer group is Dead to it,
+            # as to Kafka (ConsumerGroupDescribe describes it).
+            return E.NONE, dead
+        return E.NONE, group.summary()
 
-    def list_groups(self, states: set[str] | None = None) -> tuple[ErrorCode, list[tuple[str, str, str]]]:
-        """(group id, protocol type, state) of every group; COORDINATOR_LOAD_IN_PROGRESS while loading."""
+    def list_groups(self, states: set[str] | None = None, types: set[str] | None = None
+                    ) -> tuple[ErrorCode, list[tuple[str, str, str, str]]]:
+        """(group id, protocol type, state, group type) of every group, filtered by state and
+        type (case-insensitive); COORDINATOR_LOAD_IN_PROGRESS while loading."""
         wanted = {s.lower() for s in states} if states else None
-        out = [(g.group_id, g.protocol_type or "", g.state.value) for g in self.groups.values()
-               if not g.is_(S.DEAD) and (wanted is None or g.state.value.lower() in wanted)]
+        kinds = {t.lower() for t in types} if types else None
+        consumer = dict(self.consumer.list())
+        out = [(g.group_id, g.protocol_type or "", g.state.value, "classic") for g in self.groups.values()
+               if not g.is_(S.DEAD) and g.group_id not in consumer]
+        out += [(gid, CONSUMER_PROTOCOL_TYPE, state, "consumer") for gid, state in consumer.items()]
+        out = [row for row in out if (wanted is None or row[2].lower() in wanted)
+               and (kinds is None or row[3] in kinds)]
         err = E.COORDINATOR_LOAD_IN_PROGRESS if self.loading else E.NONE
         return err, sorted(out)
+
+    # ---- consumer groups (KIP-848) --------------------------------------------------------
+
+    async def consumer_group_heartbeat(self, request: HeartbeatRequest) -> HeartbeatResult:
+        """ConsumerGroupHeartbeat (``ConsumerGroupCoordinator.heartbeat``)."""
+        return await self.consumer.heartbeat(request)
+
+    def consumer_group_describe(self, group_id: str) -> GroupDescription:
+        """ConsumerGroupDescribe's answer for one group."""
+        return self.consumer.describe(group_id)
 
     async def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
         result: dict[str, ErrorCode] = {}
@@ -776,7 +845,7 @@ class GroupCoordinator:
             group = self.groups.get(group_id)
             if group is None or group.is_(S.DEAD):
                 result[group_id] = E.GROUP_ID_NOT_FOUND
-            elif not group.is_(S.EMPTY):
+            elif not group.is_(S.EMPTY) or not self.consumer.drop_empty(group_id):
                 result[group_id] = E.NON_EMPTY_GROUP
             else:
                 group.transition_to(S.DEAD, self._now())
@@ -801,5 +870,9 @@ class GroupCoordinator:
                 await self.expire_offsets()
 
     async def expire_offsets(self) -> int:
-        """Drop offsets past offsets.retention.minutes, and empty groups with no offsets left."""
-        return await self.metadata.expire_offsets()
+        """Drop offsets past offsets.retention.minutes, and empty groups with no offsets left
+        (an empty consumer group too, once its offsets holder is gone)."""
+        removed = await self.metadata.expire_offsets(skip=self.consumer.has_members)
+        for group_id in [g for g in self.consumer.groups if g not in self.groups]:
+            self.consumer.drop_empty(group_id)
+        return removed

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kaflet.coordinator.group import schemas
+from kaflet.coordinator.group.consumer_records import ConsumerGroupRecords
 from kaflet.coordinator.group.group import Group, GroupState
 from kaflet.coordinator.group.hashing import partition_for
 from kaflet.coordinator.group.member import Member
@@ -87,6 +88,8 @@ class GroupMetadataManager:
         # Orders offset writes (log offsets on load, this counter's values after, both rising).
         self._write_order = 1 << 62
         self._txn_completions: dict[int, list[tuple[int, bool]]] = {}  # markers met while loading
+        #: Takes the consumer groups (KIP-848) a load found, before the partition is owned.
+        self.on_consumer_groups: Callable[[dict[str, ConsumerGroupRecords]], None] = lambda _: None
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.num_partitions)
@@ -140,6 +143,9 @@ class GroupMetadataManager:
             self.groups[name] = group
             if group.members:
                 with_members.append(group)
+        for name in loaded.consumer_groups:
+            self.get_or_create(name)  # the holder of a consumer group's offsets
+        self.on_consumer_groups(loaded.consumer_groups)
         self.loading.discard(partition)
         self.owned.add(partition)
         for producer_id, commit in self._txn_completions.pop(partition, []):
@@ -179,6 +185,11 @@ class GroupMetadataManager:
         )
         record = (schemas.encode_group_key(group.group_id), schemas.encode_group_value(value))
         err = await self.store.append(self.partition_for(group.group_id), [record])
+        return E.NONE if err == E.NONE else _group_store_error(err)
+
+    async def append(self, group_id: str, records: list[KeyValue]) -> ErrorCode:
+        """Write a group's records (a consumer group's, KIP-848) to its partition."""
+        err = await self.store.append(self.partition_for(group_id), records)
         return E.NONE if err == E.NONE else _group_store_error(err)
 
     async def store_offsets(self, group: Group, offsets: dict[TopicPartition, schemas.OffsetValue],
@@ -250,13 +261,14 @@ class GroupMetadataManager:
 
     # ---- expiration ----------------------------------------------------------------------
 
-    async def expire_offsets(self) -> int:
+    async def expire_offsets(self, skip: Callable[[str], bool] = lambda _: False) -> int:
         """Drop offsets past offsets.retention.minutes, and empty groups with no offsets left
-        (Kafka's cleanupGroupMetadata)."""
+        (Kafka's cleanupGroupMetadata); groups `skip` names are left alone (consumer groups
+        with members keep their offsets holder)."""
         now = self._now()
         removed = 0
         for group in list(self.groups.values()):
-            if not self.is_live(group) or not self.is_coordinator_for(group.group_id):
+            if not self.is_live(group) or not self.is_coordinator_for(group.group_id) or skip(group.group_id):
                 continue
             expired = group.expired_offsets(now, self.config.retention_ms)
             drop_group = group.is_(S.EMPTY) and not group.pending_members and len(expired) == len(group.offsets)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from kaflet.coordinator.group import schemas
+from kaflet.coordinator.group import consumer_records, schemas
 from kaflet.log.append_origin import AppendOrigin
 from kaflet.protocol.errors import ErrorCode
 from kaflet.protocol.primitives import DecodeError
@@ -49,6 +49,8 @@ class LoadedPartition:
     positions: dict[tuple[str, str, int], int] = field(default_factory=dict)
     pending_txn: dict[int, dict[str, dict[tuple[str, int], tuple[schemas.OffsetValue, int]]]] = \
         field(default_factory=dict)
+    #: KIP-848's consumer groups, as their records left them.
+    consumer_groups: dict[str, consumer_records.ConsumerGroupRecords] = field(default_factory=dict)
 
     def complete_txn(self, producer_id: int, commit: bool) -> None:
         """A COMMIT or ABORT marker of `producer_id` in the partition."""
@@ -77,6 +79,9 @@ def replay(loaded: LoadedPartition, key_bytes: bytes | None, value: bytes | None
     if key_bytes is None:
         return
     try:
+        if len(key_bytes) >= 2 and int.from_bytes(key_bytes[:2], "big") in consumer_records.KEY_VERSIONS:
+            consumer_records.replay(loaded.consumer_groups, key_bytes, value)
+            return
         key = schemas.decode_key(key_bytes)
         if isinstance(key, schemas.OffsetKey):
             tp = (key.topic, key.partition)

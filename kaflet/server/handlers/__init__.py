@@ -21,6 +21,8 @@ from kaflet.server.handlers import (
     alter_replica_log_dirs,
     alter_user_scram_credentials,
     api_versions,
+    consumer_group_describe,
+    consumer_group_heartbeat,
     controlled_shutdown,
     create_acls,
     create_partitions,
@@ -99,6 +101,9 @@ HANDLER_MODULES: list[ModuleType] = [
     offset_commit,
     offset_fetch,
     offset_delete,
+    # KIP-848's consumer groups
+    consumer_group_heartbeat,
+    consumer_group_describe,
     # authentication and SCRAM credentials
     sasl_handshake,
     sasl_authenticate,

@@ -1,4 +1,6 @@
-"""OffsetCommit (key 8): store a group's (or a simple consumer's) committed offsets."""
+"""OffsetCommit (key 8): store a group's (or a simple consumer's) committed offsets (v9: the
+generation is a consumer group member's member epoch, STALE_MEMBER_EPOCH when it is not the
+current one)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from kaflet.server.request_context import RequestContext
 
 API_KEY = ApiKey.OFFSET_COMMIT
 MIN_VERSION = 0
-MAX_VERSION = 8
+MAX_VERSION = 9
 
 
 async def handle(ctx: RequestContext, body: memoryview) -> Response:
@@ -64,6 +66,7 @@ async def serve(ctx: RequestContext, req: Any) -> Response:
             req.group_instance_id if v >= 7 else None,
             req.generation_id_or_member_epoch if v >= 1 else -1,
             offsets,
+            api_version=v,
         ))
     T = R.OffsetCommitResponseTopic
     P = T.OffsetCommitResponsePartition

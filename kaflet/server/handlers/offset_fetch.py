@@ -1,4 +1,5 @@
-"""OffsetFetch (key 9): a group's committed offsets (v8: several groups per request)."""
+"""OffsetFetch (key 9): a group's committed offsets (v8: several groups per request; v9: a
+consumer group's member names its member id and epoch, checked as OffsetCommit checks them)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from kaflet.server.request_context import RequestContext
 
 API_KEY = ApiKey.OFFSET_FETCH
 MIN_VERSION = 0
-MAX_VERSION = 8
+MAX_VERSION = 9
 
 TopicPartitions = list[tuple[str, int]] | None
 #: Partitions answered with an error of their own: TOPIC_AUTHORIZATION_FAILED, or
@@ -50,9 +51,10 @@ def _by_topic(offsets: dict[tuple[str, int], OffsetValue | None], error: ErrorCo
     return out
 
 
-def _fetch(ctx: RequestContext, group_id: str, wanted: TopicPartitions, require_stable: bool = False
-                ) -> tuple[ErrorCode, dict[tuple[str, int], OffsetValue | None], PartitionErrors]:
-    err, offsets, denied = _fetch_described(ctx, group_id, wanted)
+def _fetch(ctx: RequestContext, group_id: str, wanted: TopicPartitions, require_stable: bool = False,
+           member: tuple[str | None, int] = (None, -1)
+           ) -> tuple[ErrorCode, dict[tuple[str, int], OffsetValue | None], PartitionErrors]:
+    err, offsets, denied = _fetch_described(ctx, group_id, wanted, member)
     if require_stable and err == ErrorCode.NONE:
         coordinator = ctx.services.coordinators.groups
         for tp in offsets:
@@ -61,7 +63,7 @@ def _fetch(ctx: RequestContext, group_id: str, wanted: TopicPartitions, require_
     return err, offsets, denied
 
 
-def _fetch_described(ctx: RequestContext, group_id: str, wanted: TopicPartitions
+def _fetch_described(ctx: RequestContext, group_id: str, wanted: TopicPartitions, member: tuple[str | None, int]
                      ) -> tuple[ErrorCode, dict[tuple[str, int], OffsetValue | None], PartitionErrors]:
     """Kafka's checks around the coordinator: Describe on the group, then on each topic.
 
@@ -71,12 +73,13 @@ def _fetch_described(ctx: RequestContext, group_id: str, wanted: TopicPartitions
     if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
         return ErrorCode.GROUP_AUTHORIZATION_FAILED, {}, {}
     if wanted is None:
-        err, offsets = ctx.services.coordinators.groups.fetch_offsets(group_id, None)
+        err, offsets = ctx.services.coordinators.groups.fetch_offsets(group_id, None, *member)
         visible = ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, (t for t, _ in offsets))
         return err, {tp: v for tp, v in offsets.items() if tp[0] in visible}, {}
     visible = ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, (t for t, _ in wanted))
     denied = {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED for tp in wanted if tp[0] not in visible}
-    err, offsets = ctx.services.coordinators.groups.fetch_offsets(group_id, [tp for tp in wanted if tp not in denied])
+    err, offsets = ctx.services.coordinators.groups.fetch_offsets(
+        group_id, [tp for tp in wanted if tp not in denied], *member)
     if err == ErrorCode.NONE and denied:
         # Keep the request's order, as the coordinator does for the allowed ones.
         offsets = {tp: offsets.get(tp) for tp in wanted}
@@ -93,7 +96,8 @@ async def serve(ctx: RequestContext, req: Any) -> Response:
     if v >= 8:
         groups = []
         for g in req.groups:
-            err, offsets, denied = _fetch(ctx, g.group_id, _wanted(g.topics), bool(req.require_stable))
+            member = (g.member_id, g.member_epoch) if v >= 9 else (None, -1)
+            err, offsets, denied = _fetch(ctx, g.group_id, _wanted(g.topics), bool(req.require_stable), member)
             topics = [] if err != ErrorCode.NONE else [
                 OffsetFetchTopic(name, [OffsetFetchPartition(*row) for row in rows])
                 for name, rows in _by_topic(offsets, denied=denied).items()]
