@@ -8,6 +8,7 @@ server/ get the narrow interfaces they use passed in (callables, Protocols) inst
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -51,12 +52,24 @@ def _module_of(path: Path, root: Path) -> list[str]:
     return ["kaflet", *parts]
 
 
+def _nodes(path: Path) -> list[ast.AST]:
+    """Every node of ``path``'s syntax tree; parsed once per file version, as each test here
+    walks the whole package."""
+    stat = path.stat()
+    return _parsed(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.cache
+def _parsed(path: str, mtime_ns: int, size: int) -> list[ast.AST]:
+    return list(ast.walk(ast.parse(Path(path).read_text(encoding="utf-8"), path)))
+
+
 def _imported_modules(path: Path, root: Path) -> Iterator[tuple[int, list[str]]]:
     """(line, dotted name split, without "kaflet") of every import of a kaflet module in ``path``;
     a ``from`` import gives one per name it takes, appended to its module (it may be a module)."""
     module = _module_of(path, root)
     is_package = path.name == "__init__.py"
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+    for node in _nodes(path):
         if isinstance(node, ast.Import):
             targets = [alias.name.split(".") for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -218,7 +231,7 @@ LOG_PARTS = {"log_validator": 0, "retention": 0, "local_log": 0, "log_loader": 1
 def _imported_log_modules(path: Path) -> set[str]:
     """The kaflet.log modules ``path`` imports, however it spells the import."""
     out = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+    for node in _nodes(path):
         if isinstance(node, ast.Import):
             names = [alias.name.split(".") for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
