@@ -16,4 +16,13 @@ final class ClientLogin {
         }
         return props;
     }
+
+    /** An Admin's properties with the login applied and timeouts that outlast a slow test machine. */
+    static Properties admin(String bootstrap) {
+        Properties props = new Properties();
+        props.put("bootstrap.servers", bootstrap);
+        props.put("request.timeout.ms", "15000");
+        props.put("default.api.timeout.ms", "20000");
+        return apply(props);
+    }
 }
