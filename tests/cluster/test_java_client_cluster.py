@@ -17,7 +17,7 @@ from kaflet.metadata.zkdata import uuid_from_str
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from tests.support.cluster import Cluster
-from tests.support.java import JavaPrograms, check_admin
+from tests.support.java import JavaPrograms, check_admin, check_transactional_copy
 from tests.support.raw_client import RawClient
 
 pytestmark = pytest.mark.timeout(240)
@@ -69,3 +69,35 @@ def test_java_admin_against_three_brokers(cluster_factory: Callable[..., Cluster
     cluster = cluster_factory(3)
     cluster.wait_for_registered([1, 2, 3])
     check_admin(java, cluster.bootstrap, [1, 2, 3], 3)
+
+
+def test_java_admin_elects_preferred_leaders(cluster_factory: Callable[..., Cluster], java: JavaPrograms) -> None:
+    # No automatic rebalancing: only the Admin call may move the leader back.
+    cluster = cluster_factory(3, overrides={"auto.leader.rebalance.enable": "false"})
+    cluster.wait_for_registered([1, 2, 3])
+    topic = f"elect-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=2, replica_assignment=[[1, 2, 3], [2, 3, 1]])])[topic].result(60)
+    for p in (0, 1):
+        cluster.wait_for_isr(topic, p, [1, 2, 3], timeout=60)
+    # Broker 1 goes and comes back: partition 0 is then led by another replica, partition 1 still by 2.
+    cluster.kill(1)
+    cluster.wait_until(lambda: cluster.leader(topic, 0) in (2, 3), timeout=30, what="a new leader for partition 0")
+    cluster.start_broker(1)
+    cluster.wait_for_isr(topic, 0, [1, 2, 3], timeout=60)
+    moved = cluster.leader(topic, 0)
+    lines = java.run("ElectLeaders", cluster.bootstrap, topic)
+    facts = {(w[0], w[1]) if len(w) == 3 else (w[0],): w[-1] for w in lines}
+    assert facts[("before",)] == f"0:{moved}/1,1:2/2"
+    assert facts[("preferred", f"{topic}-0")] == "elected"
+    assert facts[("preferred", f"{topic}-1")] == "ElectionNotNeededException"
+    assert facts[("after",)] == "0:1/1,1:2/2"
+    assert cluster.leader(topic, 0) == 1
+    assert facts[("unclean", f"{topic}-0")] == "ElectionNotNeededException"
+
+
+def test_java_transactions_against_three_brokers(cluster_factory: Callable[..., Cluster], java: JavaPrograms) -> None:
+    cluster = cluster_factory(3, overrides={"transaction.state.log.num.partitions": "3",
+                                            "offsets.topic.num.partitions": "3"})
+    cluster.wait_for_registered([1, 2, 3])
+    check_transactional_copy(java, cluster.bootstrap, 3)

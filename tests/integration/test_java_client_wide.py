@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.support.broker_process import BrokerProcess, running_broker
-from tests.support.java import JavaPrograms
+from tests.support.java import JavaPrograms, check_transactional_copy
 
 ADMIN = ("admin", "admin-secret")
 JAAS = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
@@ -134,16 +134,7 @@ def test_log_dirs_producers_transactions_group_offsets_elections_and_configs(jav
 
 def test_transactions_commit_abort_offsets_and_fencing_read_committed_sees_only_commits(
         java: JavaPrograms, plain: BrokerProcess) -> None:
-    facts = _facts(java.run("TransactionalCopy", plain.bootstrap, unique_name("jtxn")))
-    assert facts["copied"] == ["30"]
-    # The offsets committed with the copy hold; the aborted rewind to 0 was never applied.
-    assert facts["groupOffsets"] == ["30"]
-    assert facts["fenced"] == ["ProducerFencedException"]
-    assert facts["readCommitted"] == ["44", "distinct=44", "committed-first=10,copied-in=30,successor=4"]
-    # Aborted records stay in the log: read_uncommitted sees them too (the fenced producer's
-    # open transaction was aborted when its successor initialised).
-    assert facts["readUncommitted"] == ["62", "distinct=62", "aborted-copy=5,aborted-first=10,committed-first=10,"
-                                        "copied-in=30,fenced=3,successor=4"]
+    check_transactional_copy(java, plain.bootstrap, 1)
 
 
 def test_a_static_member_restarted_within_its_session_gets_its_partitions_back_without_a_rebalance(

@@ -3,8 +3,8 @@
 // (sendOffsetsToTransaction), an aborted one whose offsets do not, and fencing by a second
 // producer with the same transactional.id. read_committed and read_uncommitted consumers then read
 // the output. It prints what happened as "key value..." lines;
-// tests/integration/test_java_client_wide.py asserts on them.
-// Usage: TransactionalCopy <bootstrap> <name prefix>
+// tests/support/java.py asserts on them.
+// Usage: TransactionalCopy <bootstrap> <name prefix> <replication factor>
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -32,9 +32,10 @@ public class TransactionalCopy {
 
     public static void main(String[] args) throws Exception {
         String bootstrap = args[0], prefix = args[1];
+        short rf = Short.parseShort(args[2]);
         String in = prefix + "-in", out = prefix + "-out", group = prefix + "-copier", txnId = prefix + "-txn";
         try (Admin admin = Admin.create(ClientLogin.admin(bootstrap))) {
-            admin.createTopics(List.of(new NewTopic(in, 3, (short) 1), new NewTopic(out, 3, (short) 1))).all().get();
+            admin.createTopics(List.of(new NewTopic(in, 3, rf), new NewTopic(out, 3, rf))).all().get();
             try (KafkaProducer<String, String> plain = producer(bootstrap, null)) {
                 for (int i = 0; i < INPUT; i++) plain.send(new ProducerRecord<>(in, "k" + i, "in-" + i));
                 plain.flush();

@@ -118,3 +118,18 @@ def check_admin(java: JavaPrograms, bootstrap: str, broker_ids: list[int], repli
     deleted = {w[1]: w[2] for w in lines if w[0] == "deleted"}
     assert deleted == {f"{prefix}-paged": "UnknownTopicOrPartitionException",
                        f"{prefix}-single": "UnknownTopicOrPartitionException"}
+
+
+def check_transactional_copy(java: JavaPrograms, bootstrap: str, replication: int) -> None:
+    """Run TransactionalCopy and assert that read_committed sees exactly the committed records."""
+    lines = java.run("TransactionalCopy", bootstrap, f"java-txn-{uuid.uuid4().hex[:8]}", str(replication))
+    facts = {w[0]: w[1:] for w in lines}
+    assert facts["copied"] == ["30"]
+    # The offsets committed with the copy hold; the aborted rewind to 0 was never applied.
+    assert facts["groupOffsets"] == ["30"]
+    assert facts["fenced"] == ["ProducerFencedException"]
+    assert facts["readCommitted"] == ["44", "distinct=44", "committed-first=10,copied-in=30,successor=4"]
+    # Aborted records stay in the log, so read_uncommitted sees them too (the fenced producer's
+    # open transaction was aborted when its successor initialised).
+    assert facts["readUncommitted"] == ["62", "distinct=62", "aborted-copy=5,aborted-first=10,committed-first=10,"
+                                        "copied-in=30,fenced=3,successor=4"]
