@@ -149,3 +149,4 @@ def test_a_static_member_restarted_within_its_session_gets_its_partitions_back_w
     assert facts["others"] == ["callbacks=0,0", "sameGeneration=true"]
     assert facts["describedAfterRestart"] == ["state=Stable", f"members={p}-i0:0,1;{p}-i1:2,3;{p}-i2:4,5"]
     assert facts["dynamicJoined"] == ["rebalanced=true", "ownedCounts=1,1,2,2"]
+    assert facts["twin"] == ["sameAssignment=true", "first=FencedInstanceIdException"]

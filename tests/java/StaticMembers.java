@@ -2,7 +2,8 @@
 // members of a range group settle; one is closed (a static member sends no LeaveGroup) and started
 // again with the same instance id within the session timeout; it must get its partitions back
 // with no rebalance of the others. A dynamic member joining afterwards does rebalance them, which
-// shows the check can see a rebalance. One thread polls every consumer in turn. It prints what
+// shows the check can see a rebalance; a second consumer with a live member's instance id fences
+// that member. One thread polls every consumer in turn. It prints what
 // happened as "key value..." lines; tests/integration/test_java_client_wide.py asserts on them.
 // Usage: StaticMembers <bootstrap> <name prefix>
 import java.time.Duration;
@@ -24,6 +25,7 @@ import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.RangeAssignor;
+import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.StringDeserializer;
 
@@ -102,6 +104,31 @@ public class StaticMembers {
             System.out.println("dynamicJoined rebalanced=" + (members.get(0).generation() > generation)
                 + " ownedCounts=" + members.stream().map(m -> String.valueOf(m.consumer.assignment().size()))
                     .sorted().collect(Collectors.joining(",")));
+
+            // A second consumer with a live member's instance id takes its place and its partitions;
+            // the first is fenced.
+            Member first = members.remove(0);
+            String firstOwned = first.owned();
+            Member twin = new Member(bootstrap, group, prefix + "-i0", topic);
+            members.add(twin);
+            deadline = System.currentTimeMillis() + 20000;
+            while (twin.consumer.assignment().isEmpty() && System.currentTimeMillis() < deadline) pollAll(members);
+            String fenced = "notFenced";
+            deadline = System.currentTimeMillis() + 10000;
+            try {
+                while (System.currentTimeMillis() < deadline) {
+                    first.consumer.poll(Duration.ofMillis(100));
+                    pollAll(members);
+                }
+            } catch (KafkaException e) {
+                fenced = e.getClass().getSimpleName();
+            }
+            System.out.println("twin sameAssignment=" + twin.owned().equals(firstOwned) + " first=" + fenced);
+            try {
+                first.consumer.close();
+            } catch (KafkaException e) {
+                // A fenced member may report the fencing again as it closes.
+            }
             for (Member m : members) m.consumer.close();
         }
     }
