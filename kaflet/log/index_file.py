@@ -44,6 +44,9 @@ class IndexFile:
         #: Written since the last fsync (read by the flush's executor thread, which clears it).
         self._unsynced = False
         self._size_misaligned = False
+        # ``reset`` dropped every entry; the file is cut by the next write rather than at once,
+        # so a rebuild (reset, then the trim) opens it once instead of twice.
+        self._cut_pending = False
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             size = os.fstat(fd).st_size
@@ -139,10 +142,16 @@ class IndexFile:
     def _update_file(self, truncate_to: int | None = None, size: int | None = None) -> None:
         """Write the pending entries; then optionally cut the file to ``truncate_to`` bytes and
         set it to ``size`` bytes (zero-filled), all through one short-lived descriptor."""
-        if not self._pending and truncate_to is None and (size is None or size == self._file_size):
+        cut = self._cut_pending
+        if not cut and not self._pending and truncate_to is None and (size is None or size == self._file_size):
             return
+        if cut and size is None and truncate_to is None:
+            size = max(self._max_entries, self._n) * self.ENTRY_SIZE  # preallocated, as reset left it
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
+            if cut:
+                os.ftruncate(fd, 0)
+                self._file_size = 0
             if self._pending:
                 os.pwrite(fd, self._pending, self._written * self.ENTRY_SIZE)
                 self._file_size = max(self._file_size, self._n * self.ENTRY_SIZE)
@@ -157,6 +166,7 @@ class IndexFile:
         self._pending.clear()
         self._written = self._n
         self._unsynced = True
+        self._cut_pending = False
 
     def write_pending(self) -> None:
         """Put the entries added since the last write into the file (before an fsync)."""
@@ -177,13 +187,15 @@ class IndexFile:
         self._update_file(truncate_to=n * self.ENTRY_SIZE, size=self._file_size)
 
     def reset(self) -> None:
-        """Drop all entries (before a rebuild); the file keeps its preallocated size."""
+        """Drop all entries (before a rebuild).  The file is emptied by the next write (the
+        rebuild's trim, or the flush's ``write_pending``), which also sets its size: preallocated
+        unless that write says otherwise."""
         self._init_empty()
         self._n = self._written = 0
         self._pending.clear()
         self._loaded = True
         self._size_misaligned = False
-        self._update_file(truncate_to=0, size=self._max_entries * self.ENTRY_SIZE)
+        self._cut_pending = True
 
     def trim(self) -> None:
         """Shrink the file to exactly its valid entries (on roll, close, and after recovery)."""

@@ -48,7 +48,7 @@ from kaflet.log.checkpoints import (
     read_partition_metadata,
     write_atomic,
 )
-from kaflet.log.config import LogConfig
+from kaflet.log.config import LONG_MAX, LogConfig
 from kaflet.log.dir_failure import LogDirFailureChannel
 from kaflet.log.errors import KafkaStorageError, OffsetOutOfRangeError, UnexpectedAppendOffsetError
 from kaflet.log.leader_epoch import LeaderEpochCache
@@ -62,6 +62,7 @@ from kaflet.log.local_log import (
 from kaflet.log.log_loader import LogLoader, rebuild_producer_state
 from kaflet.log.log_validator import validate_and_assign, validate_fetched
 from kaflet.log.metadata_writer import MetadataWriter
+from kaflet.log.pending_work import PendingWork
 from kaflet.log.producer_state import (
     BatchMetadata,
     ProducerStateManager,
@@ -167,8 +168,11 @@ class Log:
         metadata_writer: MetadataWriter | None = None,
         failure_channel: LogDirFailureChannel | None = None,
         segment_files: SegmentFileCache | None = None,
+        pending_work: PendingWork[Log] | None = None,
         now_ms: Callable[[], int] = _now_ms,
     ) -> None:
+        # Where this log registers for the log manager's periodic flush and file deletion.
+        self._pending_work = pending_work
         #: Where an I/O error of this log takes its log directory offline (None: nowhere).
         self._failure_channel = failure_channel
         #: Set when the log directory went offline: every use answers KafkaStorageError.
@@ -214,6 +218,7 @@ class Log:
         self._high_watermark = max(self.log_start_offset, min(high_watermark or 0, loaded.log_end_offset))
         self.producer_state.on_high_watermark(self._high_watermark)
         self._last_flush_ms = self._time()
+        self._note_unflushed()  # data recovered but not fsync'd after an unclean shutdown
 
     def _write_file(self, name: str, data: bytes) -> None:
         """Replace one of the log's small files atomically; durable before the log's data."""
@@ -301,6 +306,12 @@ class Log:
         """Apply changed topic configs (takes effect for following appends/rolls)."""
         self.config = config
         self._local.update_config(config)
+        self._note_unflushed()
+
+    def _note_unflushed(self) -> None:
+        """Register for the periodic flush when flush.ms is finite and data awaits its fsync."""
+        if self._pending_work is not None and self.config.flush_ms < LONG_MAX and self.unflushed_messages > 0:
+            self._pending_work.timed_flush.add(self)
 
     def latest_epoch(self) -> int:
         return self.leader_epoch_cache.latest_epoch
@@ -429,6 +440,7 @@ class Log:
                headers: list[BatchHeader]) -> None:
         """Append batches whose offsets are final to the active segment; producer state follows."""
         self._local.append(seg, last, max_ts, shallow, data)
+        self._note_unflushed()
         ps = self.producer_state
         pos = 0
         for h in headers:
@@ -659,13 +671,18 @@ class Log:
             return 0
         if len(segs) == len(local.segments):
             self.roll()  # a log always keeps one segment: start an empty one at the LEO
-        self._pending_file_deletes.add(now + self.config.file_delete_delay_ms, local.remove_oldest(len(segs)))
+        self._defer_file_deletes(now + self.config.file_delete_delay_ms, local.remove_oldest(len(segs)))
         first = local.segments[0].base_offset
         self._advance_log_start_offset(first)
         self.producer_state.delete_snapshots_before(first)
         log.info("%s: deleting segments %s due to %s; log start offset is now %d", self.dir,
                  [s.base_offset for s in segs], reason, self.log_start_offset)
         return len(segs)
+
+    def _defer_file_deletes(self, due_ms: int, paths: list[str]) -> None:
+        self._pending_file_deletes.add(due_ms, paths)
+        if self._pending_work is not None:
+            self._pending_work.file_deletes.add(self)
 
     def take_due_file_deletes(self, now_ms: int | None = None, everything: bool = False) -> list[str]:
         """Paths of ``.deleted`` files whose file.delete.delay.ms has passed (now forgotten).
@@ -722,7 +739,7 @@ class Log:
         paths = self._local.replace_segments(old, base, cleaned)
         if paths is None:
             return False
-        self._pending_file_deletes.add(self._time() + self.config.file_delete_delay_ms, paths)
+        self._defer_file_deletes(self._time() + self.config.file_delete_delay_ms, paths)
         return True
 
     # ------------------------------------------------------------------ truncation / lifecycle

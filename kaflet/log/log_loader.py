@@ -113,8 +113,7 @@ class LogLoader:
 
     def load(self, recovery_point: int, log_start_offset: int, clean: bool) -> LoadedLogOffsets:
         local = self._local
-        swapped = self._remove_temp_files()
-        names = os.listdir(local.dir)
+        swapped, names = self._remove_temp_files()
         bases = sorted(int(m.group(1)) for n in names if (m := LOG_FILE.match(n)))
         for n in orphan_indexes(names, set(bases)):
             unlink_quietly(os.path.join(local.dir, n))
@@ -172,16 +171,19 @@ class LogLoader:
         rebuild_producer_state(self._producers, local, start, self._epochs, rebuild_from)
         return LoadedLogOffsets(start, local.recovery_point, leo)
 
-    def _remove_temp_files(self) -> set[int]:
+    def _remove_temp_files(self) -> tuple[set[int], list[str]]:
         """Carry out ``plan_temp_files``; returns the base offsets of the installed segments
-        (their indexes are rebuilt)."""
+        (their indexes are rebuilt) and the directory's file names after that."""
         d = self._local.dir
-        plan = plan_temp_files(os.listdir(d))
+        names = os.listdir(d)
+        plan = plan_temp_files(names)
         for n in plan.delete:
             unlink_quietly(os.path.join(d, n))
         for n, base in plan.install:
             self._install_swap(os.path.join(d, n), base)
-        return {base for _, base in plan.install}
+        if plan.delete or plan.install:
+            names = os.listdir(d)  # listed again only when something changed (a crash mid-rename)
+        return {base for _, base in plan.install}, names
 
     def _install_swap(self, swap_path: str, base: int) -> None:
         # A finished cleaned segment: it replaces every old segment inside its offset range.
@@ -263,7 +265,8 @@ def rebuild_producer_state(ps: ProducerStateManager, local: LocalLog, log_start_
     snapshot, so producers expired since the older one stay expired.
     """
     leo = local.log_end_offset
-    if rebuild_txn_index_from is not None:
+    # A log without a batch has no transaction to index again (nor any snapshot to read for it).
+    if rebuild_txn_index_from is not None and leo > local.segments[0].base_offset:
         scratch = ProducerStateManager(local.dir)
         snap = scratch.load_latest_snapshot(min(rebuild_txn_index_from, leo), delete_newer=False)
         _replay(scratch, local, snap if snap is not None else log_start_offset)

@@ -10,11 +10,13 @@ High watermarks: each log starts at the value in its dir's ``replication-offset-
 Running: the broker awaits ``run_background(stop_event)`` as a task; it flushes logs whose
 ``flush.ms`` elapsed, writes ``recovery-point-offset-checkpoint`` and
 ``log-start-offset-checkpoint`` every 60 s and ``replication-offset-checkpoint`` every
-``replica.high.watermark.checkpoint.interval.ms`` (5 s; in an executor), and removes deleted
+``replica.high.watermark.checkpoint.interval.ms`` (5 s; in an executor; a dir's file is
+rewritten only when its offsets changed since the last write), and removes deleted
 partition dirs after ``file.delete.delay.ms``.  Every ``log.retention.check.interval.ms`` it runs retention
 (``cleanup_logs``: retention.ms, retention.bytes, log start offset) on every log; the segments
 it drops are renamed ``.deleted`` at once and unlinked in the executor after
-``file.delete.delay.ms``.  When a log start offset moves, the checkpoint is written right away
+``file.delete.delay.ms``.  The flushes and unlinks visit only the logs registered in
+``pending_work`` (pending_work.py), so an idle partition costs the loop nothing.  When a log start offset moves, the checkpoint is written right away
 rather than at the next 60 s tick, so a restart never resurrects deleted records.
 
 Compaction: ``LogCleaner`` (cleaner_manager.py) runs ``log.cleaner.threads`` threads from
@@ -62,12 +64,13 @@ from kaflet.log.checkpoints import (
 )
 from kaflet.log.cleaner import CleanerConfig
 from kaflet.log.cleaner_manager import LogCleaner
-from kaflet.log.config import LogConfig
+from kaflet.log.config import LONG_MAX, LogConfig
 from kaflet.log.dir_failure import LogDirFailureChannel, is_resource_exhaustion
 from kaflet.log.errors import KafkaStorageError, LogError, PartitionLimitError
 from kaflet.log.local_log import parse_marked_dir, parse_topic_partition
 from kaflet.log.log import Log
 from kaflet.log.metadata_writer import MetadataWriter
+from kaflet.log.pending_work import PendingWork
 from kaflet.log.retention import unlink_files
 from kaflet.log.segment_files import SegmentFileCache
 from kaflet.protocol.errors import ErrorCode
@@ -188,6 +191,11 @@ class LogManager:
         self._io_pool: ThreadPoolExecutor | None = None
         #: Writes the logs' small files and directory fsyncs off the event loop.
         self.metadata_writer = MetadataWriter()
+        #: The logs the background loop has a flush or a file deletion to do for.
+        self.pending_work: PendingWork[Log] = PendingWork()
+        # What each (checkpoint file, dir) holds, so a periodic write of unchanged offsets is
+        # skipped: an idle broker with many partitions rewrites (and fsyncs) nothing.
+        self._checkpointed: dict[tuple[str, str], dict[TopicPartition, int]] = {}
         self.cleaner_config = cleaner_config if cleaner_config is not None else CleanerConfig()
         #: The log cleaner (compaction); created at startup when log.cleaner.enable is true.
         self.cleaner: LogCleaner | None = None
@@ -288,6 +296,7 @@ class LogManager:
                 metadata_writer=self.metadata_writer,
                 failure_channel=self.failure_channel,
                 segment_files=self.segment_files,
+                pending_work=self.pending_work,
                 now_ms=self._time,
             )
             if marked is not None:
@@ -402,7 +411,8 @@ class LogManager:
         self._preferred_dirs.pop(tp, None)
         lg = Log(os.path.join(d, future_dir_name(topic, partition)), current.config, had_clean_shutdown=True,
                  topic_id=current.topic_id, executor=self._executor, metadata_writer=self.metadata_writer,
-                 failure_channel=self.failure_channel, segment_files=self.segment_files, now_ms=self._time)
+                 failure_channel=self.failure_channel, segment_files=self.segment_files,
+                 pending_work=self.pending_work, now_ms=self._time)
         self.metadata_writer.sync_dir(d)
         self._future_logs[tp] = lg
         self._future_dir_of[tp] = d
@@ -493,7 +503,8 @@ class LogManager:
     def _new_log(self, d: str, topic: str, partition: int, topic_id: str | None, cfg: LogConfig) -> Log:
         return Log(os.path.join(d, f"{topic}-{partition}"), cfg, had_clean_shutdown=True, topic_id=topic_id,
                    executor=self._executor, metadata_writer=self.metadata_writer,
-                   failure_channel=self.failure_channel, segment_files=self.segment_files, now_ms=self._time)
+                   failure_channel=self.failure_channel, segment_files=self.segment_files,
+                   pending_work=self.pending_work, now_ms=self._time)
 
     async def create_logs(self, wanted: Iterable[TopicPartition]) -> None:
         """Create the logs among ``wanted`` that do not exist yet, their directories and files
@@ -628,7 +639,10 @@ class LogManager:
             try:
                 write_offset_checkpoint(os.path.join(d, name), offsets)
             except OSError as exc:
+                self._checkpointed.pop((name, d), None)
                 self.failure_channel.maybe_add_offline_log_dir(d, f"writing {name}", exc)
+            else:
+                self._checkpointed[(name, d)] = offsets
 
     def checkpoint_recovery_points(self) -> None:
         """Write every live dir's recovery-point-offset-checkpoint (blocking)."""
@@ -652,8 +666,10 @@ class LogManager:
     async def _write_checkpoint_async(self, name: str, attr: str) -> None:
         async with self._checkpoint_lock:
             # Values are gathered on the loop thread; only the file writing runs in the executor.
-            snapshot = self._offsets_by_dir(attr)
-            await self._in_executor(self._write_checkpoints, name, snapshot)
+            snapshot = {d: offsets for d, offsets in self._offsets_by_dir(attr).items()
+                        if self._checkpointed.get((name, d)) != offsets}
+            if snapshot:
+                await self._in_executor(self._write_checkpoints, name, snapshot)
 
     # ------------------------------------------------------------------ retention
 
@@ -686,7 +702,14 @@ class LogManager:
     async def remove_due_segment_files(self, now_ms: int | None = None) -> int:
         """Unlink the ``.deleted`` segment files whose delay has passed (in the executor)."""
         now = self._time() if now_ms is None else now_ms
-        paths = [p for lg in (*self._logs.values(), *self._future_logs.values()) for p in lg.take_due_file_deletes(now)]
+        paths: list[str] = []
+        waiting = self.pending_work.file_deletes
+        for lg in list(waiting):
+            # A closed log's files go with its directory (deleted) or its failed disk (offline).
+            if not lg.closed:
+                paths += lg.take_due_file_deletes(now)
+            if lg.closed or lg.next_file_delete_ms is None:
+                waiting.discard(lg)
         if not paths:
             return 0
         return int(await self._in_executor(unlink_files, paths))
@@ -709,7 +732,7 @@ class LogManager:
                    max(0, last_hw + self.high_watermark_checkpoint_interval_ms - now))
         if self.producer_id_expiration_ms is not None:
             wake = min(wake, max(0, last_pid + self.producer_id_expiration_check_interval_ms - now))
-        for lg in self._logs.values():
+        for lg in self.pending_work.file_deletes:
             due = lg.next_file_delete_ms
             if due is not None:
                 wake = min(wake, max(0, due - now))
@@ -736,8 +759,7 @@ class LogManager:
             now = self._time()
             # Each job on its own: one that fails (a log dir's disk, mostly: that dir goes
             # offline through the failure channel) must not hold back the others.
-            due = [lg for lg in (*self._logs.values(), *self._future_logs.values())
-                   if not lg.closed and lg.flush_due(now)]
+            due = self._timed_flushes_due(now)
             if due:
                 for lg, result in zip(due, await asyncio.gather(*(lg.flush_until() for lg in due),
                                                                  return_exceptions=True), strict=True):
@@ -777,6 +799,17 @@ class LogManager:
                 await asyncio.wait_for(stop_event.wait(), timeout=timeout)
             except TimeoutError:
                 pass
+
+    def _timed_flushes_due(self, now: int) -> list[Log]:
+        """The logs whose flush.ms has elapsed; forgets those with nothing to flush on a timer."""
+        due = []
+        waiting = self.pending_work.timed_flush
+        for lg in list(waiting):
+            if lg.closed or lg.unflushed_messages == 0 or lg.config.flush_ms >= LONG_MAX:
+                waiting.discard(lg)
+            elif lg.flush_due(now):
+                due.append(lg)
+        return due
 
     @staticmethod
     async def _background_job(what: str, job: Coroutine[Any, Any, Any]) -> None:
