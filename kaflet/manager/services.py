@@ -32,6 +32,7 @@ from kaflet.manager.models import (
     Cluster,
     GatewayConfig,
     GatewayConfigType,
+    GatewayConfigVersion,
     KafkaAcl,
     KafkaUser,
     KeyCheck,
@@ -726,10 +727,7 @@ def set_gateway_config(s: Session, actor: Account, kind: str, name: str, value: 
             raise InvalidInput("the value is a whole number")
     elif not name or not value.isdigit():
         raise InvalidInput("an SD_SP_RATE setting is named by an appId or address, its value a whole number")
-    # Versions in commit order across processes: a broker that saw version N of the type must
-    # not miss a change committed later under a version at or below N.
-    changelog.lock(s)
-    version = (s.scalar(select(func.max(GatewayConfig.version)).where(GatewayConfig.type == kind)) or 0) + 1
+    version = _next_gateway_version(s, kind)
     row = s.scalar(select(GatewayConfig).where(GatewayConfig.type == kind, GatewayConfig.name == name))
     if row is None:
         row = GatewayConfig(type=kind, name=name)
@@ -742,12 +740,28 @@ def set_gateway_config(s: Session, actor: Account, kind: str, name: str, value: 
 
 
 def delete_gateway_config(s: Session, actor: Account, config_id: int) -> None:
-    """Remove a discovery setting. As in Logi-KafkaManager the version is not bumped, so brokers
-    notice only with the next change of that type."""
+    """Remove a discovery setting and raise its type's version, so a gateway's next pull gets the
+    type's rows without it (Logi-KafkaManager does not raise it: its gateways miss deletions)."""
     require_role(actor, Role.ADMIN)
     row = s.get(GatewayConfig, config_id)
     if row is None:
         raise NotFound(f"no gateway setting {config_id}")
+    version = _next_gateway_version(s, row.type)
     s.delete(row)
-    audit(s, actor.username, "gateway-config.delete", f"{row.type}/{row.name}")
+    audit(s, actor.username, "gateway-config.delete", f"{row.type}/{row.name}", version=version)
     s.commit()
+
+
+def _next_gateway_version(s: Session, kind: str) -> int:
+    """Raise ``kind``'s version (`GatewayConfigVersion`) and return it. Under the change-log lock,
+    so versions follow commit order across processes: a gateway that saw version N of the type
+    must not miss a change committed later under a version at or below N."""
+    changelog.lock(s)
+    held = s.get(GatewayConfigVersion, kind)
+    newest = s.scalar(select(func.max(GatewayConfig.version)).where(GatewayConfig.type == kind)) or 0
+    version = max(held.version if held is not None else 0, newest) + 1
+    if held is None:
+        s.add(GatewayConfigVersion(type=kind, version=version))
+    else:
+        held.version = version
+    return version
