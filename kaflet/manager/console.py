@@ -377,6 +377,13 @@ def gateway_instances_page(request: Request, me: Me) -> Response:
                   stale_intervals=STALE_INTERVALS)
 
 
+@router.post("/gateway-instances/{row_id}/forget")
+def forget_gateway_instance(request: Request, me: Me, row_id: int) -> Response:
+    with state_of(request).db.session() as s:
+        svc.forget_gateway_instance(s, me, row_id)
+    return see_other("/gateway-instances")
+
+
 @router.post("/gateway-configs")
 def set_gateway_config(request: Request, me: Me, type: Annotated[str, Form(max_length=32)],
                        name: Annotated[str, Form(max_length=255)] = "",

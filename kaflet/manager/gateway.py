@@ -293,10 +293,11 @@ def _newer(request: Request, kind: GatewayConfigType) -> tuple[int, list[Gateway
     known = _int(request.query_params.get("versionNumber"))
     if known is None:
         return envelope(None, -1, INVALID)
+    held = select(GatewayConfigVersion.version).where(GatewayConfigVersion.type == kind.value).scalar_subquery()
+    newest = select(func.max(GatewayConfig.version)).where(GatewayConfig.type == kind.value).scalar_subquery()
     with _state(request).db.session() as s:
-        version = max(s.scalar(select(GatewayConfigVersion.version).where(GatewayConfigVersion.type == kind.value))
-                      or -1,
-                      s.scalar(select(func.max(GatewayConfig.version)).where(GatewayConfig.type == kind.value)) or -1)
+        # One round trip: a gateway asks this of every type every interval.
+        version = max(s.execute(select(func.coalesce(held, -1), func.coalesce(newest, -1))).one())
         if version < 0 or version <= known:
             return None
         return version, _configs(s, kind)

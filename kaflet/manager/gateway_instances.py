@@ -119,6 +119,7 @@ def upsert(s: Session, pull: Pull) -> None:
 class InstanceView:
     """A gateway process as the console shows it."""
 
+    id: int
     address: str
     instance_id: str
     sync_interval_ms: int | None
@@ -128,7 +129,7 @@ class InstanceView:
     stale: bool
 
     def to_json(self) -> dict[str, object]:
-        return {"address": self.address, "instance_id": self.instance_id, "sync_interval_ms": self.sync_interval_ms,
+        return {"id": self.id, "address": self.address, "instance_id": self.instance_id, "sync_interval_ms": self.sync_interval_ms,
                 "version": self.version, "first_pull_ms": self.first_pull_ms, "last_pull_ms": self.last_pull_ms,
                 "stale": self.stale}
 
@@ -136,5 +137,5 @@ class InstanceView:
 def list_instances(s: Session, now_ms: int) -> list[InstanceView]:
     """Every gateway that has pulled, the most recent pull first."""
     rows = s.scalars(select(GatewayInstance).order_by(GatewayInstance.last_pull_ms.desc(), GatewayInstance.id))
-    return [InstanceView(r.address, r.instance_id, r.sync_interval_ms, r.version, r.first_pull_ms, r.last_pull_ms,
+    return [InstanceView(r.id, r.address, r.instance_id, r.sync_interval_ms, r.version, r.first_pull_ms, r.last_pull_ms,
                          is_stale(r.last_pull_ms, r.sync_interval_ms, now_ms)) for r in rows]

@@ -33,6 +33,7 @@ from kaflet.manager.models import (
     GatewayConfig,
     GatewayConfigType,
     GatewayConfigVersion,
+    GatewayInstance,
     KafkaAcl,
     KafkaUser,
     KeyCheck,
@@ -749,6 +750,18 @@ def delete_gateway_config(s: Session, actor: Account, config_id: int) -> None:
     version = _next_gateway_version(s, row.type)
     s.delete(row)
     audit(s, actor.username, "gateway-config.delete", f"{row.type}/{row.name}", version=version)
+    s.commit()
+
+
+def forget_gateway_instance(s: Session, actor: Account, row_id: int) -> None:
+    """Drop a gateway process from the console's list (one that pulls again comes back)."""
+    require_role(actor, Role.OPERATOR)
+    row = s.get(GatewayInstance, row_id)
+    if row is None:
+        raise NotFound(f"no gateway process {row_id}")
+    s.delete(row)
+    audit(s, actor.username, "gateway-instance.forget", f"{row.address} {row.instance_id}".strip(),
+          last_pull_ms=row.last_pull_ms)
     s.commit()
 
 

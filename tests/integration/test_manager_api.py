@@ -569,3 +569,10 @@ def test_gateway_pulls_are_listed_with_their_version(service: Service) -> None:
         upsert(s, Pull(row.address, row.instance_id, 1000, 5, row.last_pull_ms + 1000))
     listed = service.admin.api("GET", "/gateway-instances").json()
     assert listed[0]["instance_id"] == "gw-a:9092" and listed[0]["version"] == 5
+    # Forgetting one takes it off the list (operators only), audited.
+    anonymous = next(g["id"] for g in listed if g["instance_id"] == "")
+    assert user.form(f"/gateway-instances/{anonymous}/forget", {}).status_code == 403
+    assert service.admin.form(f"/gateway-instances/{anonymous}/forget", {}).status_code == 303
+    assert service.admin.form(f"/gateway-instances/{anonymous}/forget", {}).status_code == 404
+    assert [g["instance_id"] for g in service.admin.api("GET", "/gateway-instances").json()] == ["gw-a:9092"]
+    assert "gateway-instance.forget" in [a["action"] for a in service.admin.api("GET", "/audit").json()]
