@@ -37,16 +37,18 @@ class HttpManagementService:
     ``/api/v1/security/users`` are appended to it. ``timeout_s`` bounds each call as a whole.
     """
 
-    def __init__(self, base_url: str, timeout_s: float = 10.0) -> None:
+    def __init__(self, base_url: str, timeout_s: float = 10.0, headers: Mapping[str, str] | None = None) -> None:
+        """``headers``: sent with every call besides the content type (a gateway's identity)."""
         self.base_url = base_url.rstrip("/")
         self.timeout = aiohttp.ClientTimeout(total=timeout_s)
+        self.headers = {"Content-Type": "application/json;charset=UTF-8", **(headers or {})}
         self._session: aiohttp.ClientSession | None = None
 
     def _http(self) -> aiohttp.ClientSession:
         # Created lazily so it binds to the running loop, not the one that built the broker.
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession(
-                timeout=self.timeout, headers={"Content-Type": "application/json;charset=UTF-8"})
+                timeout=self.timeout, headers=self.headers)
         return self._session
 
     async def close(self) -> None:

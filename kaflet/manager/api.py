@@ -11,6 +11,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import select
 
 from kaflet.manager import services as svc
+from kaflet.manager.db import now_ms
+from kaflet.manager.gateway_instances import list_instances
 from kaflet.manager.models import Account, App, AuditRecord, PermissionRequest, Quota
 from kaflet.manager.state import ManagerState
 from kaflet.manager.web import check_csrf, current_account, log_in
@@ -187,3 +189,11 @@ def audit(request: Request, me: Me, limit: int = 100) -> Any:
         records = s.scalars(select(AuditRecord).order_by(AuditRecord.id.desc()).limit(max(1, min(limit, 1000))))
         return [{"at_ms": r.at_ms, "actor": r.actor, "action": r.action, "target": r.target, "detail": r.detail}
                 for r in records]
+
+
+@router.get("/gateway-instances")
+def gateway_instances(request: Request, me: Me) -> Any:
+    """The gateway processes that pulled the discovery settings, most recent first."""
+    svc.require_role(me, svc.Role.OPERATOR)
+    with _state(request).db.session() as s:
+        return [view.to_json() for view in list_instances(s, now_ms())]

@@ -10,6 +10,7 @@ from sqlalchemy import func, select
 
 from kaflet.manager import services as svc
 from kaflet.manager.db import now_ms
+from kaflet.manager.gateway_instances import STALE_INTERVALS, list_instances
 from kaflet.manager.models import (
     Account,
     App,
@@ -364,6 +365,23 @@ def gateway_configs_page(request: Request, me: Me) -> Response:
     with state_of(request).db.session() as s:
         rows = list(s.scalars(select(GatewayConfig).order_by(GatewayConfig.type, GatewayConfig.name)))
     return render(request, "gateway_configs.html", rows=rows, types=[t.value for t in GatewayConfigType])
+
+
+@router.get("/gateway-instances", response_class=HTMLResponse)
+def gateway_instances_page(request: Request, me: Me) -> Response:
+    svc.require_role(me, Role.OPERATOR)
+    now = now_ms()
+    with state_of(request).db.session() as s:
+        instances = list_instances(s, now)
+    return render(request, "gateway_instances.html", instances=instances, now=now,
+                  stale_intervals=STALE_INTERVALS)
+
+
+@router.post("/gateway-instances/{row_id}/forget")
+def forget_gateway_instance(request: Request, me: Me, row_id: int) -> Response:
+    with state_of(request).db.session() as s:
+        svc.forget_gateway_instance(s, me, row_id)
+    return see_other("/gateway-instances")
 
 
 @router.post("/gateway-configs")

@@ -6,6 +6,11 @@ incremental pulls), as the published manager sends it. ``discovery/address`` alo
 bare value. Callers must present the shared token (``Authorization: Bearer``, HTTP Basic with the
 token as password, so ``gateway.url = http://gw:<token>@host:8080/gateway`` works, or
 ``X-Gateway-Token``) or connect from an allowed network.
+
+Discovery versions are raised by deletions too (`GatewayConfigVersion`), which Logi-KafkaManager
+does not do: after a deletion the type's pull answers the remaining rows, and a single setting
+that was deleted answers ``{"version": "N", "data": null}``. Pulls of ``discovery/update`` are
+recorded for the console's list of gateway processes (kaflet/manager/gateway_instances.py).
 """
 
 from __future__ import annotations
@@ -22,14 +27,23 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from sqlalchemy import func, select
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from kaflet.manager import changelog
 from kaflet.manager.db import now_ms
+from kaflet.manager.gateway_instances import (
+    INSTANCE_HEADER,
+    INTERVAL_HEADER,
+    Pull,
+    instance_id,
+    sync_interval,
+)
 from kaflet.manager.models import (
     GatewayConfig,
     GatewayConfigType,
+    GatewayConfigVersion,
     KafkaAcl,
     KafkaUser,
     TopicConnection,
@@ -273,27 +287,50 @@ def discovery_init(request: Request) -> Response:
 
 
 def _newer(request: Request, kind: GatewayConfigType) -> tuple[int, list[GatewayConfig]] | None | Response:
-    """(max version, rows) of ``kind`` when newer than the caller's versionNumber; None when not."""
+    """(version, rows) of ``kind`` when its version is newer than the caller's versionNumber;
+    None when not. The version is the type's (raised by deletions too), else its newest row's
+    (a type no process has changed since the rows were seeded)."""
     known = _int(request.query_params.get("versionNumber"))
     if known is None:
         return envelope(None, -1, INVALID)
+    held = select(GatewayConfigVersion.version).where(GatewayConfigVersion.type == kind.value).scalar_subquery()
+    newest = select(func.max(GatewayConfig.version)).where(GatewayConfig.type == kind.value).scalar_subquery()
     with _state(request).db.session() as s:
-        version = s.scalar(select(func.max(GatewayConfig.version)).where(GatewayConfig.type == kind.value))
-        if version is None or version <= known:
+        # One round trip: a gateway asks this of every type every interval.
+        version = max(s.execute(select(func.coalesce(held, -1), func.coalesce(newest, -1))).one())
+        if version < 0 or version <= known:
             return None
         return version, _configs(s, kind)
 
 
-def _versioned(version: int, data: str) -> JSONResponse:
+def _versioned(version: int, data: str | None) -> JSONResponse:
     return envelope(json.dumps({"version": str(version), "data": data}, separators=(",", ":")))
 
 
 @router.get("/discovery/update")
 def discovery_update(request: Request) -> Response:
     newer = _newer(request, GatewayConfigType.SD_CLUSTER_ID)
-    if newer is None or isinstance(newer, Response):
-        return newer or envelope(None)
+    if isinstance(newer, Response):
+        return newer
+    known = _int(request.query_params.get("versionNumber"))
+    _record_pull(request, newer[0] if newer is not None else known if known is not None else -1)
+    if newer is None:
+        return envelope(None)
     return _versioned(newer[0], _cluster_map(newer[1]))
+
+
+def _record_pull(request: Request, version: int) -> None:
+    """Note the caller as a gateway holding ``version`` of the cluster addresses (the console's
+    list of gateway processes); a failed write costs the gateway nothing but a log line."""
+    state = _state(request)
+    pull = Pull(address=request.client.host if request.client else "", version=version, at_ms=now_ms(),
+                instance_id=instance_id(request.headers.get(INSTANCE_HEADER)),
+                sync_interval_ms=sync_interval(request.headers.get(INTERVAL_HEADER)))
+    try:
+        state.pulls.record(state.db, pull)
+    except SQLAlchemyError as exc:
+        log.warning("the pull of gateway %s %s was not recorded: %s", pull.address, pull.instance_id,
+                    str(exc).splitlines()[0])
 
 
 def _single(kind: GatewayConfigType) -> Any:
@@ -301,8 +338,9 @@ def _single(kind: GatewayConfigType) -> Any:
         newer = _newer(request, kind)
         if newer is None or isinstance(newer, Response):
             return newer or envelope(None)
+        # A deleted setting is a newer version without a value: the gateway drops its limit.
         row = next((r for r in newer[1] if r.name == kind.value), None)
-        return _versioned(newer[0], row.value) if row is not None else envelope(None)
+        return _versioned(newer[0], row.value if row is not None else None)
     return endpoint
 
 

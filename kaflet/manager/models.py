@@ -228,7 +228,8 @@ class GatewayConfigType(enum.StrEnum):
 
 
 class GatewayConfig(Base):
-    """A discovery setting; ``version`` is bumped (max of its type + 1) on every insert/update."""
+    """A discovery setting; ``version`` is its type's next version (`GatewayConfigVersion`) at
+    its last insert or update."""
 
     __tablename__ = "gateway_config"
     __table_args__ = (UniqueConstraint("type", "name"),)
@@ -239,6 +240,32 @@ class GatewayConfig(Base):
     version: Mapped[int] = mapped_column(BigInteger)
     description: Mapped[str] = mapped_column(String(1024), default="")
     modified_ms: Mapped[int] = mapped_column(BigInteger)
+
+
+class GatewayConfigVersion(Base):
+    """The highest version given to a discovery setting type, raised by every insert, update and
+    delete: a deletion must be newer than what the gateways hold, or they never learn of it."""
+
+    __tablename__ = "gateway_config_version"
+    type: Mapped[str] = mapped_column(String(32), primary_key=True)
+    version: Mapped[int] = mapped_column(BigInteger)
+
+
+class GatewayInstance(Base):
+    """A gateway process that pulls discovery settings, by the address it calls from and the
+    instance id it sends (empty when it sends none); written at most every few seconds."""
+
+    __tablename__ = "gateway_instance"
+    __table_args__ = (UniqueConstraint("address", "instance_id", name="uq_gateway_instance"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    address: Mapped[str] = mapped_column(String(64))
+    instance_id: Mapped[str] = mapped_column(String(128))
+    #: The pull interval the gateway says it uses (None: it did not say).
+    sync_interval_ms: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    #: The cluster-address version (discovery/update) it holds after its last pull (-1: none).
+    version: Mapped[int] = mapped_column(BigInteger)
+    first_pull_ms: Mapped[int] = mapped_column(BigInteger)
+    last_pull_ms: Mapped[int] = mapped_column(BigInteger)
 
 
 class AuditRecord(Base):

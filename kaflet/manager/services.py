@@ -14,7 +14,7 @@ import hmac
 import json
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import delete, func, select
 from sqlalchemy.exc import IntegrityError
@@ -29,9 +29,12 @@ from kaflet.manager.models import (
     App,
     AuditRecord,
     Authority,
+    Base,
     Cluster,
     GatewayConfig,
     GatewayConfigType,
+    GatewayConfigVersion,
+    GatewayInstance,
     KafkaAcl,
     KafkaUser,
     KeyCheck,
@@ -372,11 +375,20 @@ def set_topic_report(s: Session, actor: Account, cluster_id: int, topic: str, st
     return row
 
 
+_R = TypeVar("_R", bound=Base)
+
+
+def _row(s: Session, model: type[_R], key: int, what: str) -> _R:
+    """The row of ``model`` with primary key ``key``; NotFound ("no <what> <key>") if none."""
+    row = s.get(model, key)
+    if row is None:
+        raise NotFound(f"no {what} {key}")
+    return row
+
+
 def delete_topic_report(s: Session, actor: Account, report_id: int) -> None:
     require_role(actor, Role.OPERATOR)
-    row = s.get(TopicReport, report_id)
-    if row is None:
-        raise NotFound(f"no topic report {report_id}")
+    row = _row(s, TopicReport, report_id, "topic report")
     s.delete(row)
     audit(s, actor.username, "topic-report.delete", f"{row.cluster_id}/{row.topic_name}")
     s.commit()
@@ -726,10 +738,7 @@ def set_gateway_config(s: Session, actor: Account, kind: str, name: str, value: 
             raise InvalidInput("the value is a whole number")
     elif not name or not value.isdigit():
         raise InvalidInput("an SD_SP_RATE setting is named by an appId or address, its value a whole number")
-    # Versions in commit order across processes: a broker that saw version N of the type must
-    # not miss a change committed later under a version at or below N.
-    changelog.lock(s)
-    version = (s.scalar(select(func.max(GatewayConfig.version)).where(GatewayConfig.type == kind)) or 0) + 1
+    version = _next_gateway_version(s, kind)
     row = s.scalar(select(GatewayConfig).where(GatewayConfig.type == kind, GatewayConfig.name == name))
     if row is None:
         row = GatewayConfig(type=kind, name=name)
@@ -742,12 +751,36 @@ def set_gateway_config(s: Session, actor: Account, kind: str, name: str, value: 
 
 
 def delete_gateway_config(s: Session, actor: Account, config_id: int) -> None:
-    """Remove a discovery setting. As in Logi-KafkaManager the version is not bumped, so brokers
-    notice only with the next change of that type."""
+    """Remove a discovery setting and raise its type's version, so a gateway's next pull gets the
+    type's rows without it (Logi-KafkaManager does not raise it: its gateways miss deletions)."""
     require_role(actor, Role.ADMIN)
-    row = s.get(GatewayConfig, config_id)
-    if row is None:
-        raise NotFound(f"no gateway setting {config_id}")
+    row = _row(s, GatewayConfig, config_id, "gateway setting")
+    version = _next_gateway_version(s, row.type)
     s.delete(row)
-    audit(s, actor.username, "gateway-config.delete", f"{row.type}/{row.name}")
+    audit(s, actor.username, "gateway-config.delete", f"{row.type}/{row.name}", version=version)
     s.commit()
+
+
+def forget_gateway_instance(s: Session, actor: Account, row_id: int) -> None:
+    """Drop a gateway process from the console's list (one that pulls again comes back)."""
+    require_role(actor, Role.OPERATOR)
+    row = _row(s, GatewayInstance, row_id, "gateway process")
+    s.delete(row)
+    audit(s, actor.username, "gateway-instance.forget", f"{row.address} {row.instance_id}".strip(),
+          last_pull_ms=row.last_pull_ms)
+    s.commit()
+
+
+def _next_gateway_version(s: Session, kind: str) -> int:
+    """Raise ``kind``'s version (`GatewayConfigVersion`) and return it. Under the change-log lock,
+    so versions follow commit order across processes: a gateway that saw version N of the type
+    must not miss a change committed later under a version at or below N."""
+    changelog.lock(s)
+    held = s.get(GatewayConfigVersion, kind)
+    newest = s.scalar(select(func.max(GatewayConfig.version)).where(GatewayConfig.type == kind)) or 0
+    version = max(held.version if held is not None else 0, newest) + 1
+    if held is None:
+        s.add(GatewayConfigVersion(type=kind, version=version))
+    else:
+        held.version = version
+    return version

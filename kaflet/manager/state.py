@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from kaflet.manager.config import ManagerConfig
 from kaflet.manager.db import Database
+from kaflet.manager.gateway_instances import PullRecorder
 from kaflet.manager.hostnames import HostNames
 from kaflet.manager.quotas import QuotaWriter
 from kaflet.manager.sampling import ObserverPool
@@ -15,7 +16,7 @@ from kaflet.manager.security import LoginLimiter, SecretBox
 @dataclass
 class ManagerState:
     """The database, the secret box, the quota writer, the login limiter, the cluster
-    observers and the host-name cache of one service."""
+    observers, the host-name cache and the gateways' pull recorder of one service."""
 
     config: ManagerConfig
     db: Database
@@ -24,3 +25,4 @@ class ManagerState:
     login_limiter: LoginLimiter
     observers: ObserverPool = field(default_factory=ObserverPool)
     host_names: HostNames = field(default_factory=HostNames)
+    pulls: PullRecorder = field(default_factory=PullRecorder)

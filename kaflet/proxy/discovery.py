@@ -5,7 +5,8 @@ version, as the brokers pull: each endpoint is asked for what is newer than the 
 held (``versionNumber``) and answers ``{"version": "N", "data": ...}`` or null when nothing is.
 
 - ``discovery/update``: every cluster's service addresses, ``{"<clusterId>": ["host:port", ...]}``
-- ``discovery/max-request-num``, ``appId-rate``, ``ip-rate``: one whole number each
+- ``discovery/max-request-num``, ``appId-rate``, ``ip-rate``: one whole number each (null: the
+  setting was deleted, no limit)
 - ``discovery/sp-limit``: special rates, ``"<appId or IP>#<rate>,..."``
 
 The manager's strings are parsed strictly (numeric cluster ids, ``host:port`` values, whole
@@ -44,6 +45,10 @@ LIMIT_PATHS = {
     "ip_rate": "/api/v1/discovery/ip-rate",
 }
 SP_LIMIT_PATH = "/api/v1/discovery/sp-limit"
+#: Sent with every pull so the manager's console can tell gateways apart and see when one stopped
+#: (kaflet/manager/gateway_instances.py reads them; the contract itself has no identity).
+INSTANCE_HEADER = "X-Kaflet-Gateway-Instance"
+INTERVAL_HEADER = "X-Kaflet-Gateway-Sync-Interval-Ms"
 
 _CLUSTER_ID = re.compile(r"^\d{1,18}$")
 _WHOLE = re.compile(r"^\d{1,19}$")
@@ -268,6 +273,10 @@ class DiscoverySync:
                 continue
             version, data = got
             versions[path] = version
+            if data is None:  # the manager deleted the setting: no limit any more
+                limits[name] = None
+                log.info("%s: none (version %d)", path.rsplit("/", 1)[1], version)
+                continue
             try:
                 limits[name] = parse_whole(data, path.rsplit("/", 1)[1])
             except DiscoveryParseError as exc:

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
+import socket
 import time
 from pathlib import Path
 
@@ -22,7 +24,14 @@ from kaflet.network.connection import ListenerSecurity
 from kaflet.network.listener import Listener
 from kaflet.proxy.config import GatewayConfig
 from kaflet.proxy.degradation import Degradation
-from kaflet.proxy.discovery import DiscoveryParseError, DiscoveryState, DiscoverySync, read_cache
+from kaflet.proxy.discovery import (
+    INSTANCE_HEADER,
+    INTERVAL_HEADER,
+    DiscoveryParseError,
+    DiscoveryState,
+    DiscoverySync,
+    read_cache,
+)
 from kaflet.proxy.forwarding import ProxyRouter
 from kaflet.proxy.login import RelayAuthenticator, RelaySaslServer
 from kaflet.proxy.metrics import GatewayCollector, GatewayMetrics, GatewayState, cluster_label
@@ -45,12 +54,21 @@ class GatewayStartError(Exception):
     """The gateway cannot start; the message is one line."""
 
 
+def instance_id(config: GatewayConfig) -> str:
+    """How the manager's console tells this gateway from others on the same address: the host
+    name and listen port (stable over restarts), or the PID when the port is chosen at start."""
+    return f"{socket.gethostname()}:{config.listen_port}" if config.listen_port else \
+        f"{socket.gethostname()}/pid{os.getpid()}"
+
+
 class GatewayProcess:
     """One `kaflet gateway`: `start`, then `stop`."""
 
     def __init__(self, config: GatewayConfig) -> None:
         self.config = config
-        self.service = HttpManagementService(config.manager_url, config.manager_timeout_ms / 1000)
+        self.service = HttpManagementService(config.manager_url, config.manager_timeout_ms / 1000,
+                                             {INSTANCE_HEADER: instance_id(config),
+                                              INTERVAL_HEADER: str(config.sync_interval_ms)})
         cache = Path(config.config_cache) if config.config_cache else None
         self.sync = DiscoverySync(self.service, config.sync_interval_ms / 1000, cache_path=cache,
                                   on_change=self._on_change)

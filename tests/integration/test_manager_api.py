@@ -22,11 +22,14 @@ from sqlalchemy import func, select
 
 from kaflet.manager.config import ConfigError, load_config
 from kaflet.manager.db import Database, head_revision, now_ms
+from kaflet.manager.gateway_instances import Pull, upsert
 from kaflet.manager.models import (
     App,
     AuditRecord,
     Authority,
     Base,
+    GatewayConfig,
+    GatewayInstance,
     KafkaUser,
     PermissionRequest,
     Quota,
@@ -505,3 +508,71 @@ def test_discovery_answers_only_newer_versions(service: Service) -> None:
     assert sp == {"version": "2", "data": "10.0.0.1#20,app_1#50"}
     actions = [a["action"] for a in service.admin.api("GET", "/audit").json()]
     assert actions.count("gateway-config.set") == 4
+
+
+def test_deleting_a_discovery_setting_raises_its_version(service: Service) -> None:
+    get = lambda path: service.gateway(path, method="GET")  # noqa: E731
+
+    def setting_id(kind: str, name: str) -> int:
+        with service.db.session() as s:
+            found = s.scalar(select(GatewayConfig.id).where(GatewayConfig.type == kind, GatewayConfig.name == name))
+        assert found is not None
+        return found
+
+    for kind, name, value in (("SD_CLUSTER_ID", "7", "h1:9093"), ("SD_CLUSTER_ID", "8", "h2:9093"),
+                              ("SD_SP_RATE", "app_1", "50")):
+        assert service.admin.form("/gateway-configs", {"type": kind, "name": name, "value": value}).status_code == 303
+    assert json.loads(get("/discovery/update?versionNumber=-1")["data"])["version"] == "2"
+    # Deleting the newest row: the type's version still goes up, and the pull has the rest.
+    assert service.admin.form(f"/gateway-configs/{setting_id('SD_CLUSTER_ID', '8')}/delete", {}).status_code == 303
+    update = json.loads(get("/discovery/update?versionNumber=2")["data"])
+    assert update["version"] == "3" and json.loads(update["data"]) == {"7": ["h1:9093"]}
+    assert service.admin.form(f"/gateway-configs/{setting_id('SD_CLUSTER_ID', '7')}/delete", {}).status_code == 303
+    assert json.loads(get("/discovery/update?versionNumber=3")["data"]) == {"version": "4", "data": "{}"}
+    assert get("/discovery/update?versionNumber=4")["data"] is None
+    # A single setting deleted is a newer version without a value; a set after it goes higher still.
+    assert service.admin.form(f"/gateway-configs/{setting_id('SD_IP_RATE', 'SD_IP_RATE')}/delete",
+                              {}).status_code == 303
+    assert json.loads(get("/discovery/ip-rate?versionNumber=1")["data"]) == {"version": "2", "data": None}
+    assert service.admin.form("/gateway-configs", {"type": "SD_IP_RATE", "value": "9"}).status_code == 303
+    assert json.loads(get("/discovery/ip-rate?versionNumber=2")["data"]) == {"version": "3", "data": "9"}
+    assert service.admin.form(f"/gateway-configs/{setting_id('SD_SP_RATE', 'app_1')}/delete", {}).status_code == 303
+    assert json.loads(get("/discovery/sp-limit?versionNumber=1")["data"]) == {"version": "2", "data": ""}
+    deletions = [a for a in service.admin.api("GET", "/audit").json() if a["action"] == "gateway-config.delete"]
+    assert len(deletions) == 4 and all('"version"' in a["detail"] for a in deletions)
+
+
+def test_gateway_pulls_are_listed_with_their_version(service: Service) -> None:
+    assert service.admin.form("/gateway-configs", {"type": "SD_CLUSTER_ID", "name": "7",
+                                                   "value": "h1:9093"}).status_code == 303
+    headers = {"X-Kaflet-Gateway-Instance": "gw-a:9092", "X-Kaflet-Gateway-Sync-Interval-Ms": "1000"}
+    service.gateway("/discovery/update?versionNumber=-1", method="GET", headers=headers)
+    service.gateway("/discovery/update?versionNumber=1", method="GET", headers=headers)
+    service.gateway("/discovery/update?versionNumber=-1", method="GET")  # another caller, no identity
+    service.gateway("/discovery/update?versionNumber=x", method="GET")  # invalid: not recorded
+    listed = service.admin.api("GET", "/gateway-instances").json()
+    assert {(g["instance_id"], g["version"], g["sync_interval_ms"], g["stale"]) for g in listed} == {
+        ("gw-a:9092", 1, 1000, False), ("", 1, None, False)}
+    assert all(g["address"] and g["first_pull_ms"] <= g["last_pull_ms"] <= now_ms() for g in listed)
+    page = service.admin.client.get("/gateway-instances").text
+    assert "gw-a:9092" in page and "1000 ms" in page and "(none sent)" in page and "stale</span>" not in page
+    # An application owner sees neither the page nor the list.
+    user = service.account("user1", "user")
+    assert user.api("GET", "/gateway-instances").status_code == 403
+    # Another process's row for the same gateway is moved forward, never back.
+    with service.db.session() as s:
+        row = s.scalars(select(GatewayInstance).where(GatewayInstance.instance_id == "gw-a:9092")).one()
+        upsert(s, Pull(row.address, row.instance_id, 1000, 0, row.last_pull_ms - 10_000))
+    with service.db.session() as s:
+        again = s.scalars(select(GatewayInstance).where(GatewayInstance.instance_id == "gw-a:9092")).one()
+        assert (again.version, again.last_pull_ms) == (1, row.last_pull_ms)
+        upsert(s, Pull(row.address, row.instance_id, 1000, 5, row.last_pull_ms + 1000))
+    listed = service.admin.api("GET", "/gateway-instances").json()
+    assert listed[0]["instance_id"] == "gw-a:9092" and listed[0]["version"] == 5
+    # Forgetting one takes it off the list (operators only), audited.
+    anonymous = next(g["id"] for g in listed if g["instance_id"] == "")
+    assert user.form(f"/gateway-instances/{anonymous}/forget", {}).status_code == 403
+    assert service.admin.form(f"/gateway-instances/{anonymous}/forget", {}).status_code == 303
+    assert service.admin.form(f"/gateway-instances/{anonymous}/forget", {}).status_code == 404
+    assert [g["instance_id"] for g in service.admin.api("GET", "/gateway-instances").json()] == ["gw-a:9092"]
+    assert "gateway-instance.forget" in [a["action"] for a in service.admin.api("GET", "/audit").json()]
