@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import socket
 import subprocess
 import sys
@@ -35,14 +36,22 @@ def assert_usage_error(proc: subprocess.CompletedProcess[str]) -> None:
     assert "Traceback" not in proc.stderr
 
 
+def _ephemeral_ports() -> tuple[int, int]:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low, high = (int(x) for x in f.read().split())
+        return low, high
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default
+
+
 def free_port_range(n: int) -> int:
-    """A base port with ``n`` consecutive free ports on 127.0.0.1."""
+    """A base port with ``n`` consecutive free ports on 127.0.0.1, below the kernel's ephemeral
+    range: a process that binds them later (a gateway binds a broker's port on first use) would
+    otherwise race other tests' outgoing connections, which take ephemeral ports."""
+    low, _ = _ephemeral_ports()
     for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        if base + n > 65535:
-            continue
+        base = random.randrange(10240, max(10241, low - n))
         try:
             socks = []
             for p in range(base, base + n):
