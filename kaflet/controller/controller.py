@@ -901,6 +901,14 @@ class KafkaController:
         if new_offline:
             log.info("Mark replicas %s on broker %d as offline", ",".join(map(str, sorted(new_offline))), broker_id)
             await self._on_replicas_become_offline({PartitionAndReplica(tp, broker_id) for tp in new_offline})
+        back = previous & online
+        if back:
+            # Kafka waits for another event to elect leaders for partitions that had none. A
+            # replica is back online without a restart when a broker that ran short of
+            # descriptors asks again (server/resource_retry.py); elect at once from live ISRs.
+            log.info("Replicas %s on broker %d are online again", ",".join(map(str, sorted(back))), broker_id)
+            if any(ctx.partition_state(tp) == PartitionState.OFFLINE for tp in back):
+                await self.partition_state_machine.trigger_online_partition_state_change()
 
     async def _process_isr_change_notification(self) -> None:
         if not self.is_active:

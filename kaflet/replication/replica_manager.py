@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 
 from kaflet.log.append_origin import AppendOrigin
 from kaflet.log.config import LogConfig
+from kaflet.log.dir_failure import is_resource_exhaustion
 from kaflet.log.disk_load import DiskLoadProtector
 from kaflet.log.errors import PartitionLimitError
 from kaflet.log.log_manager import LogDirNotFoundError, LogManager, future_dir_name
@@ -156,9 +157,14 @@ class ReplicaManager:
         self.metadata_updater: MetadataUpdater | None = None
         self.on_leadership_change: LeadershipCallback | None = None
         self.on_replicas_stopped: StoppedCallback | None = None
+        #: Told how many replicas of a LeaderAndIsr were refused for want of descriptors or
+        #: memory: the controller counts them offline, so someone must ask it to try again.
+        self.on_resources_short: Callable[[int], None] | None = None
         self.shutting_down = False
         #: Replicas of the LeaderAndIsr being applied that the partition limit refused.
         self._refused_by_limit: list[tuple[tuple[str, int], str]] = []
+        #: ... and those refused because the process ran out of descriptors or memory.
+        self._refused_for_resources: list[tuple[tuple[str, int], str]] = []
         # The broker is stopping (set before this manager's own shutdown): long polls answer at once.
         self._stopping = stopping or (lambda: self.shutting_down)
         self._isr_task: asyncio.Task[None] | None = None
@@ -287,6 +293,7 @@ class ReplicaManager:
                              ps.leader_epoch, current_epoch)
                     errors[tp] = ErrorCode.STALE_CONTROLLER_EPOCH
         self._refused_by_limit = []
+        self._refused_for_resources = []
         leaders = self._make_leaders(to_lead, errors) if to_lead else []
         followers = self._make_followers(to_follow, live_leaders, errors) if to_follow else []
         # A move a restart interrupted (its -future log was loaded) resumes once the partition
@@ -300,6 +307,13 @@ class ReplicaManager:
             log.warning("refused %d new replicas (%s-%d, ...): %s", len(refused), *refused[0][0],
                         self.log_manager.partition_limit_message(len(refused)))
             self._refused_by_limit = []
+        if self._refused_for_resources:
+            short = self._refused_for_resources
+            log.warning("refused %d replicas (%s-%d, ...) for want of a resource, not a disk fault: %s",
+                        len(short), *short[0][0], short[0][1])
+            self._refused_for_resources = []
+            if self.on_resources_short is not None:
+                self.on_resources_short(len(short))
         # Kafka starts the high watermark checkpoints with the first LeaderAndIsr, once the
         # partitions are populated.
         self.log_manager.start_high_watermark_checkpoints()
@@ -338,7 +352,11 @@ class ReplicaManager:
             errors[tp] = ErrorCode.KAFKA_STORAGE_ERROR
             return None
         except OSError as exc:
-            log.error("cannot become %s of %s-%d: %s", role, *tp, exc)
+            if is_resource_exhaustion(exc):
+                # One line per request (become_leader_or_follower logs it), and a retry later.
+                self._refused_for_resources.append((tp, str(exc)))
+            else:
+                log.error("cannot become %s of %s-%d: %s", role, *tp, exc)
             errors[tp] = ErrorCode.KAFKA_STORAGE_ERROR
             return None
         return part

@@ -71,6 +71,7 @@ from kaflet.server.dispatcher import Dispatcher
 from kaflet.server.fetch_session import FetchManager, FetchSessionCache
 from kaflet.server.gateway_auth import GatewayAuth
 from kaflet.server.inter_broker_security import inter_broker_settings
+from kaflet.server.resource_retry import ResourceRetry
 from kaflet.server.services import (
     Accounting,
     Admin,
@@ -169,6 +170,7 @@ class Broker:
         self._metadata_changed = asyncio.Event()
         self._stop_background = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
+        self._resource_retry = ResourceRetry(self._ask_controller_again)
         self._stopped = asyncio.Event()
         #: Set when the broker stops by itself: every log dir failed (``halt_reason`` says why).
         self.halted = asyncio.Event()
@@ -322,6 +324,7 @@ class Broker:
         replica_manager.metadata_updater = self._update_metadata
         replica_manager.on_leadership_change = self._on_leadership_change
         replica_manager.on_replicas_stopped = self._on_replicas_stopped
+        replica_manager.on_resources_short = self._resource_retry.refused
         # Dirs that failed while loading are handed over now, the others as they fail.
         log_manager.failure_channel.set_listener(asyncio.get_running_loop(), self._on_log_dir_failure)
         producer_ids = self._producer_ids = ProducerIdManager(tree, self.broker_id)
@@ -734,7 +737,13 @@ class Broker:
             await self.tree.create(zkdata.log_dir_event_prefix(), zkdata.log_dir_event_json(self.broker_id),
                                    sequential=True, make_parents=True)
         except Exception:
-            log.exception("cannot tell the controller that a log directory failed")
+            log.exception("cannot write a log dir event for the controller")
+
+    async def _ask_controller_again(self) -> None:
+        # The same event as a failed dir: the controller then sends LeaderAndIsr for every
+        # replica here, and those it counted offline answer NONE now (resource_retry.py).
+        if not self.state.stopping:
+            await self._propagate_log_dir_event()
 
     def _on_replicas_stopped(self, stopped: Sequence[tuple[str, int, bool]]) -> None:
         for topic, index, deleted in stopped:
@@ -823,6 +832,7 @@ class Broker:
         if self._isr_manager is not None:
             await self._isr_manager.stop()
         self._stop_background.set()
+        await self._resource_retry.stop()
         current = asyncio.current_task()
         for t in self._tasks:
             if t is current:

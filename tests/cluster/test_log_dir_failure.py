@@ -11,6 +11,8 @@ catch up and rejoin the ISR. Every acknowledged record is read back at the end.
 
 from __future__ import annotations
 
+import os
+import resource
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kaflet.protocol.errors import ErrorCode
@@ -94,3 +97,52 @@ def test_a_failed_disk_moves_leadership_and_loses_no_acknowledged_record(
         log1 = cluster.broker(1).log_path.read_text(errors="replace")
         assert log1.count("is offline:") == 1, log1[-3000:]
         cluster.close()
+
+
+def test_replicas_refused_for_want_of_descriptors_come_back_without_a_restart(
+        cluster_factory: Callable[..., Cluster]) -> None:
+    """A broker out of descriptors answers LeaderAndIsr with KAFKA_STORAGE_ERROR, so the
+    controller counts its new replicas offline; its dirs stay online, and once descriptors are
+    back it asks the controller again (a log dir event): the follower rejoins the ISR and the
+    partition it alone holds gets it as leader, with no restart."""
+    cluster = cluster_factory(2, overrides=FAST_FAILOVER)
+    other = cluster.wait_for_controller()
+    victim = 2 if other == 1 else 1
+    broker = cluster.broker(victim)
+    pid = broker.pid
+    assert pid is not None
+    name = f"fds-{uuid.uuid4().hex[:6]}"
+    shared, alone = f"{name}-shared", f"{name}-alone"
+    admin: Any = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    assert admin.list_topics(timeout=20).brokers  # connected before the victim has no descriptor left
+    _, hard = resource.prlimit(pid, resource.RLIMIT_NOFILE)
+    resource.prlimit(pid, resource.RLIMIT_NOFILE, (len(os.listdir(f"/proc/{pid}/fd")), hard))
+    try:
+        # The answers do not matter here (the lone replica's topic may time out waiting for a
+        # leader); what the controller then holds does.
+        for f in admin.create_topics([NewTopic(shared, num_partitions=1, replica_assignment=[[other, victim]]),
+                                      NewTopic(alone, num_partitions=1, replica_assignment=[[victim]])],
+                                     operation_timeout=5).values():
+            f.exception(60)
+        cluster.wait_until(lambda: "for want of a resource" in broker.log_path.read_text(errors="replace"), 60,
+                           "the victim refusing its replicas")
+        cluster.wait_until(lambda: cluster.isr(shared, 0) == [other], 30, f"{shared}'s ISR shrunk to the other broker",
+                           topics=[shared, alone])
+        cluster.wait_until(lambda: cluster.leader(alone, 0) in (None, -1), 30, f"{alone} without a leader",
+                           topics=[shared, alone])
+    finally:
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, (hard, hard))
+    cluster.wait_for_isr(shared, 0, [other, victim], timeout=90)
+    assert cluster.wait_for_leader(alone, 0, timeout=90) == victim
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True})
+    for topic in (shared, alone):
+        producer.produce(topic, topic.encode(), partition=0)
+    assert producer.flush(30) == 0
+    for topic in (shared, alone):
+        stored = read_partitions(cluster.bootstrap, topic, [0])
+        assert [v for _, v in stored[0]] == [topic.encode()], stored
+    out = broker.log_path.read_text(errors="replace")
+    assert "is offline" not in out and "Traceback" not in out, out[-3000:]
+    assert "asking the controller again" in out, out[-3000:]
+    dirs = log_dir_errors(broker.bootstrap)
+    assert dirs and set(dirs.values()) == {ErrorCode.NONE}, dirs
