@@ -91,6 +91,8 @@ class Result:
     rss_mb: float | None = None
     #: --cluster: CPU time (user + system) the brokers used during the scenario, in all (s).
     cpu_s: float | None = None
+    #: --cluster: the kernel's part of ``cpu_s`` (system time: socket and page-cache copies).
+    sys_s: float | None = None
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -249,14 +251,20 @@ def rss_bytes(pid: int) -> int:
     return 0
 
 
-def cpu_seconds(pid: int) -> float:
-    """A process's CPU time so far (utime + stime), 0 once it is gone."""
+def cpu_times(pid: int) -> tuple[float, float]:
+    """A process's (user, system) CPU time so far in seconds, zeros once it is gone."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             fields = f.read().rpartition(")")[2].split()
     except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return 0.0, 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+def cpu_seconds(pid: int) -> float:
+    """A process's CPU time so far (utime + stime), 0 once it is gone."""
+    return sum(cpu_times(pid))
 
 
 class RssSampler:
@@ -518,7 +526,7 @@ def print_results(results: list[Result]) -> None:
     rss = any(r.rss_mb is not None or r.cpu_s is not None for r in results)
     header = (f"{'target':<7} {'scenario':<{w}} {'msgs':>8} {'prod msg/s':>11} {'prod MB/s':>9} "
               f"{'p50 ms':>8} {'p99 ms':>8} {'cons msg/s':>11} {'cons MB/s':>9}"
-              + (f" {'RSS MB':>7} {'CPU s':>6}" if rss else ""))
+              + (f" {'RSS MB':>7} {'CPU s':>6} {'sys s':>6}" if rss else ""))
     print(header)
     print("-" * len(header))
     for r in results:
@@ -526,7 +534,7 @@ def print_results(results: list[Result]) -> None:
         print(f"{r.target:<7} {r.scenario:<{w}} {r.produced:>8} {_fmt(pr, ',.0f'):>11} "
               f"{_fmt(pr and pr * r.size / MB, '.1f'):>9} {_fmt(r.p50_ms, '.2f'):>8} {_fmt(r.p99_ms, '.2f'):>8} "
               f"{_fmt(cr, ',.0f'):>11} {_fmt(cr and cr * r.size / MB, '.1f'):>9}"
-              + (f" {_fmt(r.rss_mb, '.0f'):>7} {_fmt(r.cpu_s, '.1f'):>6}" if rss else ""))
+              + (f" {_fmt(r.rss_mb, '.0f'):>7} {_fmt(r.cpu_s, '.1f'):>6} {_fmt(r.sys_s, '.1f'):>6}" if rss else ""))
         for note in r.notes:
             print(f"{'':<7}   note: {note}")
 
@@ -609,6 +617,12 @@ def run_cluster(groups: list[list[Scenario]], args: argparse.Namespace, workdir:
                 signal.signal(sig, handler)
 
 
+def _brokers_cpu(pids: list[int]) -> tuple[float, float]:
+    """The brokers' (user, system) CPU seconds so far, summed."""
+    times = [cpu_times(p) for p in pids]
+    return sum(t[0] for t in times), sum(t[1] for t in times)
+
+
 def _run_cluster_groups(bootstrap: str, pids: list[int], groups: list[list[Scenario]], args: argparse.Namespace,
                         results: list[Result]) -> None:
     with RssSampler(pids) as rss:
@@ -619,11 +633,13 @@ def _run_cluster_groups(bootstrap: str, pids: list[int], groups: list[list[Scena
                     run = f" (run {i + 1}/{args.repeat})" if args.repeat > 1 else ""
                     print(f"[cluster] {sc.name}{run} ...", file=sys.stderr, flush=True)
                     rss.take_peak()
-                    cpu = sum(cpu_seconds(p) for p in pids)
+                    user, system = _brokers_cpu(pids)
                     res = run_scenario("cluster", bootstrap, sc, args)
                     if pids:
                         res.rss_mb = rss.take_peak() / 1e6
-                        res.cpu_s = sum(cpu_seconds(p) for p in pids) - cpu
+                        user_after, system_after = _brokers_cpu(pids)
+                        res.sys_s = system_after - system
+                        res.cpu_s = user_after - user + res.sys_s
                     runs[sc.name].append(res)
             results.extend(median_run(r) for r in runs.values())
     if pids:
@@ -703,7 +719,8 @@ def median_run(runs: list[Result]) -> Result:
                  produce_errors=prod.produce_errors, p50_ms=prod.p50_ms, p99_ms=prod.p99_ms,
                  consumed=cons.consumed, consume_s=cons.consume_s, size=prod.size,
                  rss_mb=max((r.rss_mb for r in runs if r.rss_mb is not None), default=None),
-                 cpu_s=_median([r.cpu_s for r in runs if r.cpu_s is not None]))
+                 cpu_s=_median([r.cpu_s for r in runs if r.cpu_s is not None]),
+                 sys_s=_median([r.sys_s for r in runs if r.sys_s is not None]))
     spread = [f"median of {len(runs)} runs"]
     for name, rates in (("prod", [r.produce_rate for r in runs]), ("cons", [r.consume_rate for r in runs])):
         known = [x for x in rates if x is not None]
