@@ -29,6 +29,7 @@ run: $(RUN_STAMP)
 
 test: $(STAMP)
 	scripts/system-packages --ensure
+	scripts/connect-jars --ensure
 	$(BIN)/ruff check kaflet tests benchmarks
 	$(BIN)/mypy kaflet
 	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
@@ -41,4 +42,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench.py $(ARGS)
 
 clean:
-	rm -rf $(VENV) data
+	rm -rf $(VENV) data .cache

