@@ -20,6 +20,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
+from tests.support import cli
 from tests.support.broker_process import BrokerProcess, running_broker
 from tests.support.cli import free_port_range
 from tests.support.connect import ConnectUnavailable, ConnectWorker, class_path, running_worker
@@ -70,6 +71,22 @@ def _running(worker: ConnectWorker, connector: str) -> bool:
             and body["tasks"][0]["state"] == "RUNNING")
 
 
+def _task_worker(worker: ConnectWorker, connector: str) -> str | None:
+    """The REST address ("127.0.0.1:port") of the worker running the connector's task, once RUNNING."""
+    status, body = worker.rest("GET", f"/connectors/{connector}/status")
+    if status != 200 or len(body["tasks"]) != 1 or body["tasks"][0]["state"] != "RUNNING":
+        return None
+    return str(body["tasks"][0]["worker_id"])
+
+
+def _producer_epoch(bootstrap: str, transactional_id: str) -> int:
+    proc = cli.run("transactions", "--bootstrap-server", bootstrap, "--describe", "--transactional-id",
+                   transactional_id)
+    assert proc.returncode == 0, proc.stderr
+    header, row = (line.split() for line in proc.stdout.splitlines()[:2])
+    return int(row[header.index("ProducerEpoch")])
+
+
 def _end_offset(bootstrap: str, topic: str) -> int:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": uuid.uuid4().hex})
     try:
@@ -81,6 +98,8 @@ def _end_offset(bootstrap: str, topic: str) -> int:
 def test_file_source_to_file_sink_through_kaflet_and_a_worker_restart(
         connect_jars: list[Path], broker: BrokerProcess, tmp_path: Path) -> None:
     group, topic = f"connect-{uuid.uuid4().hex[:6]}", f"lines-{uuid.uuid4().hex[:6]}"
+    # The sink's consumer group is named after it, so each test's connectors have names of their own.
+    source, sink = f"{topic}-source", f"{topic}-sink"
     source_file, sink_file = tmp_path / "in.txt", tmp_path / "out.txt"
     first = [f"line {i} {uuid.uuid4().hex}" for i in range(2000)]
     source_file.write_text("".join(f"{line}\n" for line in first))
@@ -93,12 +112,12 @@ def test_file_source_to_file_sink_through_kaflet_and_a_worker_restart(
         status, plugins = worker.rest("GET", "/connector-plugins")
         assert {SOURCE, SINK} <= {p["class"] for p in plugins}
 
-        for name, config in (("source", {"connector.class": SOURCE, "file": str(source_file), "topic": topic}),
-                             ("sink", {"connector.class": SINK, "file": str(sink_file), "topics": topic})):
+        for name, config in ((source, {"connector.class": SOURCE, "file": str(source_file), "topic": topic}),
+                             (sink, {"connector.class": SINK, "file": str(sink_file), "topics": topic})):
             status, body = worker.rest("PUT", f"/connectors/{name}/config", {**config, "tasks.max": "1"})
             assert status == 201, body
         _wait("line in the sink's file", lambda: len(_lines(sink_file)) >= len(first), worker)
-        _wait("connectors RUNNING", lambda: _running(worker, "source") and _running(worker, "sink"), worker)
+        _wait("connectors RUNNING", lambda: _running(worker, source) and _running(worker, sink), worker)
         # Every line, in order, once.
         assert _lines(sink_file) == first
         assert _end_offset(broker.bootstrap, topic) == len(first)
@@ -115,9 +134,9 @@ def test_file_source_to_file_sink_through_kaflet_and_a_worker_restart(
         # The source's position (bytes read) committed in the offsets topic, the sink's as the
         # group's committed offset; both read back through kaflet.
         size = source_file.stat().st_size
-        _wait("committed offsets", lambda: _offsets(worker, "source") == [
+        _wait("committed offsets", lambda: _offsets(worker, source) == [
             {"partition": {"filename": str(source_file)}, "offset": {"position": size}}]
-            and _offsets(worker, "sink") == [
+            and _offsets(worker, sink) == [
             {"partition": {"kafka_topic": topic, "kafka_partition": 0}, "offset": {"kafka_offset": len(first)}}],
             worker)
         worker.stop()
@@ -128,11 +147,74 @@ def test_file_source_to_file_sink_through_kaflet_and_a_worker_restart(
     with running_worker(worker):
         _wait("the appended lines", lambda: len(_lines(sink_file)) >= len(first) + len(more), worker)
         size = source_file.stat().st_size
-        _wait("committed offsets", lambda: _offsets(worker, "source")[0]["offset"] == {"position": size}
-              and _offsets(worker, "sink")[0]["offset"] == {"kafka_offset": len(first) + len(more)}, worker)
-        assert _running(worker, "source") and _running(worker, "sink")
+        _wait("committed offsets", lambda: _offsets(worker, source)[0]["offset"] == {"position": size}
+              and _offsets(worker, sink)[0]["offset"] == {"kafka_offset": len(first) + len(more)}, worker)
+        assert _running(worker, source) and _running(worker, sink)
         # The source took up at its committed position: nothing read twice into the topic, and
         # the sink at its committed offset: nothing written twice.
         assert _end_offset(broker.bootstrap, topic) == len(first) + len(more)
         assert _lines(sink_file) == first + more
         worker.stop()
+
+
+def test_exactly_once_source_moves_between_two_workers_and_sink_offsets_are_altered_through_rest(
+        connect_jars: list[Path], broker: BrokerProcess, tmp_path: Path) -> None:
+    """Two workers with exactly-once source support (KIP-618): the source task writes each poll's
+    records and its offsets in one transaction; stopping the worker running it moves it to the
+    other, whose producer takes the transactional id over with a higher epoch. Then the sink is stopped, its offsets set back
+    through the REST API (KIP-875: Admin's group offset calls on kaflet) and resumed."""
+    group, topic = f"connect-eos-{uuid.uuid4().hex[:6]}", f"eos-{uuid.uuid4().hex[:6]}"
+    source, sink = f"{topic}-source", f"{topic}-sink"
+    source_file, sink_file = tmp_path / "in.txt", tmp_path / "out.txt"
+    first = [f"line {i} {uuid.uuid4().hex}" for i in range(2000)]
+    source_file.write_text("".join(f"{line}\n" for line in first))
+    port = free_port_range(2)
+    # A worker that left is given a second, not Connect's default of five minutes, to come back
+    # before its tasks go to the others.
+    extra = {"exactly.once.source.support": "enabled", "scheduled.rebalance.max.delay.ms": "1000"}
+    workers = {f"127.0.0.1:{port + i}": ConnectWorker(tmp_path / f"worker{i}", connect_jars, broker.bootstrap,
+                                                     group, port + i, extra=extra) for i in range(2)}
+    one, two = workers.values()
+    with running_worker(one), running_worker(two):
+        for name, config in (
+                (source, {"connector.class": SOURCE, "file": str(source_file), "topic": topic,
+                            "exactly.once.support": "required", "transaction.boundary": "poll"}),
+                (sink, {"connector.class": SINK, "file": str(sink_file), "topics": topic,
+                          "consumer.override.isolation.level": "read_committed"})):
+            status, body = one.rest("PUT", f"/connectors/{name}/config", {**config, "tasks.max": "1"})
+            assert status == 201, body
+        _wait("every line in the sink's file", lambda: len(_lines(sink_file)) >= len(first), one)
+        assert _lines(sink_file) == first
+        running = _task_worker(one, source)
+        assert running in workers
+        transactional_id = f"{group}-{source}-0"  # Connect's: the group, the connector, the task
+        epoch = _producer_epoch(broker.bootstrap, transactional_id)
+
+        workers[running].stop()
+        other = next(w for address, w in workers.items() if address != running)
+        more = [f"moved {i} {uuid.uuid4().hex}" for i in range(500)]
+        with source_file.open("a") as f:
+            f.write("".join(f"{line}\n" for line in more))
+        _wait("the source task on the other worker", lambda: _task_worker(other, source) == other.url[7:], other)
+        _wait("the appended lines", lambda: len(_lines(sink_file)) >= len(first) + len(more), other)
+        # The task went on from the offsets committed with its last transaction: nothing twice.
+        assert _lines(sink_file) == first + more
+        # The task's producer on the other worker took the transactional id over with a higher
+        # epoch (InitProducerId), fencing the first worker's producer.
+        assert _producer_epoch(broker.bootstrap, transactional_id) > epoch
+
+        # KIP-875: the stopped sink's committed offset set back to the start, then resumed: every
+        # line once more.
+        status, body = other.rest("PUT", f"/connectors/{sink}/stop")
+        assert status == 204, body
+        _wait("the sink STOPPED", lambda: other.rest("GET", f"/connectors/{sink}/status")[1]["connector"]["state"]
+              == "STOPPED", other)
+        status, body = other.rest("PATCH", f"/connectors/{sink}/offsets", {"offsets": [
+            {"partition": {"kafka_topic": topic, "kafka_partition": 0}, "offset": {"kafka_offset": 0}}]})
+        assert status == 200, body
+        assert _offsets(other, sink) == [
+            {"partition": {"kafka_topic": topic, "kafka_partition": 0}, "offset": {"kafka_offset": 0}}]
+        status, body = other.rest("PUT", f"/connectors/{sink}/resume")
+        assert status == 202, body
+        _wait("the lines again", lambda: len(_lines(sink_file)) >= 2 * (len(first) + len(more)), other)
+        assert _lines(sink_file) == 2 * (first + more)
