@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from collections.abc import Iterator
@@ -12,6 +13,7 @@ import pytest
 
 from tests.support import filesystems
 from tests.support.broker_process import BrokerProcess, running_broker
+from tests.support.connect import ConnectUnavailable, class_path
 from tests.support.java import JavaPrograms, JavaUnavailable, compile_programs
 
 
@@ -40,6 +42,18 @@ def java(tmp_path_factory: pytest.TempPathFactory) -> JavaPrograms:
         return compile_programs(tmp_path_factory.mktemp("java-classes"))
     except JavaUnavailable as exc:
         pytest.fail(str(exc))
+
+
+@pytest.fixture(scope="session")
+def connect_jars() -> list[Path]:
+    """A Kafka Connect worker's class path (tests/support/connect.py). Missing jars skip the test,
+    saying how to fetch them, except in CI (the CI variable set, as .ci/run sets it): there they fail."""
+    try:
+        return class_path()
+    except ConnectUnavailable as exc:
+        if os.environ.get("CI"):
+            pytest.fail(str(exc))
+        pytest.skip(str(exc))
 
 
 @pytest.fixture(scope="module")

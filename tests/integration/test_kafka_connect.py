@@ -9,12 +9,9 @@ committed offsets say.
 
 from __future__ import annotations
 
-import os
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
@@ -23,60 +20,16 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 from tests.support import cli
 from tests.support.broker_process import BrokerProcess, running_broker
 from tests.support.cli import free_port_range
-from tests.support.connect import ConnectUnavailable, ConnectWorker, class_path, running_worker
+from tests.support.connect import ConnectWorker, file_lines, running_worker
 
 SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
 SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
 
 
 @pytest.fixture(scope="module")
-def connect_jars() -> list[Path]:
-    """The worker's class path; in CI (the CI variable set, as .ci/run does) a missing jar fails."""
-    try:
-        return class_path()
-    except ConnectUnavailable as exc:
-        if os.environ.get("CI"):
-            pytest.fail(str(exc))
-        pytest.skip(str(exc))
-
-
-@pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     with running_broker(tmp_path_factory.mktemp("connect") / "data") as b:
         yield b
-
-
-def _wait(what: str, check: Callable[[], bool], worker: ConnectWorker, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"no {what} within {timeout} s; the worker's log:\n{worker.log_tail()}")
-        time.sleep(0.5)
-
-
-def _lines(path: Path) -> list[str]:
-    return path.read_text().splitlines() if path.exists() else []
-
-
-def _offsets(worker: ConnectWorker, connector: str) -> list[dict[str, Any]]:
-    """The connector's committed offsets as the worker reads them back from kaflet (KIP-875)."""
-    status, body = worker.rest("GET", f"/connectors/{connector}/offsets")
-    assert status == 200, body
-    return list(body["offsets"])
-
-
-def _running(worker: ConnectWorker, connector: str) -> bool:
-    status, body = worker.rest("GET", f"/connectors/{connector}/status")
-    return (status == 200 and body["connector"]["state"] == "RUNNING" and len(body["tasks"]) == 1
-            and body["tasks"][0]["state"] == "RUNNING")
-
-
-def _task_worker(worker: ConnectWorker, connector: str) -> str | None:
-    """The REST address ("127.0.0.1:port") of the worker running the connector's task, once RUNNING."""
-    status, body = worker.rest("GET", f"/connectors/{connector}/status")
-    if status != 200 or len(body["tasks"]) != 1 or body["tasks"][0]["state"] != "RUNNING":
-        return None
-    return str(body["tasks"][0]["worker_id"])
 
 
 def _producer_epoch(bootstrap: str, transactional_id: str) -> int:
@@ -112,14 +65,12 @@ def test_file_source_to_file_sink_through_kaflet_and_a_worker_restart(
         status, plugins = worker.rest("GET", "/connector-plugins")
         assert {SOURCE, SINK} <= {p["class"] for p in plugins}
 
-        for name, config in ((source, {"connector.class": SOURCE, "file": str(source_file), "topic": topic}),
-                             (sink, {"connector.class": SINK, "file": str(sink_file), "topics": topic})):
-            status, body = worker.rest("PUT", f"/connectors/{name}/config", {**config, "tasks.max": "1"})
-            assert status == 201, body
-        _wait("line in the sink's file", lambda: len(_lines(sink_file)) >= len(first), worker)
-        _wait("connectors RUNNING", lambda: _running(worker, source) and _running(worker, sink), worker)
+        worker.put_connector(source, {"connector.class": SOURCE, "file": str(source_file), "topic": topic})
+        worker.put_connector(sink, {"connector.class": SINK, "file": str(sink_file), "topics": topic})
+        worker.wait("every line in the sink's file", lambda: len(file_lines(sink_file)) >= len(first))
+        worker.wait("connectors RUNNING", lambda: None not in (worker.task_worker(source), worker.task_worker(sink)))
         # Every line, in order, once.
-        assert _lines(sink_file) == first
+        assert file_lines(sink_file) == first
         assert _end_offset(broker.bootstrap, topic) == len(first)
 
         # The worker's topics, created by the worker with CreateTopics: compacted, with Connect's
@@ -134,26 +85,25 @@ def test_file_source_to_file_sink_through_kaflet_and_a_worker_restart(
         # The source's position (bytes read) committed in the offsets topic, the sink's as the
         # group's committed offset; both read back through kaflet.
         size = source_file.stat().st_size
-        _wait("committed offsets", lambda: _offsets(worker, source) == [
+        worker.wait("committed offsets", lambda: worker.offsets(source) == [
             {"partition": {"filename": str(source_file)}, "offset": {"position": size}}]
-            and _offsets(worker, sink) == [
-            {"partition": {"kafka_topic": topic, "kafka_partition": 0}, "offset": {"kafka_offset": len(first)}}],
-            worker)
+            and worker.offsets(sink) == [
+            {"partition": {"kafka_topic": topic, "kafka_partition": 0}, "offset": {"kafka_offset": len(first)}}])
         worker.stop()
 
     more = [f"after restart {i} {uuid.uuid4().hex}" for i in range(500)]
     with source_file.open("a") as f:
         f.write("".join(f"{line}\n" for line in more))
     with running_worker(worker):
-        _wait("the appended lines", lambda: len(_lines(sink_file)) >= len(first) + len(more), worker)
+        worker.wait("the appended lines", lambda: len(file_lines(sink_file)) >= len(first) + len(more))
         size = source_file.stat().st_size
-        _wait("committed offsets", lambda: _offsets(worker, source)[0]["offset"] == {"position": size}
-              and _offsets(worker, sink)[0]["offset"] == {"kafka_offset": len(first) + len(more)}, worker)
-        assert _running(worker, source) and _running(worker, sink)
+        worker.wait("committed offsets", lambda: worker.offsets(source)[0]["offset"] == {"position": size}
+                    and worker.offsets(sink)[0]["offset"] == {"kafka_offset": len(first) + len(more)})
+        assert None not in (worker.task_worker(source), worker.task_worker(sink))
         # The source took up at its committed position: nothing read twice into the topic, and
         # the sink at its committed offset: nothing written twice.
         assert _end_offset(broker.bootstrap, topic) == len(first) + len(more)
-        assert _lines(sink_file) == first + more
+        assert file_lines(sink_file) == first + more
         worker.stop()
 
 
@@ -161,8 +111,9 @@ def test_exactly_once_source_moves_between_two_workers_and_sink_offsets_are_alte
         connect_jars: list[Path], broker: BrokerProcess, tmp_path: Path) -> None:
     """Two workers with exactly-once source support (KIP-618): the source task writes each poll's
     records and its offsets in one transaction; stopping the worker running it moves it to the
-    other, whose producer takes the transactional id over with a higher epoch. Then the sink is stopped, its offsets set back
-    through the REST API (KIP-875: Admin's group offset calls on kaflet) and resumed."""
+    other, whose producer takes the transactional id over with a higher epoch. Then the sink is
+    stopped, its offsets set back through the REST API (KIP-875: Admin's group offset calls on
+    kaflet) and resumed."""
     group, topic = f"connect-eos-{uuid.uuid4().hex[:6]}", f"eos-{uuid.uuid4().hex[:6]}"
     source, sink = f"{topic}-source", f"{topic}-sink"
     source_file, sink_file = tmp_path / "in.txt", tmp_path / "out.txt"
@@ -176,16 +127,13 @@ def test_exactly_once_source_moves_between_two_workers_and_sink_offsets_are_alte
                                                      group, port + i, extra=extra) for i in range(2)}
     one, two = workers.values()
     with running_worker(one), running_worker(two):
-        for name, config in (
-                (source, {"connector.class": SOURCE, "file": str(source_file), "topic": topic,
-                            "exactly.once.support": "required", "transaction.boundary": "poll"}),
-                (sink, {"connector.class": SINK, "file": str(sink_file), "topics": topic,
-                          "consumer.override.isolation.level": "read_committed"})):
-            status, body = one.rest("PUT", f"/connectors/{name}/config", {**config, "tasks.max": "1"})
-            assert status == 201, body
-        _wait("every line in the sink's file", lambda: len(_lines(sink_file)) >= len(first), one)
-        assert _lines(sink_file) == first
-        running = _task_worker(one, source)
+        one.put_connector(source, {"connector.class": SOURCE, "file": str(source_file), "topic": topic,
+                                   "exactly.once.support": "required", "transaction.boundary": "poll"})
+        one.put_connector(sink, {"connector.class": SINK, "file": str(sink_file), "topics": topic,
+                                 "consumer.override.isolation.level": "read_committed"})
+        one.wait("every line in the sink's file", lambda: len(file_lines(sink_file)) >= len(first))
+        assert file_lines(sink_file) == first
+        running = one.task_worker(source)
         assert running in workers
         transactional_id = f"{group}-{source}-0"  # Connect's: the group, the connector, the task
         epoch = _producer_epoch(broker.bootstrap, transactional_id)
@@ -195,10 +143,10 @@ def test_exactly_once_source_moves_between_two_workers_and_sink_offsets_are_alte
         more = [f"moved {i} {uuid.uuid4().hex}" for i in range(500)]
         with source_file.open("a") as f:
             f.write("".join(f"{line}\n" for line in more))
-        _wait("the source task on the other worker", lambda: _task_worker(other, source) == other.url[7:], other)
-        _wait("the appended lines", lambda: len(_lines(sink_file)) >= len(first) + len(more), other)
+        other.wait("the source task on the other worker", lambda: other.task_worker(source) == other.url[7:])
+        other.wait("the appended lines", lambda: len(file_lines(sink_file)) >= len(first) + len(more))
         # The task went on from the offsets committed with its last transaction: nothing twice.
-        assert _lines(sink_file) == first + more
+        assert file_lines(sink_file) == first + more
         # The task's producer on the other worker took the transactional id over with a higher
         # epoch (InitProducerId), fencing the first worker's producer.
         assert _producer_epoch(broker.bootstrap, transactional_id) > epoch
@@ -207,14 +155,14 @@ def test_exactly_once_source_moves_between_two_workers_and_sink_offsets_are_alte
         # line once more.
         status, body = other.rest("PUT", f"/connectors/{sink}/stop")
         assert status == 204, body
-        _wait("the sink STOPPED", lambda: other.rest("GET", f"/connectors/{sink}/status")[1]["connector"]["state"]
-              == "STOPPED", other)
+        other.wait("the sink STOPPED",
+                   lambda: other.rest("GET", f"/connectors/{sink}/status")[1]["connector"]["state"] == "STOPPED")
         status, body = other.rest("PATCH", f"/connectors/{sink}/offsets", {"offsets": [
             {"partition": {"kafka_topic": topic, "kafka_partition": 0}, "offset": {"kafka_offset": 0}}]})
         assert status == 200, body
-        assert _offsets(other, sink) == [
+        assert other.offsets(sink) == [
             {"partition": {"kafka_topic": topic, "kafka_partition": 0}, "offset": {"kafka_offset": 0}}]
         status, body = other.rest("PUT", f"/connectors/{sink}/resume")
         assert status == 202, body
-        _wait("the lines again", lambda: len(_lines(sink_file)) >= 2 * (len(first) + len(more)), other)
-        assert _lines(sink_file) == 2 * (first + more)
+        other.wait("the lines again", lambda: len(file_lines(sink_file)) >= 2 * (len(first) + len(more)))
+        assert file_lines(sink_file) == 2 * (first + more)

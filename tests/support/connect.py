@@ -18,7 +18,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -143,6 +143,33 @@ class ConnectWorker:
             status, raw = exc.code, exc.read()
         return status, json.loads(raw) if raw.strip() else None
 
+    def put_connector(self, name: str, config: dict[str, str]) -> None:
+        """Create (or reconfigure) a connector with one task."""
+        status, body = self.rest("PUT", f"/connectors/{name}/config", {**config, "tasks.max": "1"})
+        assert status in (200, 201), body
+
+    def offsets(self, connector: str) -> list[dict[str, Any]]:
+        """The connector's committed offsets as the worker reads them back from Kafka (KIP-875)."""
+        status, body = self.rest("GET", f"/connectors/{connector}/offsets")
+        assert status == 200, body
+        return list(body["offsets"])
+
+    def task_worker(self, connector: str) -> str | None:
+        """The worker ("127.0.0.1:port") running the connector's one task, when both are RUNNING."""
+        status, body = self.rest("GET", f"/connectors/{connector}/status")
+        if (status != 200 or body["connector"]["state"] != "RUNNING" or len(body["tasks"]) != 1
+                or body["tasks"][0]["state"] != "RUNNING"):
+            return None
+        return str(body["tasks"][0]["worker_id"])
+
+    def wait(self, what: str, check: Callable[[], bool], timeout: float = 120) -> None:
+        """Poll ``check`` until true; on timeout fail with the end of the worker's log."""
+        deadline = time.monotonic() + timeout
+        while not check():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no {what} within {timeout} s; the worker's log:\n{self.log_tail()}")
+            time.sleep(0.5)
+
     def stop(self, timeout: float = 60) -> int:
         """SIGTERM, as an operator stops a worker (it leaves its group and commits offsets); its exit code."""
         assert self.proc is not None
@@ -180,3 +207,8 @@ def running_worker(worker: ConnectWorker) -> Iterator[ConnectWorker]:
         yield worker
     finally:
         worker.kill()
+
+
+def file_lines(path: Path) -> list[str]:
+    """The lines of a connector's file (none before it exists)."""
+    return path.read_text().splitlines() if path.exists() else []
