@@ -9,7 +9,6 @@ consumer go on with the new leader: every line still arrives once, in order.
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -20,20 +19,18 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kaflet.coordinator.group.hashing import partition_for
 from tests.support.cli import free_port_range
 from tests.support.cluster import Cluster
-from tests.support.connect import ConnectWorker, file_lines, running_worker
+from tests.support.connect import (
+    FILE_SINK,
+    FILE_SOURCE,
+    ConnectWorker,
+    append_lines,
+    file_lines,
+    running_worker,
+)
 
 pytestmark = pytest.mark.timeout(300)
 
-SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
-SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
 OFFSETS_PARTITIONS = 3
-
-
-def _append_slowly(path: Path, lines: list[str], chunk: int, pause: float) -> None:
-    for i in range(0, len(lines), chunk):
-        with path.open("a") as f:
-            f.write("".join(f"{line}\n" for line in lines[i:i + chunk]))
-        time.sleep(pause)
 
 
 def test_worker_on_three_brokers_survives_the_loss_of_the_data_topics_leader(
@@ -63,14 +60,14 @@ def test_worker_on_three_brokers_survives_the_loss_of_the_data_topics_leader(
             for p in range(partitions):
                 assert sorted(cluster.isr(f"{group}-{kind}", p)) == [1, 2, 3], (kind, p)
 
-        worker.put_connector(source, {"connector.class": SOURCE, "file": str(source_file), "topic": topic})
-        worker.put_connector(sink, {"connector.class": SINK, "file": str(sink_file), "topics": topic})
+        worker.put_connector(source, {"connector.class": FILE_SOURCE, "file": str(source_file), "topic": topic})
+        worker.put_connector(sink, {"connector.class": FILE_SINK, "file": str(sink_file), "topics": topic})
         worker.wait("every line in the sink's file", lambda: len(file_lines(sink_file)) >= len(first))
         assert file_lines(sink_file) == first
 
         # More lines go into the file while the data topic's leader is killed.
         more = [f"during the failover {i} {uuid.uuid4().hex}" for i in range(3000)]
-        writer = threading.Thread(target=_append_slowly, args=(source_file, more, 100, 0.1))
+        writer = threading.Thread(target=append_lines, args=(source_file, more, 100, 0.1))
         writer.start()
         try:
             worker.wait("the copying under way", lambda: len(file_lines(sink_file)) >= len(first) + 300)

@@ -9,6 +9,7 @@ committed offsets say.
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,10 +21,17 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 from tests.support import cli
 from tests.support.broker_process import BrokerProcess, running_broker
 from tests.support.cli import free_port_range
-from tests.support.connect import ConnectWorker, file_lines, running_worker
-
-SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
-SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
+from tests.support.connect import (
+    FILE_SINK,
+    FILE_SOURCE,
+    ConnectWorker,
+    append_lines,
+    file_lines,
+    running_worker,
+)
+from tests.support.raw_client import RawClient
+from tests.support.topics import create_topic
+from tests.support.transactions import consume_all, latest_offset
 
 
 @pytest.fixture(scope="module")
@@ -63,10 +71,10 @@ def test_file_source_to_file_sink_through_kaflet_and_a_worker_restart(
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         assert info["kafka_cluster_id"] == admin.list_topics(timeout=10).cluster_id
         status, plugins = worker.rest("GET", "/connector-plugins")
-        assert {SOURCE, SINK} <= {p["class"] for p in plugins}
+        assert {FILE_SOURCE, FILE_SINK} <= {p["class"] for p in plugins}
 
-        worker.put_connector(source, {"connector.class": SOURCE, "file": str(source_file), "topic": topic})
-        worker.put_connector(sink, {"connector.class": SINK, "file": str(sink_file), "topics": topic})
+        worker.put_connector(source, {"connector.class": FILE_SOURCE, "file": str(source_file), "topic": topic})
+        worker.put_connector(sink, {"connector.class": FILE_SINK, "file": str(sink_file), "topics": topic})
         worker.wait("every line in the sink's file", lambda: len(file_lines(sink_file)) >= len(first))
         worker.wait("connectors RUNNING", lambda: None not in (worker.task_worker(source), worker.task_worker(sink)))
         # Every line, in order, once.
@@ -92,8 +100,7 @@ def test_file_source_to_file_sink_through_kaflet_and_a_worker_restart(
         worker.stop()
 
     more = [f"after restart {i} {uuid.uuid4().hex}" for i in range(500)]
-    with source_file.open("a") as f:
-        f.write("".join(f"{line}\n" for line in more))
+    append_lines(source_file, more)
     with running_worker(worker):
         worker.wait("the appended lines", lambda: len(file_lines(sink_file)) >= len(first) + len(more))
         size = source_file.stat().st_size
@@ -127,9 +134,9 @@ def test_exactly_once_source_moves_between_two_workers_and_sink_offsets_are_alte
                                                      group, port + i, extra=extra) for i in range(2)}
     one, two = workers.values()
     with running_worker(one), running_worker(two):
-        one.put_connector(source, {"connector.class": SOURCE, "file": str(source_file), "topic": topic,
+        one.put_connector(source, {"connector.class": FILE_SOURCE, "file": str(source_file), "topic": topic,
                                    "exactly.once.support": "required", "transaction.boundary": "poll"})
-        one.put_connector(sink, {"connector.class": SINK, "file": str(sink_file), "topics": topic,
+        one.put_connector(sink, {"connector.class": FILE_SINK, "file": str(sink_file), "topics": topic,
                                  "consumer.override.isolation.level": "read_committed"})
         one.wait("every line in the sink's file", lambda: len(file_lines(sink_file)) >= len(first))
         assert file_lines(sink_file) == first
@@ -141,8 +148,7 @@ def test_exactly_once_source_moves_between_two_workers_and_sink_offsets_are_alte
         workers[running].stop()
         other = next(w for address, w in workers.items() if address != running)
         more = [f"moved {i} {uuid.uuid4().hex}" for i in range(500)]
-        with source_file.open("a") as f:
-            f.write("".join(f"{line}\n" for line in more))
+        append_lines(source_file, more)
         other.wait("the source task on the other worker", lambda: other.task_worker(source) == other.url[7:])
         other.wait("the appended lines", lambda: len(file_lines(sink_file)) >= len(first) + len(more))
         # The task went on from the offsets committed with its last transaction: nothing twice.
@@ -166,3 +172,49 @@ def test_exactly_once_source_moves_between_two_workers_and_sink_offsets_are_alte
         assert status == 202, body
         other.wait("the lines again", lambda: len(file_lines(sink_file)) >= 2 * (len(first) + len(more)))
         assert file_lines(sink_file) == 2 * (first + more)
+
+
+
+def test_exactly_once_source_killed_mid_transaction_leaves_no_duplicate(
+        connect_jars: list[Path], broker: BrokerProcess, tmp_path: Path) -> None:
+    """A worker SIGKILLed while its exactly-once source task has a transaction open with records
+    in the log: the restarted task's producer aborts it (InitProducerId with the same
+    transactional id) and goes on from the offsets of the last committed transaction, so a
+    read_committed consumer sees every line once, in order, and a read_uncommitted one the aborted
+    records as well."""
+    group, topic = f"connect-kill-{uuid.uuid4().hex[:6]}", f"kill-{uuid.uuid4().hex[:6]}"
+    source, source_file = f"{topic}-source", tmp_path / "in.txt"
+    lines = [f"line {i} {uuid.uuid4().hex}" for i in range(20000)]
+    source_file.write_text("")
+    create_topic(broker.bootstrap, topic)  # watched below before the task writes to it
+    worker = ConnectWorker(tmp_path / "worker", connect_jars, broker.bootstrap, group, free_port_range(1),
+                           extra={"exactly.once.source.support": "enabled"})
+    # Transactions of five seconds each: the kill below lands inside one, not between two.
+    config = {"connector.class": FILE_SOURCE, "file": str(source_file), "topic": topic,
+              "exactly.once.support": "required", "transaction.boundary": "interval",
+              "transaction.boundary.interval.ms": "5000"}
+    raw = RawClient(broker.bootstrap)
+    writer = threading.Thread(target=append_lines, args=(source_file, lines, 100, 0.05))
+    try:
+        with running_worker(worker):
+            worker.put_connector(source, config)
+            writer.start()
+            # One transaction committed, and the next one's records in the log but not yet stable.
+            worker.wait("an open transaction with records after a committed one",
+                        lambda: 0 < latest_offset(raw, topic, 1) < latest_offset(raw, topic, 0))
+            worker.kill()
+        epoch = _producer_epoch(broker.bootstrap, f"{group}-{source}-0")
+        writer.join()
+        with running_worker(worker):
+            committed = consume_all(broker.bootstrap, topic, "read_committed", len(lines), timeout_s=120)
+            assert [v.decode() for v in committed] == lines
+            assert _producer_epoch(broker.bootstrap, f"{group}-{source}-0") > epoch
+            worker.stop()
+    finally:
+        raw.close()
+        if writer.is_alive():
+            writer.join()
+    # The killed worker's open transaction stays in the log, aborted.
+    everything = consume_all(broker.bootstrap, topic, "read_uncommitted", len(lines) + 1)
+    assert len(everything) > len(lines)
+    assert {v.decode() for v in everything} == set(lines)

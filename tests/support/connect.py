@@ -44,6 +44,9 @@ WHEEL_JARS = (
     "javassist-", "osgi-resource-locator-", "maven-artifact-",
     "log4j-api-", "log4j-core-", "log4j-slf4j2-impl-",
 )
+#: Kafka's file connectors (connect-file), the ones these tests run.
+FILE_SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
+FILE_SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
 LOG_CONFIG = """\
 rootLogger.level = INFO
 rootLogger.appenderRef.file.ref = FILE
@@ -212,3 +215,14 @@ def running_worker(worker: ConnectWorker) -> Iterator[ConnectWorker]:
 def file_lines(path: Path) -> list[str]:
     """The lines of a connector's file (none before it exists)."""
     return path.read_text().splitlines() if path.exists() else []
+
+
+def append_lines(path: Path, lines: list[str], chunk: int = 0, pause: float = 0.0) -> None:
+    """Append ``lines`` to a source connector's file: all at once, or ``chunk`` at a time with a
+    ``pause`` between, as a program writing its log would."""
+    step = chunk or len(lines) or 1
+    for i in range(0, len(lines), step):
+        with path.open("a") as f:
+            f.write("".join(f"{line}\n" for line in lines[i:i + step]))
+        if pause:
+            time.sleep(pause)
