@@ -1,9 +1,8 @@
 """A Kafka Connect 4.3 distributed worker on a 3-broker kaflet cluster, losing a broker mid-stream.
 
-The worker's topics are replicated three times; the data topic is led by a broker that
-coordinates neither the worker's group nor the sink's, and that broker is SIGKILLed while the
-source connector is copying lines into it. The source's idempotent producer and the sink's
-consumer go on with the new leader: every line still arrives once, in order.
+The worker's topics are replicated three times. In one test the broker SIGKILLed leads the data
+topic, in the other it coordinates the source task's transactions; either way every line
+arrives once, in order.
 """
 
 from __future__ import annotations
@@ -27,6 +26,7 @@ from tests.support.connect import (
     file_lines,
     running_worker,
 )
+from tests.support.transactions import consume_all
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -85,4 +85,45 @@ def test_worker_on_three_brokers_survives_the_loss_of_the_data_topics_leader(
 
         cluster.start_broker(victim)
         cluster.wait_for_isr(topic, 0, [1, 2, 3], timeout=60)
+        worker.stop()
+
+
+def test_exactly_once_source_survives_the_loss_of_its_transaction_coordinator(
+        connect_jars: list[Path], cluster_factory: Callable[..., Cluster], tmp_path: Path) -> None:
+    """An exactly-once source task (KIP-618) whose transaction coordinator is SIGKILLed while it
+    commits a transaction per poll: its producer finds the new coordinator (which loaded the
+    transactions' state from the replicated __transaction_state) and goes on, and read_committed
+    readers see every line once, in order. The data topic is created by the worker (KIP-158)
+    with the replication factor the connector asks for."""
+    cluster = cluster_factory(3, overrides={"offsets.topic.num.partitions": str(OFFSETS_PARTITIONS),
+                                            "transaction.state.log.num.partitions": str(OFFSETS_PARTITIONS),
+                                            "min.insync.replicas": "2"})
+    cluster.wait_for_registered([1, 2, 3])
+    group, topic = f"connect-eos-{uuid.uuid4().hex[:6]}", f"eos-{uuid.uuid4().hex[:6]}"
+    source, source_file = f"{topic}-source", tmp_path / "in.txt"
+    lines = [f"line {i} {uuid.uuid4().hex}" for i in range(20000)]
+    source_file.write_text("")
+    worker = ConnectWorker(tmp_path / "worker", connect_jars, cluster.bootstrap, group, free_port_range(1),
+                           replication=3, extra={"exactly.once.source.support": "enabled"})
+    with running_worker(worker):
+        worker.put_connector(source, {"connector.class": FILE_SOURCE, "file": str(source_file), "topic": topic,
+                                      "exactly.once.support": "required",
+                                      "topic.creation.default.replication.factor": "3",
+                                      "topic.creation.default.partitions": "1"})
+        worker.wait("the source task RUNNING", lambda: worker.task_worker(source) is not None)
+        writer = threading.Thread(target=append_lines, args=(source_file, lines, 100, 0.05))
+        writer.start()
+        try:
+            # A transaction committed: its offsets are readable in the worker's offsets topic.
+            worker.wait("a committed transaction", lambda: worker.offsets(source) != [])
+            state_partition = partition_for(f"{group}-{source}-0", OFFSETS_PARTITIONS)
+            coordinator = cluster.wait_for_leader("__transaction_state", state_partition)
+            cluster.kill(coordinator)
+        finally:
+            writer.join()
+        cluster.wait_for_leader("__transaction_state", state_partition, timeout=60, exclude=[coordinator])
+        assert sorted(cluster.assignment(topic)[0]) == [1, 2, 3]
+        committed = consume_all(cluster.bootstrap, topic, "read_committed", len(lines), timeout_s=180)
+        assert [v.decode() for v in committed] == lines
+        assert worker.task_worker(source) is not None
         worker.stop()
