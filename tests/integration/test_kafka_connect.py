@@ -4,7 +4,9 @@ The worker (tests/support/connect.py) keeps its configs, source offsets and stat
 topics of kaflet's, joins a Connect group through kaflet's group coordinator and runs Kafka's
 FileStreamSource and FileStreamSink connectors: lines of a file go into a topic and back out into
 another file. Then it is stopped with SIGTERM and started again, and takes up where its
-committed offsets say.
+committed offsets say. With exactly-once source support (KIP-618) the source task moves between
+two workers, and a worker SIGKILLed inside a transaction leaves it aborted; a stopped sink's
+offsets are reset through the REST API (KIP-875).
 """
 
 from __future__ import annotations
@@ -172,7 +174,6 @@ def test_exactly_once_source_moves_between_two_workers_and_sink_offsets_are_alte
         assert status == 202, body
         other.wait("the lines again", lambda: len(file_lines(sink_file)) >= 2 * (len(first) + len(more)))
         assert file_lines(sink_file) == 2 * (first + more)
-
 
 
 def test_exactly_once_source_killed_mid_transaction_leaves_no_duplicate(
