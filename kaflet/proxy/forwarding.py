@@ -15,7 +15,8 @@ When the manager moves a cluster, an upstream connection opened before is not us
 requests (it is closed once its last answer is in): the next request goes to the new place, so
 connected clients follow at their next metadata refresh. A broker port whose broker the moved
 cluster does not have closes its client connections with a log line; clients then bootstrap
-again. While the cluster cannot be reached, Metadata, FindCoordinator and DescribeCluster get
+again. An idempotent producer's batch whose producer id another cluster gave is answered with
+UNKNOWN_PRODUCER_ID, so the client starts afresh (kaflet/proxy/producers.py). While the cluster cannot be reached, Metadata, FindCoordinator and DescribeCluster get
 Kafka's retriable errors and any other request closes the connection (as a broker that is down
 does), and clients retry.
 """
@@ -33,11 +34,13 @@ from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey, api_name
 from kaflet.protocol.broker_connection import BrokerConnectionError
 from kaflet.protocol.header import RequestHeader, response_header
-from kaflet.protocol.primitives import DecodeError, Reader
+from kaflet.protocol.primitives import DecodeError
+from kaflet.protocol.produce import ProduceRequest, decode_produce_request
 from kaflet.proxy.degradation import Degradation
 from kaflet.proxy.login import RelaySaslServer
 from kaflet.proxy.metrics import GatewayMetrics
 from kaflet.proxy.ports import ADDRESS_APIS, BrokerPorts
+from kaflet.proxy.producers import ProducerPlacements, producer_of, unknown_producer_answer
 from kaflet.proxy.router import DISCOVERY_APIS, ApiRanges, DiscoveryRouter, unavailable_answer, with_throttle
 from kaflet.proxy.upstream import Credentials, LoginRefusedError, UpstreamPool, UpstreamUnavailableError
 from kaflet.security.session import SaslSession
@@ -48,13 +51,15 @@ log = logging.getLogger("kaflet.proxy")
 class _Upstream:
     """A client connection's connection to its broker, and the cluster move it was opened under."""
 
-    __slots__ = ("client", "generation", "last")
+    __slots__ = ("client", "generation", "last", "kafka_cluster")
 
     def __init__(self, client: BrokerClient, generation: int) -> None:
         self.client = client
         self.generation = generation
         #: The answer of the latest request sent: answers come in order, so once it is in, all are.
         self.last: asyncio.Future[memoryview] | None = None
+        #: The Kafka cluster id of the broker behind it ("": it names none), once asked.
+        self.kafka_cluster: str | None = None
 
     def retire(self) -> None:
         """Close once the answers owed to the client are in."""
@@ -70,8 +75,10 @@ class ProxyRouter(DiscoveryRouter):
 
     def __init__(self, pool: UpstreamPool, ranges: ApiRanges, failed_delay_s: float, degradation: Degradation,
                  ports: BrokerPorts, advertised_host: str, target: tuple[int, int] | None,
-                 metrics: GatewayMetrics | None = None) -> None:
+                 metrics: GatewayMetrics | None = None, placements: ProducerPlacements | None = None) -> None:
+        """``placements``: shared by every port of the gateway, as a producer's connections are."""
         super().__init__(pool, ranges, failed_delay_s, degradation, metrics)
+        self.placements = placements if placements is not None else ProducerPlacements()
         self.ports = ports
         self.advertised_host = advertised_host
         self.target = target
@@ -91,12 +98,23 @@ class ProxyRouter(DiscoveryRouter):
         server = sasl.server
         assert isinstance(server, RelaySaslServer) and server.credentials is not None
         cluster_id, key, version = server.cluster_id, header.api_key, header.api_version
-        try:
-            expect_response = key != ApiKey.PRODUCE or produce_acks(version, body) != 0
-        except DecodeError as exc:
-            raise FrameError(f"Produce v{version} does not decode: {exc}") from None
+        produce: ProduceRequest | None = None
+        if key == ApiKey.PRODUCE:
+            try:
+                produce = decode_produce_request(body, version)
+            except DecodeError as exc:
+                raise FrameError(f"Produce v{version} does not decode: {exc}") from None
+        expect_response = produce is None or produce.acks != 0
         try:
             upstream = await self._upstream(conn, cluster_id, server.credentials, header.client_id or "")
+            if produce is not None and expect_response and (pair := producer_of(produce)) is not None:
+                where = await self._kafka_cluster(upstream)
+                if where and self.placements.stale(cluster_id, where, pair):
+                    log.info("producer id %d (epoch %d) of %s was given by another cluster than the one cluster "
+                             "%d is now (%s): answered UNKNOWN_PRODUCER_ID so the client starts afresh", *pair,
+                             server.credentials.username, cluster_id, where)
+                    return self._sent(cluster_id, key, [response_header(header.correlation_id, key, header.flexible),
+                                                        unknown_producer_answer(produce, version)])
             await upstream.client.writable()
             pending = upstream.client.submit_raw(key, version, body, expect_response=expect_response)
         except LoginRefusedError as exc:
@@ -114,10 +132,10 @@ class ProxyRouter(DiscoveryRouter):
         upstream.last = pending
         # Without --advertised-host, the address the client reached the gateway at.
         host = self.advertised_host or (conn.sock.getsockname()[0] if key in ADDRESS_APIS else "")
-        return DeferredResponse(self._answer(upstream.client, cluster_id, header, bytes(body) if key in DISCOVERY_APIS
+        return DeferredResponse(self._answer(upstream, cluster_id, header, bytes(body) if key in DISCOVERY_APIS
                                              else None, pending, throttle_ms, host, time.monotonic()))
 
-    async def _answer(self, client: BrokerClient, cluster_id: int, header: RequestHeader, request: bytes | None,
+    async def _answer(self, upstream: _Upstream, cluster_id: int, header: RequestHeader, request: bytes | None,
                       pending: asyncio.Future[memoryview], throttle_ms: int, host: str,
                       sent_at: float) -> Sequence[Chunk]:
         """The cluster's answer to one request, for the client (``request``: the body of a
@@ -125,7 +143,7 @@ class ProxyRouter(DiscoveryRouter):
         gateway's name for the client; ``sent_at``: when it was written upstream)."""
         key, version = header.api_key, header.api_version
         try:
-            body: bytes | memoryview = await client.response_body(key, version, pending)
+            body: bytes | memoryview = await upstream.client.response_body(key, version, pending)
         except BrokerConnectionError as exc:
             self.unreachable(cluster_id, exc)
             if request is None:
@@ -135,7 +153,9 @@ class ProxyRouter(DiscoveryRouter):
             if self.metrics is not None:
                 self.metrics.on_upstream(cluster_id, key, (time.monotonic() - sent_at) * 1000)
             self.outage(cluster_id).succeeded()
-            if key in ADDRESS_APIS:
+            if key == ApiKey.INIT_PRODUCER_ID:
+                await self._issued(cluster_id, upstream, version, body)
+            elif key in ADDRESS_APIS:
                 try:
                     body = self.ports.rewrite_answer(cluster_id, key, version, body, host)
                 except DecodeError as exc:
@@ -143,6 +163,41 @@ class ProxyRouter(DiscoveryRouter):
         if throttle_ms and codec.has_throttle_time(key, version):
             body = throttled(key, version, body, throttle_ms)
         return self._sent(cluster_id, key, [response_header(header.correlation_id, key, header.flexible), body])
+
+    async def _issued(self, cluster_id: int, upstream: _Upstream, version: int, body: bytes | memoryview) -> None:
+        """Note the producer id an InitProducerId answer gives out: the cluster's own from now on."""
+        try:
+            answer = codec.decode_response(ApiKey.INIT_PRODUCER_ID, version, memoryview(body))
+        except DecodeError as exc:
+            raise FrameError(f"cluster {cluster_id}'s InitProducerId answer does not decode: {exc}") from None
+        if answer.error_code == 0 and answer.producer_id >= 0:
+            try:
+                where = await self._kafka_cluster(upstream)
+            except BrokerConnectionError:
+                return  # the client's next request finds the connection gone and opens another
+            if where:
+                self.placements.issued(cluster_id, where, (answer.producer_id, answer.producer_epoch))
+
+    async def _kafka_cluster(self, upstream: _Upstream) -> str:
+        """The Kafka cluster id of the broker behind ``upstream``, asked of it once (Metadata
+        without topics); "" when it names none (Metadata before v2)."""
+        if upstream.kafka_cluster is None:
+            version, request = self._brokers_request()
+            body = await upstream.client.send_raw(ApiKey.METADATA, version, request)
+            try:
+                answer = codec.decode_response(ApiKey.METADATA, version, memoryview(body))
+            except DecodeError as exc:
+                raise FrameError(f"a Metadata answer of the cluster does not decode: {exc}") from None
+            upstream.kafka_cluster = getattr(answer, "cluster_id", None) or ""
+        return upstream.kafka_cluster
+
+    def _brokers_request(self) -> tuple[int, bytes]:
+        """(version, body) of a Metadata request for the brokers and cluster id only."""
+        version = min(self.ranges.ranges.get(ApiKey.METADATA, (0, 12))[1], 12)
+        request = codec.request_class(ApiKey.METADATA)(topics=[], allow_auto_topic_creation=False,
+                                                        include_cluster_authorized_operations=False,
+                                                        include_topic_authorized_operations=False)
+        return version, bytes(request.encode(version=version))
 
     async def _upstream(self, conn: Connection, cluster_id: int, credentials: Credentials,
                         client_id: str) -> _Upstream:
@@ -181,23 +236,9 @@ class ProxyRouter(DiscoveryRouter):
     async def _learn_brokers(self, cluster_id: int, credentials: Credentials) -> None:
         """Ask the cluster where its brokers are (a client came to a broker port this gateway has
         not named since it started, or since the cluster moved)."""
-        version = min(self.ranges.ranges.get(ApiKey.METADATA, (0, 12))[1], 12)
-        request = codec.request_class(ApiKey.METADATA)(topics=[], allow_auto_topic_creation=False,
-                                                        include_cluster_authorized_operations=False,
-                                                        include_topic_authorized_operations=False)
-        answer = await self.pool.request(cluster_id, credentials, ApiKey.METADATA, version,
-                                         bytes(request.encode(version=version)), cache=True)
+        version, request = self._brokers_request()
+        answer = await self.pool.request(cluster_id, credentials, ApiKey.METADATA, version, request, cache=True)
         self.ports.rewrite_answer(cluster_id, ApiKey.METADATA, version, answer, self.advertised_host)
-
-
-def produce_acks(version: int, body: bytes | memoryview) -> int:
-    """The acks of a Produce request body (its first fields: transactional_id from v3, then acks)."""
-    reader = Reader(body)
-    if version >= 9:
-        reader.compact_nullable_string()
-    elif version >= 3:
-        reader.nullable_string()
-    return reader.int16()
 
 
 def throttled(api_key: int, version: int, body: bytes | memoryview, throttle_ms: int) -> bytes:

@@ -36,6 +36,7 @@ from kaflet.proxy.forwarding import ProxyRouter
 from kaflet.proxy.login import RelayAuthenticator, RelaySaslServer
 from kaflet.proxy.metrics import GatewayCollector, GatewayMetrics, GatewayState, cluster_label
 from kaflet.proxy.ports import BrokerPorts
+from kaflet.proxy.producers import ProducerPlacements
 from kaflet.proxy.router import ApiRanges, DiscoveryRouter
 from kaflet.proxy.upstream import Address, UpstreamPool
 from kaflet.security.session import SaslSession
@@ -85,6 +86,7 @@ class GatewayProcess:
                                        window_ms=config.quota_window_size_seconds * 1000,
                                        max_throttle_ms=config.max_throttle_time_ms)
         self.ports = BrokerPorts(config.broker_port_base, config.ports_per_cluster, self._expose)
+        self.placements = ProducerPlacements()
         self.router = self._router(None)
         self.authenticator = RelayAuthenticator(lambda: self.sync.state.clusters, self.pool,
                                                 self._cluster_of_listener)
@@ -105,7 +107,7 @@ class GatewayProcess:
         if not self.proxy:
             return DiscoveryRouter(self.pool, self.ranges, delay_s, self.degradation, self.metrics)
         return ProxyRouter(self.pool, self.ranges, delay_s, self.degradation, self.ports, config.advertised_host,
-                           target, self.metrics)
+                           target, self.metrics, self.placements)
 
     def _listener(self, name: str, port: int) -> Listener:
         config = self.config

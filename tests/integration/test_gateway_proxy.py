@@ -6,6 +6,7 @@ gateway, whose answers name its own ports (one per broker) instead of the broker
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import threading
@@ -20,6 +21,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaProducer
 
+from kaflet.protocol.records import iter_batches
 from tests.support.broker_process import BrokerProcess
 from tests.support.cli import free_port_range
 from tests.support.gateway_process import GatewayProcess, gateway_broker, running_gateway, two_clusters
@@ -65,6 +67,12 @@ class Setup:
     def set_address(self, cluster_id: int, address: str) -> None:
         r = self.admin.form("/gateway-configs", {"type": "SD_CLUSTER_ID", "name": str(cluster_id), "value": address})
         assert r.status_code == 303, r.text
+
+    def move_back(self) -> None:
+        """Cluster 7 at broker A again, once the gateway has it."""
+        address = self.a.bootstrap_for("SASL_PLAINTEXT")
+        self.set_address(7, address)
+        wait_for(lambda: json.loads(self.cache.read_text())["clusters"].get("7") == [address])
 
     def broker_port(self, cluster_id: int) -> int:
         return self.base + cluster_id * PER_CLUSTER + BROKER_ID
@@ -217,8 +225,8 @@ def test_kcat_lists_produces_and_consumes(setup: Setup) -> None:
 
 def test_a_connected_producer_follows_its_cluster_moved_in_the_manager(setup: Setup) -> None:
     """Cluster 7's address moves to the other broker: a producer that stays connected goes on
-    delivering, and its later records land on the new place. (Not an idempotent one: its producer
-    id belongs to the cluster that gave it, which the new one does not know.)"""
+    delivering, and its later records land on the new place (a plain producer; idempotent ones
+    below)."""
     topic = f"move-{uuid.uuid4().hex[:8]}"
     create_topic(setup.a.bootstrap, topic, partitions=1)
     create_topic(setup.b.bootstrap, topic, partitions=1)
@@ -249,6 +257,122 @@ def test_a_connected_producer_follows_its_cluster_moved_in_the_manager(setup: Se
         setup.set_address(7, setup.a.bootstrap_for("SASL_PLAINTEXT"))
     assert errors and all(e is None for e in errors), [e for e in errors if e is not None][:3]
     assert end_offset(setup.a.bootstrap, topic) > 0
+
+
+def producers_of(broker: BrokerProcess, topic: str) -> list[tuple[int, int]]:
+    """(producer id, epoch) of each batch in the topic's partition 0 on the broker, read from its
+    segment files (what the gateway's clients cannot see)."""
+    found = []
+    for segment in sorted(broker.data_dir.rglob(f"{topic}-0/*.log")):
+        data = segment.read_bytes()
+        found += [(h.producer_id, h.producer_epoch) for _, h in iter_batches(data)]
+    return found
+
+
+def direct_values(bootstrap: str, topic: str) -> list[bytes]:
+    """Every value of the topic's partition 0 on one broker, in offset order."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4()}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    try:
+        end = int(consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1])
+        return poll_values(consumer, topic, end) if end else []
+    finally:
+        consumer.close()
+
+
+def check_moved_records(setup: Setup, topic: str, sent: list[bytes], acked: list[bytes]) -> None:
+    """What a move may do to an idempotent producer's records, as Kafka's semantics allow it.
+
+    Idempotence holds per producer id within one cluster, and the producer id the client holds
+    was given by cluster A, so across the switch the only record Kafka would allow on both sides
+    is one whose send got no answer and was retried. The gateway keeps the old connection until
+    its answers are in, so there is none: A holds a prefix of what was sent and B the rest, each
+    once and in order (one partition). B must not see A's (producer id, epoch) pairs: it has its
+    own producers under the same ids."""
+    on_a, on_b = direct_values(setup.a.bootstrap, topic), direct_values(setup.b.bootstrap, topic)
+    assert on_a and on_b, (len(on_a), len(on_b))
+    assert on_a + on_b == sent, "records lost, duplicated or reordered across the move"
+    assert sorted(acked) == sorted(sent)
+    assert not set(producers_of(setup.a, topic)) & set(producers_of(setup.b, topic))
+
+
+def test_an_idempotent_producer_follows_its_cluster_moved_in_the_manager(setup: Setup) -> None:
+    """librdkafka's idempotent producer (acks=all) writing steadily while cluster 7 moves to the
+    other broker: every record is acknowledged, none fails, and none is lost or doubled."""
+    topic = f"imove-{uuid.uuid4().hex[:8]}"
+    create_topic(setup.a.bootstrap, topic, partitions=1)
+    create_topic(setup.b.bootstrap, topic, partitions=1)
+    errors: list[Any] = []
+    producer = Producer({**client_config(setup.gateway, f"7.{APP}"), "enable.idempotence": True, "acks": "all",
+                         "linger.ms": 5, "topic.metadata.refresh.interval.ms": 1000,
+                         "message.timeout.ms": 30000, "error_cb": lambda e: errors.append(e)})
+    sent: list[bytes] = []
+    acked: list[bytes] = []
+    failed: list[Any] = []
+
+    def delivered(err: Any, msg: Any) -> None:
+        (failed if err is not None else acked).append(err if err is not None else msg.value())
+
+    stop = threading.Event()
+
+    def keep_producing() -> None:
+        while not stop.is_set():
+            value = f"r{len(sent)}".encode()
+            producer.produce(topic, value, on_delivery=delivered)
+            sent.append(value)
+            producer.poll(0.01)
+
+    thread = threading.Thread(target=keep_producing)
+    thread.start()
+    try:
+        wait_for(lambda: end_offset(setup.a.bootstrap, topic) > 0, timeout=20)
+        time.sleep(0.5)
+        setup.set_address(7, setup.b.bootstrap_for("SASL_PLAINTEXT"))
+        wait_for(lambda: end_offset(setup.b.bootstrap, topic) > 0, timeout=20)
+        time.sleep(1)
+    finally:
+        stop.set()
+        thread.join()
+        remaining = producer.flush(30)
+        setup.move_back()
+    assert remaining == 0 and not failed, failed[:3]
+    assert not [e for e in errors if e.fatal()], errors
+    check_moved_records(setup, topic, sent, acked)
+    assert "answered UNKNOWN_PRODUCER_ID" in setup.gateway.log()
+
+
+def test_the_java_idempotent_producer_follows_its_cluster_moved_in_the_manager(setup: Setup,
+                                                                               java: JavaPrograms) -> None:
+    """The Java client (idempotent by default) writing steadily while cluster 7 moves."""
+    topic = f"jmove-{uuid.uuid4().hex[:8]}"
+    create_topic(setup.a.bootstrap, topic, partitions=1)
+    create_topic(setup.b.bootstrap, topic, partitions=1)
+    lines: list[list[str]] = []
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            lines.extend(java.run("ProduceSteadily", setup.gateway.bootstrap, topic, "12", timeout=90,
+                                  login=(f"7.{APP}", PASSWORD)))
+        except BaseException as exc:  # noqa: BLE001 - reported by the test's thread
+            failure.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    try:
+        wait_for(lambda: end_offset(setup.a.bootstrap, topic) > 0 or not thread.is_alive(), timeout=30)
+        assert not failure, failure
+        time.sleep(0.5)
+        setup.set_address(7, setup.b.bootstrap_for("SASL_PLAINTEXT"))
+        wait_for(lambda: end_offset(setup.b.bootstrap, topic) > 0, timeout=20)
+    finally:
+        thread.join()
+        setup.move_back()
+    assert not failure, failure
+    [done] = [int(w[1]) for w in lines if w[0] == "done"]
+    assert not [w for w in lines if w[0] == "failed"][:3]
+    acked = [w[1].encode() for w in lines if w[0] == "acked"]
+    check_moved_records(setup, topic, [f"j{i}".encode() for i in range(done)], acked)
 
 
 def test_an_unreachable_cluster_gets_retriable_errors_and_recovers(setup: Setup) -> None:

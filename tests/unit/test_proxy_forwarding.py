@@ -10,8 +10,9 @@ import pytest
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
+from kaflet.protocol.produce import decode_produce_request
 from kaflet.proxy.config import GatewayConfig
-from kaflet.proxy.forwarding import produce_acks, throttled
+from kaflet.proxy.forwarding import throttled
 from kaflet.proxy.ports import BrokerPorts
 
 
@@ -91,10 +92,10 @@ def test_describe_cluster_brokers_are_rewritten() -> None:
 
 @pytest.mark.parametrize(("version", "transactional_id", "acks"), [
     (2, None, 0), (3, None, 1), (3, "tx", -1), (8, "tx", 0), (9, None, 0), (9, "tx-long-name", -1), (11, "t", 1)])
-def test_produce_acks_are_read_without_the_records(version: int, transactional_id: str | None, acks: int) -> None:
+def test_produce_acks_are_read(version: int, transactional_id: str | None, acks: int) -> None:
     R = codec.request_class(ApiKey.PRODUCE)
     request = R(transactional_id=transactional_id, acks=acks, timeout_ms=1000, topic_data=[])
-    assert produce_acks(version, bytes(request.encode(version=version))) == acks
+    assert decode_produce_request(memoryview(bytes(request.encode(version=version))), version).acks == acks
 
 
 @pytest.mark.parametrize(("api_key", "version"), [(ApiKey.PRODUCE, 9), (ApiKey.PRODUCE, 3), (ApiKey.METADATA, 12)])
