@@ -35,12 +35,12 @@ from kaflet.protocol.api_keys import ApiKey, api_name
 from kaflet.protocol.broker_connection import BrokerConnectionError
 from kaflet.protocol.header import RequestHeader, response_header
 from kaflet.protocol.primitives import DecodeError
-from kaflet.protocol.produce import ProduceRequest, decode_produce_request
+from kaflet.protocol.produce import decode_produce_request
 from kaflet.proxy.degradation import Degradation
 from kaflet.proxy.login import RelaySaslServer
 from kaflet.proxy.metrics import GatewayMetrics
 from kaflet.proxy.ports import ADDRESS_APIS, BrokerPorts
-from kaflet.proxy.producers import ProducerPlacements, producer_of, unknown_producer_answer
+from kaflet.proxy.producers import ProducerPlacements, produce_head, unknown_producer_answer
 from kaflet.proxy.router import DISCOVERY_APIS, ApiRanges, DiscoveryRouter, unavailable_answer, with_throttle
 from kaflet.proxy.upstream import Credentials, LoginRefusedError, UpstreamPool, UpstreamUnavailableError
 from kaflet.security.session import SaslSession
@@ -98,23 +98,27 @@ class ProxyRouter(DiscoveryRouter):
         server = sasl.server
         assert isinstance(server, RelaySaslServer) and server.credentials is not None
         cluster_id, key, version = server.cluster_id, header.api_key, header.api_version
-        produce: ProduceRequest | None = None
+        expect_response, pair = True, None
         if key == ApiKey.PRODUCE:
             try:
-                produce = decode_produce_request(body, version)
+                acks, pair = produce_head(version, body)
             except DecodeError as exc:
                 raise FrameError(f"Produce v{version} does not decode: {exc}") from None
-        expect_response = produce is None or produce.acks != 0
+            expect_response = acks != 0
         try:
             upstream = await self._upstream(conn, cluster_id, server.credentials, header.client_id or "")
-            if produce is not None and expect_response and (pair := producer_of(produce)) is not None:
+            if pair is not None and expect_response:
                 where = await self._kafka_cluster(upstream)
                 if where and self.placements.stale(cluster_id, where, pair):
                     log.info("producer id %d (epoch %d) of %s was given by another cluster than the one cluster "
                              "%d is now (%s): answered UNKNOWN_PRODUCER_ID so the client starts afresh", *pair,
                              server.credentials.username, cluster_id, where)
+                    try:
+                        answer = unknown_producer_answer(decode_produce_request(body, version), version)
+                    except DecodeError as exc:
+                        raise FrameError(f"Produce v{version} does not decode: {exc}") from None
                     return self._sent(cluster_id, key, [response_header(header.correlation_id, key, header.flexible),
-                                                        unknown_producer_answer(produce, version)])
+                                                        answer])
             await upstream.client.writable()
             pending = upstream.client.submit_raw(key, version, body, expect_response=expect_response)
         except LoginRefusedError as exc:

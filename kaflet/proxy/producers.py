@@ -21,28 +21,48 @@ or the same one after an outage) changes nothing.
 
 from __future__ import annotations
 
+import struct
+
 from kaflet.protocol.errors import ErrorCode
+from kaflet.protocol.primitives import DecodeError, Reader
 from kaflet.protocol.produce import PartitionProduceResult, ProduceRequest, encode_produce_response
 
-#: Producer records parsed from a batch header: producer id at byte 43, epoch at 51 (magic 2 only).
-_MAGIC_AT, _PID_AT, _EPOCH_AT, _HEADER = 16, 43, 51, 61
+#: Where a v2 batch header holds its magic and its producer id and epoch, and the header's size.
+_MAGIC_AT, _PID_AT, _HEADER = 16, 43, 61
+_PAIR = struct.Struct(">qh")
 
 Pair = tuple[int, int]
 
 
-def producer_of(request: ProduceRequest) -> Pair | None:
-    """(producer id, epoch) of the request's first record batch; None for a producer without an id
-    (not idempotent) or records older than magic 2. One producer writes a whole request."""
-    for topic in request.topics:
-        for partition in topic.partitions:
-            records = partition.records
-            if records is None or len(records) < _HEADER or records[_MAGIC_AT] != 2:
-                return None
-            pid = int.from_bytes(records[_PID_AT:_PID_AT + 8], "big", signed=True)
-            if pid < 0:
-                return None
-            return pid, int.from_bytes(records[_EPOCH_AT:_EPOCH_AT + 2], "big", signed=True)
-    return None
+def produce_head(version: int, body: bytes | memoryview) -> tuple[int, Pair | None]:
+    """(acks, (producer id, epoch) of the first record batch) of a Produce request body, read
+    without decoding the rest: one producer writes a whole request. The pair is None for a
+    producer without an id (not idempotent), no records, or records older than magic 2."""
+    reader = Reader(body)
+    flexible = version >= 9
+    if flexible:
+        reader.compact_nullable_string()
+    elif version >= 3:
+        reader.nullable_string()
+    acks = reader.int16()
+    reader.int32()  # timeout
+    if not (reader.compact_array_len(2) if flexible else reader.array_len(6)):
+        return acks, None
+    name = reader.uvarint() - 1 if flexible else reader.int16()
+    if name < 0:
+        raise DecodeError("null where a topic name is required")
+    reader.raw(name)
+    if not (reader.compact_array_len(6) if flexible else reader.array_len(8)):
+        return acks, None
+    reader.int32()  # partition index
+    size = reader.uvarint() - 1 if flexible else reader.int32()
+    if size < _HEADER:
+        return acks, None
+    records = reader.raw(_HEADER)
+    if records[_MAGIC_AT] != 2:
+        return acks, None
+    pid, epoch = _PAIR.unpack_from(records, _PID_AT)
+    return acks, ((pid, epoch) if pid >= 0 else None)
 
 
 def unknown_producer_answer(request: ProduceRequest, version: int) -> bytes:

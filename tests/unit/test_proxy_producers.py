@@ -7,26 +7,30 @@ import pytest
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
+from kaflet.protocol.primitives import DecodeError
 from kaflet.protocol.produce import decode_produce_request
 from kaflet.protocol.records import Record, build_batch
-from kaflet.proxy.producers import ProducerPlacements, producer_of, unknown_producer_answer
+from kaflet.proxy.producers import ProducerPlacements, produce_head, unknown_producer_answer
 
 
-def _request(version: int, batches: list[bytes | None]) -> bytes:
+def _request(version: int, batches: list[bytes | None], acks: int = -1) -> bytes:
     R = codec.request_class(ApiKey.PRODUCE)
     topic = R.TopicProduceData(name="t", partition_data=[R.TopicProduceData.PartitionProduceData(index=i, records=b)
                                                          for i, b in enumerate(batches)])
-    return bytes(R(transactional_id=None, acks=-1, timeout_ms=1000, topic_data=[topic]).encode(version=version))
+    return bytes(R(transactional_id="tx" if version == 8 else None, acks=acks, timeout_ms=1000, topic_data=[topic]).encode(version=version))
 
 
 @pytest.mark.parametrize("version", [3, 8, 9, 11])
 def test_the_producer_of_a_request_is_its_first_batchs(version: int) -> None:
     batch = build_batch([Record(0, 0, None, b"v")], producer_id=4242, producer_epoch=3, base_sequence=17)
-    request = decode_produce_request(memoryview(_request(version, [batch, batch])), version)
-    assert producer_of(request) == (4242, 3)
+    assert produce_head(version, _request(version, [batch, batch])) == (-1, (4242, 3))
+    assert produce_head(version, _request(version, [batch], acks=1)) == (1, (4242, 3))
     plain = build_batch([Record(0, 0, None, b"v")])  # no producer id: not idempotent
-    assert producer_of(decode_produce_request(memoryview(_request(version, [plain])), version)) is None
-    assert producer_of(decode_produce_request(memoryview(_request(version, [None])), version)) is None
+    assert produce_head(version, _request(version, [plain])) == (-1, None)
+    assert produce_head(version, _request(version, [None])) == (-1, None)
+    assert produce_head(version, _request(version, [])) == (-1, None)
+    with pytest.raises(DecodeError):
+        produce_head(version, _request(version, [batch])[:30])
 
 
 @pytest.mark.parametrize("version", [3, 8, 9, 11])
