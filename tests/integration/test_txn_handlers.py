@@ -99,3 +99,24 @@ async def test_transaction_apis() -> None:
             assert (await c.send(K.END_TXN, 3, end)).error_code in (E.CONCURRENT_TRANSACTIONS, E.NONE)
             wrong = _req(K.END_TXN, transactional_id="h", producer_id=pid + 1, producer_epoch=epoch, committed=True)
             assert (await c.send(K.END_TXN, 3, wrong)).error_code == E.INVALID_PRODUCER_ID_MAPPING
+
+
+async def test_an_idempotent_producer_always_gets_a_new_id() -> None:
+    """Kafka's answer to InitProducerId without a transactional id is a new producer id at epoch
+    0, also when the request names the producer's current id and epoch (KIP-360's reset); an
+    id without an epoch, or an epoch without an id, is INVALID_REQUEST."""
+    async with embedded_async() as bootstrap:
+        host, port = bootstrap.rsplit(":", 1)
+        async with await BrokerClient.connect(host, int(port)) as c:
+            def init(pid: int, epoch: int) -> Any:
+                return _req(K.INIT_PRODUCER_ID, transactional_id=None, transaction_timeout_ms=60000,
+                            producer_id=pid, producer_epoch=epoch)
+
+            first = await c.send(K.INIT_PRODUCER_ID, 4, init(-1, -1))
+            assert first.error_code == 0 and first.producer_id >= 0 and first.producer_epoch == 0
+            again = await c.send(K.INIT_PRODUCER_ID, 4, init(first.producer_id, first.producer_epoch))
+            assert again.error_code == 0 and again.producer_epoch == 0
+            assert again.producer_id != first.producer_id
+            for pid, epoch in ((first.producer_id, -1), (-1, 3)):
+                bad = await c.send(K.INIT_PRODUCER_ID, 4, init(pid, epoch))
+                assert (bad.error_code, bad.producer_id, bad.producer_epoch) == (E.INVALID_REQUEST, -1, -1)

@@ -15,8 +15,6 @@ API_KEY = ApiKey.INIT_PRODUCER_ID
 MIN_VERSION = 0
 MAX_VERSION = 4
 
-_MAX_EPOCH = 32767
-
 
 async def handle(ctx: RequestContext, body: memoryview) -> Response:
     req = codec.decode_request(API_KEY, ctx.version, body)
@@ -34,15 +32,16 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
         return R(error_code=denied, producer_id=-1, producer_epoch=-1)
     pid = getattr(req, "producer_id", -1)
     epoch = getattr(req, "producer_epoch", -1)
+    if (pid < 0) != (epoch < 0):
+        # Kafka's KafkaApis: a producer id without an epoch, or an epoch without an id.
+        return R(error_code=ErrorCode.INVALID_REQUEST, producer_id=-1, producer_epoch=-1)
     if req.transactional_id is not None:
         code, new_pid, new_epoch = await ctx.services.coordinators.transactions.init_producer_id(
             req.transactional_id, req.transaction_timeout_ms, pid, epoch)
         if code == ErrorCode.PRODUCER_FENCED and ctx.version < 4:
             code = ErrorCode.INVALID_PRODUCER_EPOCH  # PRODUCER_FENCED is new in v4 (KIP-588)
         return R(error_code=code, producer_id=new_pid, producer_epoch=new_epoch)
-    if pid >= 0 and epoch >= 0 and epoch < _MAX_EPOCH - 1:
-        # KIP-360: an idempotent producer bumps its own epoch to reset its sequences.
-        new_pid, new_epoch = pid, epoch + 1
-    else:
-        new_pid, new_epoch = await ctx.services.coordinators.producer_ids.next_id(), 0
-    return R(error_code=0, producer_id=new_pid, producer_epoch=new_epoch)
+    # An idempotent producer always gets a new id at epoch 0, also when it names its current one
+    # (KIP-360's reset), as Kafka's coordinator answers: bumping the epoch of the id it names
+    # would let any client fence whichever producer holds that id.
+    return R(error_code=0, producer_id=await ctx.services.coordinators.producer_ids.next_id(), producer_epoch=0)
