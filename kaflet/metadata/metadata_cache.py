@@ -59,6 +59,9 @@ class MetadataCache:
         self.topics: dict[str, TopicInfo] = {}
         self.topics_by_id: dict[bytes, str] = {}
         self.controller_id: int = -1
+        #: Bumped at every change of the topics or their partitions (readers that copy the
+        #: partitions, such as kafka_exporter's series, reuse their copy while it is unchanged).
+        self.version = 0
 
     def put_topic(self, name: str, topic_id_str: str, partitions: dict[int, PartitionInfo]) -> TopicInfo:
         old = self.topics.get(name)
@@ -67,6 +70,7 @@ class MetadataCache:
         raw = uuid_from_str(topic_id_str) if topic_id_str else bytes(16)
         info = TopicInfo(name, raw, topic_id_str, partitions)
         self.topics[name] = info
+        self.version += 1
         if raw != bytes(16):  # the zero id names no topic
             self.topics_by_id[raw] = name
         return info
@@ -79,6 +83,7 @@ class MetadataCache:
     def remove_topic(self, name: str) -> None:
         info = self.topics.pop(name, None)
         if info is not None:
+            self.version += 1
             self.topics_by_id.pop(info.topic_id, None)
 
     def topic_by_id(self, topic_id: bytes) -> TopicInfo | None:
@@ -111,6 +116,8 @@ class MetadataCache:
         self.brokers = brokers
         self.controller_id = request.controller_id if request.controller_id >= 0 else -1
         deleted: list[tuple[str, int]] = []
+        if request.topic_states:
+            self.version += 1
         for t in request.topic_states:
             name = t.topic_name
             raw_id = t.topic_id.bytes if t.topic_id is not None else bytes(16)

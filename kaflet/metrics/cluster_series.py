@@ -39,19 +39,12 @@ from __future__ import annotations
 
 from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
-
-class PartitionRow(NamedTuple):
-    """One partition as the metadata says: leader (-1: none), replicas and ISR.
-
-    A tuple: 10,000 of them are made on the event loop at each scrape (a frozen dataclass's
-    constructor cost ~3x more), and compared with the last scrape's (`TextCache`)."""
-
-    partition: int
-    leader: int
-    replicas: Sequence[int]
-    isr: Sequence[int]
+#: One partition as the metadata says: (partition, leader (-1: none), replicas, ISR). A plain tuple
+#: of numbers and tuples of numbers, which the garbage collector stops tracking at its first look
+#: (a NamedTuple's instances it tracks for ever, and the view keeps 10,000 of them between
+#: scrapes: see cluster_view.py's ClusterView for why that matters); sorted, rows sort by partition.
+PartitionRow = tuple[int, int, tuple[int, ...], tuple[int, ...]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +125,8 @@ class TextCache:
     def pieces(self, snap: ClusterSnapshot) -> Iterator[str | None]:
         """The text of `snap` in pieces, with a None after every ``ROWS_PER_PAUSE`` rows where the
         caller may pause (the broker hands its event loop back there)."""
-        if self._topics is None or self._topics != snap.topics:
+        # The view hands the same mapping back while the metadata is unchanged (`is`: no compare).
+        if self._topics is not snap.topics and (self._topics is None or self._topics != snap.topics):
             metadata = yield from _metadata_families(snap.topics)
             self._metadata, self._topics = metadata, snap.topics
         partitions, rest = self._metadata
@@ -157,9 +151,10 @@ def _offset_lines(snap: ClusterSnapshot) -> Iterator[str | None]:
         if len(current) % ROWS_PER_PAUSE < len(snap.topics[topic]):
             yield None
         for row in sorted(snap.topics[topic]):
-            got = offsets.get((topic, row.partition))
+            partition = row[0]
+            got = offsets.get((topic, partition))
             if got is not None:
-                labels = f'{{topic="{topic}",partition="{row.partition}"}}'
+                labels = f'{{topic="{topic}",partition="{partition}"}}'
                 current.append(f"kafka_topic_partition_current_offset{labels} {got[0]}\n")
                 oldest.append(f"kafka_topic_partition_oldest_offset{labels} {got[1]}\n")
     yield _family("kafka_topic_partition_current_offset", current)
@@ -181,17 +176,17 @@ def _metadata_families(topics: Mapping[str, Sequence[PartitionRow]]) -> Generato
             yield None
         partitions.append(f'kafka_topic_partitions{{topic="{topic}"}} {len(rows)}\n')
         # Rows sort by partition first (tuples): no key function to call.
-        for row in sorted(rows):
-            labels = f'{{topic="{topic}",partition="{row.partition}"}}'
-            has_leader = row.leader >= 0
+        for partition, leader_id, assigned, in_sync in sorted(rows):
+            labels = f'{{topic="{topic}",partition="{partition}"}}'
+            has_leader = leader_id >= 0
             if has_leader:
-                leader.append(f"kafka_topic_partition_leader{labels} {row.leader}\n")
-            replicas.append(f"kafka_topic_partition_replicas{labels} {len(row.replicas)}\n")
-            isr.append(f"kafka_topic_partition_in_sync_replica{labels} {len(row.isr)}\n")
-            is_preferred = has_leader and bool(row.replicas) and row.replicas[0] == row.leader
+                leader.append(f"kafka_topic_partition_leader{labels} {leader_id}\n")
+            replicas.append(f"kafka_topic_partition_replicas{labels} {len(assigned)}\n")
+            isr.append(f"kafka_topic_partition_in_sync_replica{labels} {len(in_sync)}\n")
+            is_preferred = has_leader and bool(assigned) and assigned[0] == leader_id
             preferred.append(f"kafka_topic_partition_leader_is_preferred{labels} {int(is_preferred)}\n")
             under.append(f"kafka_topic_partition_under_replicated_partition{labels} "
-                         f"{int(len(row.isr) < len(row.replicas))}\n")
+                         f"{int(len(in_sync) < len(assigned))}\n")
     rest = [_family("kafka_topic_partition_leader", leader),
             _family("kafka_topic_partition_replicas", replicas),
             _family("kafka_topic_partition_in_sync_replica", isr),
@@ -207,12 +202,15 @@ def _group_lines(snap: ClusterSnapshot) -> Iterator[str | None]:
     lag: list[str] = []
     lag_sum: list[str] = []
     # kafka_exporter asks a group's offsets of the partitions whose newest offset it read.
-    readable: dict[str, list[int]] = {}
+    by_topic: dict[str, list[int]] = {}
     for (topic, partition) in snap.offsets:
         if topic in snap.topics:
-            readable.setdefault(topic, []).append(partition)
-    for indexes in readable.values():
-        indexes.sort()
+            by_topic.setdefault(topic, []).append(partition)
+    # Tuples of numbers, which the garbage collector stops tracking at its first look: these
+    # live through the pauses below, and 1,000 lists a scrape were promoted to its oldest
+    # generation (see cluster_view.py's ClusterView).
+    readable = {topic: tuple(sorted(indexes)) for topic, indexes in by_topic.items()}
+    del by_topic
     for group_id in sorted(snap.groups):
         group = snap.groups[group_id]
         if len(members) % GROUPS_PER_PAUSE == 0:

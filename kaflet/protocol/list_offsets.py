@@ -152,36 +152,40 @@ def encode_list_offsets_response(topics: list[ListOffsetsTopicResponse], throttl
     return bytes(w.buf)
 
 
-def decode_list_offsets_response(body: memoryview | bytes, version: int) -> list[ListOffsetsTopicResponse]:
-    """The topics of a response body (what another broker answered); raises DecodeError."""
+def read_offsets(body: memoryview | bytes, version: int) -> dict[tuple[str, int], int]:
+    """The offset of each (topic, partition) a response body answers without an error (v0: its
+    first old-style offset, when it has one); raises DecodeError.
+
+    Plain tuples rather than the response's objects: the active controller reads 10,000 of these
+    at each scrape, and tuples of numbers and strings cost the garbage collector nothing after
+    its first look at them (cluster_view.py says why that matters)."""
     r = Reader(body)
     flexible = version >= _FLEXIBLE
     if version >= 2:
-        r.int32()  # the throttle time: the callers send a request a scrape, not a stream of them
-    topics = []
+        r.int32()  # the throttle time: the caller sends a few requests a scrape, not a stream of them
+    offsets: dict[tuple[str, int], int] = {}
     for _ in range(r.compact_array_len(2) if flexible else r.array_len(6)):
         name = r.compact_string() if flexible else r.string()
-        parts = []
         for _ in range(r.compact_array_len(6) if flexible else r.array_len(6)):
             index = r.int32()
             error = r.int16()
-            p = ListOffsetsPartitionResponse(index, error)
             if version == 0:
-                p.old_style_offsets = [r.int64() for _ in range(r.array_len(8))]
+                old_style = [r.int64() for _ in range(r.array_len(8))]
+                offset = old_style[0] if old_style else None
             else:
-                p.timestamp = r.int64()
-                p.offset = r.int64()
+                r.int64()  # the timestamp
+                offset = r.int64()
                 if version >= 4:
-                    p.leader_epoch = r.int32()
+                    r.int32()  # the leader epoch
             if flexible:
                 r.skip_tagged_fields()
-            parts.append(p)
+            if error == 0 and offset is not None:
+                offsets[(name, index)] = offset
         if flexible:
             r.skip_tagged_fields()
-        topics.append(ListOffsetsTopicResponse(name, parts))
     if flexible:
         r.skip_tagged_fields()
-    return topics
+    return offsets
 
 
 @dataclass(slots=True)

@@ -69,30 +69,32 @@ def encode_offset_fetch_response(groups: list[OffsetFetchGroup], throttle_ms: in
     return bytes(w.buf)
 
 
-def decode_offset_fetch_response(body: memoryview | bytes) -> list[OffsetFetchGroup]:
-    """The groups of a v8 response body (what a coordinator answered); raises DecodeError."""
+def read_committed(body: memoryview | bytes) -> dict[str, dict[tuple[str, int], int]]:
+    """The committed offsets of each group a v8 response body answers without an error, by
+    (topic, partition), leaving out the partitions with an error or without an offset (-1);
+    raises DecodeError. Plain dictionaries rather than the response's objects, for the garbage
+    collector's sake (see read_offsets in list_offsets.py)."""
     r = Reader(body)
     r.int32()  # the throttle time: the caller sends a few requests a scrape
-    groups = []
+    groups: dict[str, dict[tuple[str, int], int]] = {}
     for _ in range(r.compact_array_len(4)):
         group_id = r.compact_string()
-        topics = []
+        committed: dict[tuple[str, int], int] = {}
         for _ in range(r.compact_array_len(3)):
             name = r.compact_string()
-            parts = []
             for _ in range(r.compact_array_len(20)):
                 index = r.int32()
                 offset = r.int64()
-                epoch = r.int32()
-                metadata = r.compact_nullable_string()
+                r.int32()  # the leader epoch
+                r.compact_nullable_string()  # the metadata
                 error = r.int16()
                 r.skip_tagged_fields()
-                parts.append(OffsetFetchPartition(index, offset, epoch, metadata, error))
+                if error == 0 and offset >= 0:
+                    committed[(name, index)] = offset
             r.skip_tagged_fields()
-            topics.append(OffsetFetchTopic(name, parts))
-        error = r.int16()
+        if r.int16() == 0:
+            groups[group_id] = committed
         r.skip_tagged_fields()
-        groups.append(OffsetFetchGroup(group_id, topics, error))
     r.skip_tagged_fields()
     return groups
 

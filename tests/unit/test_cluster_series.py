@@ -4,11 +4,14 @@ the scrape-time cache around them (kaflet/metrics/cluster_view.py)."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from kaflet.metrics.cluster_series import ClusterSnapshot, GroupRow, PartitionRow, TextCache, cluster_text
-from kaflet.metrics.cluster_view import ClusterSeries, ClusterView, render
+from kaflet.metadata.metadata_cache import MetadataCache, PartitionInfo
+from kaflet.metadata.zkdata import BrokerInfo, EndPoint
+from kaflet.metrics.cluster_series import ClusterSnapshot, GroupRow, TextCache, cluster_text
+from kaflet.metrics.cluster_view import ClusterSeries, ClusterView, LocalState, render
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -26,9 +29,9 @@ def snapshot() -> ClusterSnapshot:
     return ClusterSnapshot(
         brokers=[(1, "h1:9092"), (2, "h2:9092"), (3, "h3:9092")],
         topics={
-            "orders": [PartitionRow(0, 1, (1, 2, 3), (1, 2, 3)), PartitionRow(1, 3, (2, 3, 1), (3, 1)),
-                       PartitionRow(2, -1, (3, 1, 2), ())],
-            "__consumer_offsets": [PartitionRow(0, 2, (2,), (2,))],
+            "orders": [(0, 1, (1, 2, 3), (1, 2, 3)), (1, 3, (2, 3, 1), (3, 1)),
+                       (2, -1, (3, 1, 2), ())],
+            "__consumer_offsets": [(0, 2, (2,), (2,))],
         },
         offsets={("orders", 0): (100, 10), ("orders", 1): (50, 0), ("__consumer_offsets", 0): (7, 0)},
         groups={
@@ -106,7 +109,7 @@ def test_the_text_parses_with_kafka_exporter_names_and_help() -> None:
         "kafka_consumergroup_current_offset", "kafka_consumergroup_current_offset_sum", "kafka_consumergroup_lag",
         "kafka_consumergroup_lag_sum"}
     # A group id may hold any character; the label is escaped.
-    odd = ClusterSnapshot([], {"t": [PartitionRow(0, 1, (1,), (1,))]}, {("t", 0): (5, 0)},
+    odd = ClusterSnapshot([], {"t": [(0, 1, (1,), (1,))]}, {("t", 0): (5, 0)},
                           {'we"ird\\\n': GroupRow(0, {("t", 0): 1})})
     [lag] = [s for f in text_string_to_metric_families(render(odd).decode()) if f.name == "kafka_consumergroup_lag"
              for s in f.samples]
@@ -158,15 +161,45 @@ def test_the_text_cache_rewrites_what_changed_and_pauses_in_large_snapshots() ->
     assert get(samples(moved), "kafka_topic_partition_current_offset", topic="orders", partition="0") == 120
     # The ISR shrank: the metadata's families are written again.
     shrunk = snapshot()
-    shrunk.topics = {**shrunk.topics, "orders": [PartitionRow(0, 1, (1, 2, 3), (1,)), *shrunk.topics["orders"][1:]]}
+    shrunk.topics = {**shrunk.topics, "orders": [(0, 1, (1, 2, 3), (1,)), *shrunk.topics["orders"][1:]]}
     text = cache.text(shrunk)
     assert text == cluster_text(shrunk)
     assert 'kafka_topic_partition_in_sync_replica{topic="orders",partition="0"} 1\n' in text
     # 2,000 partitions and 200 groups: the writer offers pauses all along, not only at its ends.
-    big = ClusterSnapshot([(1, "h:1")], {f"t{i}": [PartitionRow(p, 1, (1,), (1,)) for p in range(10)] for i in range(200)},
+    big = ClusterSnapshot([(1, "h:1")], {f"t{i}": [(p, 1, (1,), (1,)) for p in range(10)] for i in range(200)},
                           {(f"t{i}", p): (5, 0) for i in range(200) for p in range(10)},
                           {f"g{i}": GroupRow(0, {(f"t{i}", 0): 1}) for i in range(200)})
     pieces = list(TextCache().pieces(big))
     pauses = [i for i, piece in enumerate(pieces) if piece is None]
     assert len(pauses) >= 2000 // 500 * 2 + 200 // 50
     assert "".join(p for p in pieces if p is not None) == cluster_text(big)
+
+
+async def test_the_view_keeps_what_did_not_change_since_the_last_scrape() -> None:
+    md = MetadataCache()
+    md.brokers = {1: BrokerInfo(1, (EndPoint("PLAINTEXT", "h1", 9092),))}
+    md.put_topic("orders", "", {i: PartitionInfo(i, 1, 0, [1], [1]) for i in range(3)})
+    committed = {"billing": {("orders", 0): 5}, "audit": {("orders", 1): 7}}
+    hw = [10]
+
+    def groups() -> dict[str, GroupRow]:
+        return {g: GroupRow(1, dict(offsets)) for g, offsets in committed.items()}
+
+    async def connect(broker_id: int) -> Any:
+        raise AssertionError("a broker alone asks no other broker")
+
+    view = ClusterView(LocalState(1, "PLAINTEXT", md, lambda t, p: (hw[0], 0), groups, connect))
+    first = await view.snapshot()
+    assert first.topics == {"orders": [(0, 1, (1,), (1,)), (1, 1, (1,), (1,)), (2, 1, (1,), (1,))]}
+    hw[0] = 12
+    committed["audit"] = {("orders", 1): 9}
+    second = await view.snapshot()
+    # The same metadata: the same rows (not copies); offsets are read again.
+    assert second.topics is first.topics and second.offsets[("orders", 0)] == (12, 0)
+    # An unchanged group keeps its row; a moved one has a new row.
+    assert second.groups["billing"] is first.groups["billing"]
+    assert second.groups["audit"] == GroupRow(1, {("orders", 1): 9})
+    # A change of the metadata is copied again.
+    md.put_topic("orders", "", {0: PartitionInfo(0, 1, 1, [1], [])})
+    third = await view.snapshot()
+    assert third.topics == {"orders": [(0, 1, (1,), ())]} and third.offsets == {("orders", 0): (12, 0)}

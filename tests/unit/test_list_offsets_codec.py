@@ -1,4 +1,5 @@
-"""The hand-written ListOffsets and OffsetFetch v8 codecs against the generic codec, byte for byte."""
+"""The hand-written ListOffsets and OffsetFetch v8 codecs against the generic codec, byte for byte,
+and the DescribeGroups v5 member-count reader against answers the generic codec wrote."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from hypothesis import strategies as st
 
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
+from kaflet.protocol.describe_groups import VERSION as DESCRIBE_GROUPS_VERSION
+from kaflet.protocol.describe_groups import GroupMembers, decode_member_counts
 from kaflet.protocol.list_offsets import (
     MAX_VERSION,
     ListOffsetsPartition,
@@ -17,16 +20,16 @@ from kaflet.protocol.list_offsets import (
     ListOffsetsTopic,
     ListOffsetsTopicResponse,
     decode_list_offsets_request,
-    decode_list_offsets_response,
     encode_list_offsets_request,
     encode_list_offsets_response,
+    read_offsets,
 )
 from kaflet.protocol.offset_fetch import (
     OffsetFetchGroup,
     OffsetFetchPartition,
     OffsetFetchTopic,
-    decode_offset_fetch_response,
     encode_offset_fetch_response,
+    read_committed,
 )
 
 i16 = st.integers(-(2**15), 2**15 - 1)
@@ -89,7 +92,9 @@ def test_list_offsets_response_matches_the_generic_codec(data: st.DataObject, ve
         timestamp=p.timestamp, offset=p.offset, leader_epoch=p.leader_epoch) for p in t.partitions]) for t in topics])
     ours = encode_list_offsets_response(topics, throttle, version)
     assert ours == codec.encode_response(ApiKey.LIST_OFFSETS, version, theirs, throttle)
-    assert decode_list_offsets_response(memoryview(ours), version) == topics
+    assert read_offsets(memoryview(ours), version) == {
+        (t.name, p.partition_index): p.offset if version else p.old_style_offsets[0]
+        for t in topics for p in t.partitions if p.error_code == 0 and (version or p.old_style_offsets)}
 
 
 offset_fetch_groups = st.lists(st.builds(
@@ -113,4 +118,33 @@ def test_offset_fetch_v8_response_matches_the_generic_codec(groups: list[OffsetF
         for g in groups])
     ours = encode_offset_fetch_response(groups, throttle)
     assert ours == codec.encode_response(ApiKey.OFFSET_FETCH, 8, theirs, throttle)
-    assert decode_offset_fetch_response(memoryview(ours)) == groups
+    expected: dict[str, dict[tuple[str, int], int]] = {}
+    for g in groups:
+        if g.error_code == 0:
+            expected[g.group_id] = {(t.name, p.partition_index): p.committed_offset for t in g.topics
+                                    for p in t.partitions if p.error_code == 0 and p.committed_offset >= 0}
+    assert read_committed(memoryview(ours)) == expected
+
+
+members = st.fixed_dictionaries({
+    "member_id": st.text(max_size=10), "group_instance_id": st.none() | st.text(max_size=10),
+    "client_id": st.text(max_size=10), "client_host": st.text(max_size=10),
+    "member_metadata": st.binary(max_size=20), "member_assignment": st.binary(max_size=20)})
+described_groups = st.lists(st.fixed_dictionaries({
+    "error_code": i16, "group_id": names, "group_state": st.text(max_size=12), "protocol_type": st.text(max_size=8),
+    "protocol_data": st.text(max_size=8), "members": st.lists(members, max_size=4),
+    "authorized_operations": st.none() | st.sets(st.integers(2, 12))}),
+    max_size=4)
+
+
+@settings(max_examples=300, deadline=None)
+@given(described_groups, st.integers(0, 2**31 - 1))
+def test_describe_groups_member_counts_read_the_generic_codecs_answers(groups: list[dict[str, Any]],
+                                                                        throttle: int) -> None:
+    R: Any = codec.response_class(ApiKey.DESCRIBE_GROUPS)
+    G = R.DescribedGroup
+    M = G.DescribedGroupMember
+    theirs = R(groups=[G(**{**g, "members": [M(**m) for m in g["members"]]}) for g in groups])
+    body = codec.encode_response(ApiKey.DESCRIBE_GROUPS, DESCRIBE_GROUPS_VERSION, theirs, throttle)
+    assert decode_member_counts(memoryview(body)) == [
+        GroupMembers(g["error_code"], g["group_id"], len(g["members"])) for g in groups]
