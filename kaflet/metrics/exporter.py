@@ -296,15 +296,21 @@ async def log_rows_yielding(partitions: Iterable[Partition]) -> list[LogRow]:
     return rows + log_rows(chunk)
 
 
-def log_text(rows: list[LogRow]) -> str:
-    """The per-partition Log series (kafka.log:type=Log) in the text format. Written here rather
-    than as prometheus_client families: three per partition are most of a large broker's samples,
-    and its families and writer take ~30 us a sample (1 s at 10,000 partitions), this ~1 us."""
-    out: list[str] = []
+def log_text_pieces(rows: list[LogRow]) -> Iterator[str]:
+    """The per-partition Log series (kafka.log:type=Log) in the text format, ``ROWS_PER_YIELD``
+    rows of a series a piece. Written here rather than as prometheus_client families: three per
+    partition are most of a large broker's samples, and its families and writer take ~30 us a
+    sample (1 s at 10,000 partitions), this ~1 us."""
     for column, (name, doc) in enumerate(_LOG_SERIES, start=2):
-        out.append(f"# HELP {name} {doc}\n# TYPE {name} gauge\n")
-        out.extend(f'{name}{{topic="{row[0]}",partition="{row[1]}"}} {row[column]}\n' for row in rows)
-    return "".join(out)
+        yield f"# HELP {name} {doc}\n# TYPE {name} gauge\n"
+        for first in range(0, len(rows), ROWS_PER_YIELD):
+            yield "".join(f'{name}{{topic="{row[0]}",partition="{row[1]}"}} {row[column]}\n'
+                          for row in rows[first:first + ROWS_PER_YIELD])
+
+
+def log_text(rows: list[LogRow]) -> str:
+    """`log_text_pieces` in one string."""
+    return "".join(log_text_pieces(rows))
 
 
 def _write(families: list[Metric], rows: list[LogRow]) -> bytes:
@@ -392,11 +398,17 @@ class MetricsExporter(MetricsEndpoint):
         return _write(list(self.registry.collect()), log_rows(self.state.partitions()))
 
     async def body(self) -> bytes:
-        # The values are read here, on the loop, between requests; the text (most of a
-        # scrape's time) is written on a thread, so the loop is not held for the whole scrape.
-        families = list(self.registry.collect())
+        # Values and text on the loop, between requests, in slices that hand it back. Not on a
+        # thread: a thread's hold on the GIL made each of the loop's system calls wait for the
+        # 5 ms switch interval. And the families are made and written in one step: objects
+        # that live across many turns of the loop end in the garbage collector's oldest
+        # generation, and filling it costs a full collection (see cluster_view.py's ClusterView).
         rows = await log_rows_yielding(self.state.partitions())
-        body = await asyncio.to_thread(_write, families, rows)
+        pieces = [generate_latest(FamilySnapshot(list(self.registry.collect())))]
+        for piece in log_text_pieces(rows):
+            pieces.append(piece.encode())
+            await asyncio.sleep(0)
+        body = b"".join(pieces)
         if self.cluster is not None:
             body += await self.cluster.text()
         return body
