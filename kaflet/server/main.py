@@ -38,6 +38,15 @@ async def serve(config: BrokerConfig) -> int:
     # process: kept out of the collector, a full collection no longer walks it, which took
     # 30-45 ms of the event loop each time (measured on a 3-broker cluster) and stalled requests.
     gc.freeze()
+    # What is made later (topics created at run time, a scrape's snapshot, requests in flight)
+    # is promoted to the oldest generation when a collection of the middle one finds it alive,
+    # and a quarter of that generation promoted costs a full collection: 0.3-0.5 s of the
+    # loop at 10,000 partitions. With a collection every 700 allocations, a handler or a
+    # scrape that allocates a few thousand objects was found alive by many and promoted them
+    # (a full collection every second or two while /metrics was scraped every second, see
+    # benchmarks/README.md); every 50,000 finds far fewer alive, and collects no less of the
+    # garbage (what refcounting frees never waits for the collector).
+    gc.set_threshold(50_000, 10, 10)
     waits = [asyncio.create_task(stop.wait()), asyncio.create_task(broker.halted.wait())]
     await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
     for w in waits:

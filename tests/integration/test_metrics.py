@@ -122,6 +122,8 @@ def test_broker_topic_and_request_metrics_match_what_clients_sent(tmp_path: Any)
     assert value(s, "kafka_controller_kafkacontroller_activecontrollercount") == 1
     assert value(s, "kafka_log_log_logendoffset", topic=two, partition="0") == 7
     assert value(s, "kafka_coordinator_group_groupmetadatamanager_numgroups") >= 1
+    # The process's own series (collected on a thread at a scrape): its log segments are open.
+    assert value(s, "process_open_fds") >= 6 and value(s, "process_max_fds") > 0
 
 
 def test_without_metrics_listener_nothing_is_counted(tmp_path: Any) -> None:
