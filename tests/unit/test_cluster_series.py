@@ -159,6 +159,16 @@ def test_the_text_cache_rewrites_what_changed_and_pauses_in_large_snapshots() ->
     moved.offsets = {**moved.offsets, ("orders", 0): (120, 10)}
     assert cache.text(moved) == cluster_text(moved)
     assert get(samples(moved), "kafka_topic_partition_current_offset", topic="orders", partition="0") == 120
+    # A group's lines follow the newest offsets of its topics, its commits and its members.
+    assert get(samples(moved), "kafka_consumergroup_lag", consumergroup="billing", topic="orders", partition="0") == 62
+    committed = snapshot()
+    committed.offsets = moved.offsets
+    committed.groups = {**committed.groups, "billing": GroupRow(3, {("orders", 0): 100, ("orders", 1): 40})}
+    text = cache.text(committed)
+    assert text == cluster_text(committed)
+    assert 'kafka_consumergroup_lag{consumergroup="billing",topic="orders",partition="1"} 10\n' in text
+    assert 'kafka_consumergroup_members{consumergroup="billing"} 3\n' in text
+    assert cache.text(committed) == text
     # The ISR shrank: the metadata's families are written again.
     shrunk = snapshot()
     shrunk.topics = {**shrunk.topics, "orders": [(0, 1, (1, 2, 3), (1,)), *shrunk.topics["orders"][1:]]}
@@ -169,10 +179,15 @@ def test_the_text_cache_rewrites_what_changed_and_pauses_in_large_snapshots() ->
     big = ClusterSnapshot([(1, "h:1")], {f"t{i}": [(p, 1, (1,), (1,)) for p in range(10)] for i in range(200)},
                           {(f"t{i}", p): (5, 0) for i in range(200) for p in range(10)},
                           {f"g{i}": GroupRow(0, {(f"t{i}", 0): 1}) for i in range(200)})
-    pieces = list(TextCache().pieces(big))
+    cache = TextCache()
+    pieces = list(cache.pieces(big))
     pauses = [i for i, piece in enumerate(pieces) if piece is None]
     assert len(pauses) >= 2000 // 500 * 2 + 200 // 50
     assert "".join(p for p in pieces if p is not None) == cluster_text(big)
+    # Unchanged, it is only compared, with fewer pauses; one topic's offsets moved are written again.
+    assert 1 <= sum(piece is None for piece in cache.pieces(big)) < len(pauses)
+    big.offsets = {**big.offsets, ("t7", 3): (9, 1)}
+    assert cache.text(big) == cluster_text(big)
 
 
 async def test_the_view_keeps_what_did_not_change_since_the_last_scrape() -> None:
