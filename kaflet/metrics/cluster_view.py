@@ -14,7 +14,7 @@ partitions without offsets and its groups out, as kafka_exporter does, and is lo
 ``max_age_s`` old; scrapes that arrive while one is gathered wait for it rather than start another.
 The snapshot is read on the event loop (copies of plain values, kept from the last scrape where
 nothing changed: `ClusterView`) and the text written there too (reusing the metadata's families
-while they are unchanged: `TextCache`), both handing the loop back every 500 partitions or 50
+while they are unchanged: `TextCache`), both handing the loop back every 200 partitions or 20
 groups.
 """
 
@@ -55,14 +55,15 @@ LIST_OFFSETS_VERSION = 6
 LIST_GROUPS_VERSION = 4
 OFFSET_FETCH_VERSION = 8
 #: Partitions per ListOffsets and groups per DescribeGroups / OffsetFetch: the other broker
-#: answers a connection's requests one at a time, so a smaller request holds its loop for less
-#: (with the hand-written codecs, ~5 ms for 500 partitions), but every request in flight keeps
-#: a dozen objects (task, future, timer...) alive for the garbage collector to promote (see
-#: ClusterView): 20 requests a scrape at 10,000 partitions rather than 100.
-PARTITIONS_PER_REQUEST = 500
-GROUPS_PER_REQUEST = 100
+#: answers a connection's requests one at a time and this one reads each answer in one step of
+#: its loop, so a smaller request holds both loops for less (~2 ms at 200 partitions on an idle
+#: core, ten times that on a loaded one: produce requests wait behind such steps); but every
+#: request in flight keeps a dozen objects (task, future, timer...) alive across the scrape
+#: (see ClusterView): 100 requests a scrape at 10,000 partitions, not the 5,000 of 2 each.
+PARTITIONS_PER_REQUEST = 200
+GROUPS_PER_REQUEST = 50
 #: Partitions copied from the metadata between two returns to the event loop.
-PARTITIONS_PER_YIELD = 500
+PARTITIONS_PER_YIELD = 200
 #: A scrape does not wait longer than this for another broker (Prometheus' default timeout is 10 s).
 REQUEST_TIMEOUT_S = 5.0
 #: A snapshot younger than this is served again.

@@ -278,7 +278,7 @@ def log_rows(partitions: Iterable[Partition]) -> list[LogRow]:
 
 
 #: Partitions read between two returns to the event loop during a scrape.
-ROWS_PER_YIELD = 500
+ROWS_PER_YIELD = 200
 
 
 async def log_rows_yielding(partitions: Iterable[Partition]) -> list[LogRow]:
