@@ -33,6 +33,7 @@ DEFAULTS: dict[str, str] = {
     "upstream.request.timeout.ms": "30000",
     "upstream.connect.timeout.ms": "10000",
     "upstream.idle.ms": "300000",
+    "upstream.login.recheck.ms": "60000",
     "connections.max.idle.ms": "600000",
     "socket.request.max.bytes": "104857600",
     "sasl.server.max.receive.size": "524288",
@@ -83,6 +84,7 @@ class GatewayConfig:
     upstream_request_timeout_ms: int
     upstream_connect_timeout_ms: int
     upstream_idle_ms: int
+    upstream_login_recheck_ms: int
     connections_max_idle_ms: int
     socket_request_max_bytes: int
     sasl_max_receive_size: int
@@ -198,6 +200,7 @@ class GatewayConfig:
             upstream_request_timeout_ms=positive("upstream.request.timeout.ms", 100),
             upstream_connect_timeout_ms=positive("upstream.connect.timeout.ms", 100),
             upstream_idle_ms=positive("upstream.idle.ms", 1000),
+            upstream_login_recheck_ms=positive("upstream.login.recheck.ms", 0),
             connections_max_idle_ms=positive("connections.max.idle.ms", 0),
             socket_request_max_bytes=positive("socket.request.max.bytes", 1024),
             sasl_max_receive_size=positive("sasl.server.max.receive.size", 512),

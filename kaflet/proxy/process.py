@@ -76,7 +76,7 @@ class GatewayProcess:
         self.pool = UpstreamPool(self._addresses, connect_timeout_s=config.upstream_connect_timeout_ms / 1000,
                                  request_timeout_s=config.upstream_request_timeout_ms / 1000,
                                  idle_s=config.upstream_idle_ms / 1000, cache_s=config.metadata_cache_ms / 1000,
-                                 tls=config.upstream_tls)
+                                 login_recheck_s=config.upstream_login_recheck_ms / 1000, tls=config.upstream_tls)
         #: The counters behind /metrics; None (nothing counted) without metrics.listener.
         self.metrics = GatewayMetrics() if config.metrics_listener else None
         self.pool.metrics = self.metrics

@@ -60,12 +60,14 @@ class Credentials:
 class _Session:
     """One upstream connection for (cluster, credentials), opened on demand."""
 
-    __slots__ = ("client", "lock", "last_used")
+    __slots__ = ("client", "lock", "last_used", "checked_at")
 
     def __init__(self) -> None:
         self.client: BrokerClient | None = None
         self.lock = asyncio.Lock()
         self.last_used = time.monotonic()
+        #: When the cluster last accepted these credentials (a SASL exchange).
+        self.checked_at = float("-inf")
 
 
 class UpstreamPool:
@@ -75,14 +77,17 @@ class UpstreamPool:
     """
 
     def __init__(self, addresses: Callable[[int], tuple[Address, ...] | None], *, connect_timeout_s: float,
-                 request_timeout_s: float, idle_s: float, cache_s: float, tls: ssl.SSLContext | None = None) -> None:
-        """``tls``: the context of the brokers' SASL_SSL listener (None: SASL_PLAINTEXT)."""
+                 request_timeout_s: float, idle_s: float, cache_s: float, login_recheck_s: float = 60.0,
+                 tls: ssl.SSLContext | None = None) -> None:
+        """``tls``: the context of the brokers' SASL_SSL listener (None: SASL_PLAINTEXT);
+        ``login_recheck_s``: how long a cluster's acceptance of a password stands for new logins."""
         self._addresses = addresses
         self.tls = tls
         self.connect_timeout_s = connect_timeout_s
         self.request_timeout_s = request_timeout_s
         self.idle_s = idle_s
         self.cache_s = cache_s
+        self.login_recheck_s = login_recheck_s
         self._sessions: dict[tuple[int, Credentials], _Session] = {}
         self._cache: dict[tuple[int, Credentials, int, int, bytes], tuple[float, bytes]] = {}
         self._next = 0  # rotates the first address tried, so the clusters' brokers share the load
@@ -95,9 +100,25 @@ class UpstreamPool:
         self._reaper = asyncio.create_task(self._reap(), name="upstream-idle")
 
     async def login(self, cluster_id: int, credentials: Credentials) -> None:
-        """Make sure an upstream connection with these credentials is open: LoginRefusedError
-        when the cluster refuses them, UpstreamUnavailableError when no broker answers."""
-        await self._client(cluster_id, credentials)
+        """Check a client's login with the cluster: LoginRefusedError when the cluster refuses
+        the credentials, UpstreamUnavailableError when no broker answers.
+
+        An open connection with the same credentials answers for them for ``login_recheck_s``
+        after the cluster accepted them; later logins are checked again on a connection of
+        their own. Otherwise a connection kept busy by other clients would keep accepting a
+        password the cluster no longer does (changed or deleted in the management service)."""
+        session = self._sessions.get((cluster_id, credentials))
+        if session is None or session.client is None or session.client.closed:
+            await self._client(cluster_id, credentials)
+            return
+        if time.monotonic() - session.checked_at < self.login_recheck_s:
+            session.last_used = time.monotonic()
+            return
+        # Connections already logged in stay so (as Kafka keeps an authenticated connection
+        # until it closes); only the new login is checked.
+        check = await self.open(cluster_id, credentials)
+        check.close()
+        session.checked_at = time.monotonic()
 
     async def request(self, cluster_id: int, credentials: Credentials, api_key: int, version: int,
                       body: bytes, *, cache: bool = False) -> bytes:
@@ -138,6 +159,7 @@ class UpstreamPool:
             if session.client is None or session.client.closed:
                 try:
                     session.client = await self._connect(cluster_id, credentials)
+                    session.checked_at = time.monotonic()
                 except Exception:
                     if self._sessions.get((cluster_id, credentials)) is session and session.client is None:
                         del self._sessions[(cluster_id, credentials)]

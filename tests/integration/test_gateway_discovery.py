@@ -15,14 +15,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient
 from kafka import KafkaConsumer, KafkaProducer
 
-from tests.support.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess, running_broker
 from tests.support.gateway_process import GatewayProcess, gateway_broker, running_gateway, two_clusters
-from tests.support.manager import ManagerProcess, Session, wait_for
+from tests.support.manager import ManagerProcess, Session, running_manager, wait_for
 
 SYNC_MS = 300
 APP = "app_a"
@@ -33,6 +34,7 @@ JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required userna
         f'password="admin-secret" user_admin="admin-secret" user_7.{APP}="{PASSWORD}" user_8.{APP}="{PASSWORD}" '
         f'user_7.app_slow="{PASSWORD}" user_12.{APP}="{PASSWORD}";')
 SLOW_RATE = 4  # requests per second of app_slow at the gateway (an sp-limit in the manager)
+RECHECK_MS = 500  # how long a cluster's acceptance of a password stands at the gateway
 
 
 def broker_overrides(cluster_id: int, gateway_url: str) -> dict[str, str]:
@@ -149,6 +151,57 @@ def test_bad_usernames_and_passwords_are_refused_with_a_readable_reason(setup: S
     assert "<clusterId>.<appId>" in auth_error(setup, APP)
     # The password is the cluster's to check; its refusal is passed on.
     assert "cluster 7 refused the login" in auth_error(setup, f"7.{APP}", "wrong")
+
+
+def logs_in(bootstrap: str, username: str, password: str, security: str = "SASL_PLAINTEXT") -> bool:
+    """Whether a new client logs in and gets metadata (False: an authentication error)."""
+    errors: list[KafkaError] = []
+    admin = AdminClient({"bootstrap.servers": bootstrap, "security.protocol": security, "sasl.mechanism": "PLAIN",
+                         "sasl.username": username, "sasl.password": password,
+                         "error_cb": lambda e: errors.append(e)})
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        try:
+            admin.list_topics(timeout=0.5)
+            return True
+        except Exception:
+            admin.poll(0.1)  # error_cb is called from poll
+            if any(e.code() == KafkaError._AUTHENTICATION for e in errors):
+                return False
+    raise AssertionError(f"{username}: neither metadata nor an authentication error in 15 s: {errors}")
+
+
+def test_a_password_changed_in_the_manager_stops_logging_in_through_the_gateway(tmp_path: Path) -> None:
+    """A broker taking its applications' passwords from the manager (Logi-Kafka's login module),
+    and a gateway. The gateway's connection to the cluster, opened with the old password, stays
+    open; a new login with the old password is checked with the cluster again and refused once
+    the broker has the new one."""
+    jaas = ('com.didichuxing.datachannel.kafka.security.sasl.plain.PlainLoginModule required '
+            'username="admin" password="admin-secret";')
+    with running_manager(tmp_path / "manager") as manager, \
+            httpx.Client(base_url=manager.url, timeout=30) as http, \
+            running_broker(tmp_path / "broker", gateway_broker(7, manager.gateway_url, jaas)) as broker:
+        assert manager.admin_password
+        admin = Session(http, "admin", manager.admin_password)
+        sasl = broker.bootstrap_for("SASL_PLAINTEXT")
+        for form in ({"name": "c7", "cluster_id": "7", "bootstrap_servers": broker.bootstrap},):
+            assert admin.form("/clusters", form).status_code == 303
+        r = admin.form("/gateway-configs", {"type": "SD_CLUSTER_ID", "name": "7", "value": sasl})
+        assert r.status_code == 303, r.text
+        r = admin.api("POST", "/apps", {"app_id": "app_pw", "description": "password change"})
+        assert r.status_code == 201, r.text
+        old, user = r.json()["password"], "7.app_pw"
+        wait_for(lambda: logs_in(sasl, user, old))  # the broker has the new application
+        with running_gateway(tmp_path / "gateway", ["--manager-url", manager.gateway_url, "--listen", "127.0.0.1:0"],
+                             {"gateway.sync.interval.ms": "200", "upstream.login.recheck.ms": str(RECHECK_MS)}) as gw:
+            wait_for(lambda: logs_in(gw.bootstrap, user, old))
+            r = admin.api("POST", "/apps/app_pw/reset-password")
+            assert r.status_code == 200, r.text
+            new = r.json()["password"]
+            wait_for(lambda: not logs_in(sasl, user, old))
+            time.sleep(RECHECK_MS / 1000)
+            assert not logs_in(gw.bootstrap, user, old)
+            assert logs_in(gw.bootstrap, user, new)
 
 
 def _frame(api_key: int, version: int, correlation_id: int, body: bytes = b"") -> bytes:
