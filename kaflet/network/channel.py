@@ -46,13 +46,61 @@ class Channel:
         self.sock = sock
         self.loop = asyncio.get_running_loop()
         self.use_sendfile = True
+        self._fd = sock.fileno()
+        self._watching = False  # our reader is registered with the loop
+        self._waiting: tuple[asyncio.Future[int], memoryview] | None = None
 
     async def start(self, timeout: float) -> None:
         """Anything to do before the first frame (the TLS handshake); nothing for plain sockets."""
 
     async def recv_into(self, view: memoryview) -> int:
-        """Receive into `view`; 0 at end of stream."""
-        return await self.loop.sock_recv_into(self.sock, view)
+        """Receive into `view`; 0 at end of stream.
+
+        Unlike the loop's ``sock_recv_into``, which registers the socket with the selector and
+        removes it again for every read that has to wait (two epoll_ctl calls, a future and its
+        callbacks per request of a paced client), the registration stays while the client is
+        quiet. It is dropped only when bytes arrive with nobody reading (a request is being
+        handled), since the level-triggered selector would report them on every loop turn.
+        """
+        try:
+            return self.sock.recv_into(view)
+        except (BlockingIOError, InterruptedError):
+            pass
+        waiter: asyncio.Future[int] = self.loop.create_future()
+        self._waiting = (waiter, view)
+        if not self._watching:
+            self.loop.add_reader(self._fd, self._on_readable)
+            self._watching = True
+        try:
+            return await waiter
+        finally:
+            self._waiting = None
+
+    def _on_readable(self) -> None:
+        waiting = self._waiting
+        if waiting is None:
+            self._unwatch()
+            return
+        waiter, view = waiting
+        if waiter.done():  # received already; the task has not run yet
+            return
+        # Read here, as the loop's own reader callback does: the bytes are consumed before the
+        # selector is polled again, so it does not report them a second time.
+        try:
+            n = self.sock.recv_into(view)
+        except (BlockingIOError, InterruptedError):
+            return
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            waiter.set_exception(exc)
+        else:
+            waiter.set_result(n)
+
+    def _unwatch(self) -> None:
+        if self._watching:
+            self._watching = False
+            self.loop.remove_reader(self._fd)
 
     async def sendall(self, data: bytes | bytearray | memoryview) -> None:
         await self.loop.sock_sendall(self.sock, data)
@@ -105,6 +153,7 @@ class Channel:
         return None
 
     def close(self) -> None:
+        self._unwatch()  # the loop must not watch a closed (and maybe reused) descriptor
         try:
             self.sock.shutdown(socket.SHUT_RDWR)
         except OSError:
@@ -121,6 +170,7 @@ class Channel:
         of `timeout` to read the response and hang up itself (clients close on such an error),
         then half-close and discard what it still sends until it closes or the time is up.
         """
+        self._unwatch()  # the loop's sock_recv registers a reader of its own
         try:
             deadline = self.loop.time() + timeout
             if await self._drain_until(self.loop.time() + timeout / 2):
