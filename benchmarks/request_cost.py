@@ -1,6 +1,7 @@
 """The broker's CPU time per request, by kind: what one small Produce, Fetch or Metadata costs it.
 
-Starts one kaflet broker (bench.py's `started_broker`; PYTHONPATH=<checkout> selects the code),
+Starts one kaflet broker (bench.py's `BrokerProcess`), or one per ``--checkout`` (a source tree
+put first on that broker's PYTHONPATH) to compare code versions under the same machine load,
 then sends each kind of request from a raw blocking client (tests/support/raw_client.py) with
 every request encoded before the clock starts, so the client's own cost is not in the figure.
 The broker's user+system CPU (from /proc/PID/stat) over the requests, divided by their count,
@@ -8,6 +9,7 @@ is the figure: far less sensitive to a busy machine than latency. Kinds take tur
 round, so a busy moment falls on all of them.
 
     python benchmarks/request_cost.py [--requests 5000] [--rounds 3] [--window 1] [--only produce-acks1,...]
+    python benchmarks/request_cost.py --checkout ../baseline --checkout .   # two code versions side by side
 
 ``--window`` is how many requests are in flight on the connection: 1 is a paced client (one
 request per read on the broker), more is a pipelining one.
@@ -16,18 +18,20 @@ request per read on the broker), more is a pipelining one.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import struct
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench import cpu_seconds, started_broker  # noqa: E402
+from bench import BrokerProcess, cpu_seconds  # noqa: E402
 
 from kaflet.protocol import codec  # noqa: E402
 from kaflet.protocol.api_keys import ApiKey, is_flexible  # noqa: E402
@@ -163,35 +167,76 @@ def measure(c: RawClient, pid: int, kind: Kind, n: int, window: int) -> float:
     return (cpu_seconds(pid) - before) / n * 1e6
 
 
+@contextlib.contextmanager
+def broker_of(checkout: str, workdir: Path) -> Iterator[BrokerProcess]:
+    """A broker running the code of ``checkout`` (put first on its PYTHONPATH), or of this
+    environment's kaflet for ""."""
+    saved = os.environ.get("PYTHONPATH")
+    if checkout:
+        os.environ["PYTHONPATH"] = os.path.abspath(checkout)
+    try:
+        broker = BrokerProcess("kaflet", workdir)  # the child is spawned here, with the PYTHONPATH above
+    finally:
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
+    try:
+        broker.wait_ready()
+        yield broker
+    finally:
+        broker.stop()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--requests", type=int, default=5000, help="requests per kind and round")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--window", type=int, default=1, help="requests in flight (1: one at a time)")
     ap.add_argument("--only", default="", help="comma-separated kinds: " + ",".join(k.name for k in KINDS))
+    ap.add_argument("--checkout", action="append", default=[], metavar="DIR",
+                    help="run a broker of this source tree (repeat to compare; they take turns)")
     args = ap.parse_args()
     kinds = [k for k in KINDS if not args.only or k.name in args.only.split(",")]
-    with tempfile.TemporaryDirectory(prefix="request-cost-") as tmp, \
-            started_broker("kaflet", Path(tmp)) as broker:
-        pid = broker.proc.pid
-        print(f"broker pid {pid} on {broker.bootstrap}", file=sys.stderr, flush=True)
-        create_topic(broker.bootstrap, TOPIC)
-        c = RawClient(broker.bootstrap, timeout=60)
-        try:
-            # Fill the topic so fetches find a record, and warm the broker's paths up.
-            for kind in kinds:
+    checkouts = args.checkout or [""]
+    figures: dict[tuple[str, str], list[float]] = {}
+    with tempfile.TemporaryDirectory(prefix="request-cost-") as tmp, contextlib.ExitStack() as stack:
+        clients: list[tuple[str, int, RawClient]] = []
+        for i, checkout in enumerate(checkouts):
+            broker = stack.enter_context(broker_of(checkout, Path(tmp) / str(i)))
+            print(f"broker pid {broker.proc.pid} on {broker.bootstrap} ({checkout or 'installed kaflet'})",
+                  file=sys.stderr, flush=True)
+            create_topic(broker.bootstrap, TOPIC)
+            c = RawClient(broker.bootstrap, timeout=60)
+            stack.callback(c.close)
+            clients.append((checkout, broker.proc.pid, c))
+        # Fill the topic so fetches find a record, and warm the broker's paths up.
+        for kind in kinds:
+            for _, pid, c in clients:
                 measure(c, pid, kind, min(500, args.requests), args.window)
-            figures: dict[str, list[float]] = {k.name: [] for k in kinds}
-            for _ in range(args.rounds):
-                for kind in kinds:
-                    figures[kind.name].append(measure(c, pid, kind, args.requests, args.window))
-        finally:
-            c.close()
-    print(f"{'kind':<24}{'median us':>10}  rounds (broker CPU us/request, window {args.window})")
-    for name, values in figures.items():
-        middle = sorted(values)[(len(values) - 1) // 2]
-        print(f"{name:<24}{middle:>10.0f}  " + " ".join(f"{v:.0f}" for v in values))
+        # Kinds and brokers take turns, so a busy moment of the machine falls on all of them.
+        for _ in range(args.rounds):
+            for kind in kinds:
+                for checkout, pid, c in clients:
+                    figures.setdefault((kind.name, checkout), []).append(
+                        measure(c, pid, kind, args.requests, args.window))
+    print(f"broker CPU us per request, window {args.window}, {args.requests} requests x {args.rounds} rounds")
+    for i, checkout in enumerate(checkouts):
+        print(f"  [{i}] {checkout or 'installed kaflet'}")
+    # /[0]: the median over rounds of this broker's figure over broker 0's in the same round
+    # (paired, so a round the machine was busy in weighs on both).
+    print(f"{'kind':<24}{'broker':>7}{'median':>8}{'/[0]':>7}  rounds")
+    for kind in kinds:
+        first = figures[(kind.name, checkouts[0])]
+        for i, checkout in enumerate(checkouts):
+            values = figures[(kind.name, checkout)]
+            pairs = [v / f for v, f in zip(values, first, strict=True) if f]
+            ratio = f"{_median(pairs):.2f}" if pairs else "-"
+            print(f"{kind.name:<24}{i:>7}{_median(values):>8.0f}{ratio:>7}  " + " ".join(f"{v:.0f}" for v in values))
 
+
+def _median(values: list[float]) -> float:
+    return sorted(values)[(len(values) - 1) // 2]
 
 if __name__ == "__main__":
     main()
