@@ -16,7 +16,9 @@ So the protector decides per read, from two measurements:
   old data sequentially finds what the kernel's read-ahead fetched for its previous read in the
   cache (or still on its way from the disk), so its own range alone would look hot after its
   first read. Data that is hot for other reasons (just written, read by others) has its
-  continuation in the cache too, and the tail of a log has none.
+  continuation in the cache too, and the tail of a log has none. The cache is asked before the
+  broker's read finds where the bytes start (its header scan, and the read-ahead that follows,
+  would bring in a small log whole), and the answer is judged from where they start.
 
 While a device is at or above ``util.threshold``, cold reads from it are admitted at a rate
 that falls from ``cold.fetch.rate`` per second at the threshold to none at 100 %; a cold read
@@ -195,8 +197,30 @@ def _lib() -> _Libc | None:
     return _libc
 
 
-def in_page_cache(fd: int, position: int, size: int, samples: int = 0) -> bool | None:
-    """Whether the pages of ``size`` bytes at ``position`` of the open file are in the page cache;
+class Residency(NamedTuple):
+    """Which pages of an open file were in the page cache when asked (see ``page_residency``)."""
+
+    fd: int
+    #: The first page of the range asked about, and one byte per page from there (low bit set:
+    #: resident), when every page was looked at.
+    first_page: int
+    vector: bytes | None
+    #: (page, resident) of the pages looked at, when the range was sampled.
+    samples: tuple[tuple[int, bool], ...]
+
+    def hot_from(self, position: int) -> bool | None:
+        """Were all the pages looked at from ``position`` on resident? None when none of them
+        lies there (the range asked about ended before it)."""
+        page = position // _PAGE
+        if self.vector is not None:
+            rest = self.vector[max(0, page - self.first_page):]
+            return (0 not in rest) if rest else None
+        tail = [resident for p, resident in self.samples if p >= page]
+        return all(tail) if tail else None
+
+
+def page_residency(fd: int, position: int, size: int, samples: int = 0) -> Residency | None:
+    """Which pages of ``size`` bytes at ``position`` of the open file are in the page cache;
     None when that cannot be told (no mincore, or the mapping failed).
 
     Every page is looked at, unless ``samples`` is given and the range is longer than 1 MiB: then
@@ -206,12 +230,13 @@ def in_page_cache(fd: int, position: int, size: int, samples: int = 0) -> bool |
     touched, so asking reads nothing from the disk. Linux answers for a file mapping from the
     page cache when the caller may write the file (the broker owns its segments).
     """
+    first = position // _PAGE
     if size <= 0:
-        return True
+        return Residency(fd, first, b"", ())
     lib = _lib()
     if lib is None:
         return None
-    start = position - position % _PAGE
+    start = first * _PAGE
     length = position + size - start
     addr = lib.mmap(None, length, mmap.PROT_READ, mmap.MAP_SHARED, fd, start)
     if addr is None or addr == _MAP_FAILED:
@@ -223,17 +248,27 @@ def in_page_cache(fd: int, position: int, size: int, samples: int = 0) -> bool |
             if lib.mincore(addr, length, vec) != 0:
                 return None
             # The low bit of each byte says "resident"; the others are reserved and zero.
-            return 0 not in ctypes.string_at(vec, pages)
+            return Residency(fd, first, ctypes.string_at(vec, pages), ())
         mincore = lib.mincore
         step = pages / samples
-        for page in {*(int(i * step) for i in range(samples)), pages - 1}:
+        found = []
+        for page in sorted({*(int(i * step) for i in range(samples)), pages - 1}):
             if mincore(addr + page * _PAGE, _PAGE, vec) != 0:
                 return None
-            if not vec[0][0] & 1:
-                return False
-        return True
+            found.append((first + page, bool(vec[0][0] & 1)))
+        return Residency(fd, first, None, tuple(found))
     finally:
         lib.munmap(addr, length)
+
+
+def in_page_cache(fd: int, position: int, size: int, samples: int = 0) -> bool | None:
+    """Whether the pages of ``size`` bytes at ``position`` of the open file are in the page
+    cache now; None when that cannot be told (see ``page_residency``)."""
+    found = page_residency(fd, position, size, samples)
+    if found is None:
+        return None
+    hot = found.hot_from(position)
+    return True if hot is None else hot
 
 
 # ---------------------------------------------------------------------------- the decision
@@ -303,9 +338,14 @@ class ColdReads:
         self._protector = protector
         self.refused = 0
 
-    def admit(self, partition_dir: str, fd: int, position: int, size: int) -> bool:
+    def before_read(self, partition_dir: str, fd: int, position: int, size: int) -> Residency | None:
+        """The page cache as it is before a read of about these bytes (DiskLoadProtector.snapshot)."""
+        return self._protector.snapshot(partition_dir, fd, position, size)
+
+    def admit(self, partition_dir: str, fd: int, position: int, size: int,
+              before: Residency | None = None) -> bool:
         """May the fetch send these bytes of a partition's segment? False: leave them out."""
-        if self._protector.admit(partition_dir, fd, position, size):
+        if self._protector.admit(partition_dir, fd, position, size, before):
             return True
         self.refused += 1
         return False
@@ -454,21 +494,40 @@ class DiskLoadProtector:
         """The device state of a partition directory (the broker's are absolute paths)."""
         return self._by_log_dir.get(os.path.dirname(partition_dir))
 
-    def admit(self, partition_dir: str, fd: int, position: int, size: int) -> bool:
+    def _checked_range(self, state: DiskState, fd: int, position: int, size: int) -> int:
+        """How many bytes from ``position`` the cold-data check looks at: the read and the
+        read-ahead past it, up to the end of the file."""
+        try:
+            end = min(os.fstat(fd).st_size, position + size + state.lookahead)
+        except OSError:
+            end = position + size
+        return max(size, end - position)
+
+    def snapshot(self, partition_dir: str, fd: int, position: int, size: int) -> Residency | None:
+        """Which pages about to be read are in the page cache, asked before the read: the read's
+        own header scan, and the kernel's read-ahead after it, bring pages in, so a small cold
+        log asked about after its read would look hot. None when the device is not overloaded
+        (nothing will be checked) or the cache cannot be asked."""
+        state = self.disk_of(partition_dir)
+        if state is None or state.rate is None:
+            return None
+        return page_residency(fd, position, self._checked_range(state, fd, position, size), _SAMPLES)
+
+    def admit(self, partition_dir: str, fd: int, position: int, size: int,
+              before: Residency | None = None) -> bool:
         """May a consumer read these bytes of a segment of that partition now?
 
         Yes when the device is not overloaded or the bytes (and the read-ahead past them) are in
-        the page cache; otherwise as the device's token bucket allows.
+        the page cache (as ``before`` found them, if it covers them); otherwise as the device's
+        token bucket allows.
         """
         state = self.disk_of(partition_dir)
         if state is None or state.rate is None:
             return True
         self.checks += 1
-        try:
-            end = min(os.fstat(fd).st_size, position + size + state.lookahead)
-        except OSError:
-            end = position + size
-        cached = in_page_cache(fd, position, max(size, end - position), _SAMPLES)
+        cached = before.hot_from(position) if before is not None and before.fd == fd else None
+        if cached is None:
+            cached = in_page_cache(fd, position, self._checked_range(state, fd, position, size), _SAMPLES)
         if cached is None:
             self.unknown += 1
             return True

@@ -176,6 +176,10 @@ class LocalLog:
             i += 1
         return None
 
+    def peek(self, fetch_offset: int, max_bytes: int) -> FileRegion:
+        """Segment.peek of the segment holding ``fetch_offset``."""
+        return self.segments[self.segment_index_for(fetch_offset)].peek(fetch_offset, max_bytes)
+
     def collect_aborted_txns(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
         """Aborted transactions overlapping [fetch_offset, upper_bound), from the .txnindex files of
         the segment holding ``fetch_offset`` on (Kafka's collectAbortedTransactions).

@@ -516,6 +516,16 @@ class Log:
             raise self._io_failed("read", exc) from exc
         return ReadResult([region] if region is not None and region.size else [], hw, lso, leo)
 
+    def peek(self, fetch_offset: int, max_bytes: int) -> FileRegion | None:
+        """Where a read from ``fetch_offset`` would start, from the index only (see Segment.peek);
+        None when the read would return nothing or raise (``read`` says why)."""
+        if self.offline or not self.log_start_offset <= fetch_offset < self._local.log_end_offset:
+            return None
+        try:
+            return self._local.peek(fetch_offset, max_bytes)
+        except OSError as exc:
+            raise self._io_failed("read", exc) from exc
+
     def read_batches(self, fetch_offset: int, max_bytes: int = 1 << 30) -> bytes:
         """Convenience for tools and tests: the bytes ``read`` would send."""
         return b"".join(r.read_bytes() for r in self.read(fetch_offset, max_bytes).regions)

@@ -408,6 +408,15 @@ class LogSegment:
                 return p, h
         return None
 
+    def peek(self, start_offset: int, max_size: int) -> FileRegion:
+        """The bytes a read from ``start_offset`` would start near, found from the offset index
+        alone: nothing of the log file is read, so the page cache is as it was (the disk load
+        protector asks whether a read would go to the disk before the read's own header scan,
+        and the kernel's read-ahead after it, can fill the cache)."""
+        _, position = self._index_lookup(start_offset)
+        position = min(position, self.size)
+        return FileRegion(self._file(), position, max(0, min(self.size - position, max_size)))
+
     def read(self, start_offset: int, max_size: int, max_position: int | None = None,
              min_one_message: bool = False) -> FileRegion | None:
         """A region starting at the batch holding ``start_offset``, at most ``max_size`` bytes

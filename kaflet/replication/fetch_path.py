@@ -197,7 +197,13 @@ def _read(targets: list[_Target], max_bytes: int, total: int, partition_known: C
             continue
         if quota is not None and should_leader_throttle(quota, part, replica_id):
             continue
+        before = None
         try:
+            if cold is not None and offset < bound:
+                # The cache as it was before the read: its header scan and read-ahead fill it.
+                ahead = log.peek(offset, max(budget, 0))
+                if ahead is not None:
+                    before = cold.before_read(log.dir, ahead.fileno(), ahead.position, ahead.size)
             regions = log.read(offset, max(budget, 0), bound, total == 0).regions
         except KafkaError as exc:
             # The handler tells Fetch v0-5 clients, who do not know KAFKA_STORAGE_ERROR, otherwise.
@@ -209,7 +215,7 @@ def _read(targets: list[_Target], max_bytes: int, total: int, partition_known: C
             failed = True
             continue
         if regions and cold is not None and not all(
-                cold.admit(log.dir, r.fileno(), r.position, r.size) for r in regions):
+                cold.admit(log.dir, r.fileno(), r.position, r.size, before) for r in regions):
             continue
         if regions:
             data.records = list(regions)

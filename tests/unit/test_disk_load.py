@@ -287,3 +287,42 @@ def test_in_page_cache_samples_long_ranges(tmp_path: Path) -> None:
         assert in_page_cache(fd, size // 2 - (4 << 20), (4 << 20) + 4096, samples=16) is False
     finally:
         os.close(fd)
+
+
+def test_a_read_that_fills_the_cache_is_judged_by_the_cache_before_it(tmp_path: Path) -> None:
+    """The fetch asks before its read (whose header scan and read-ahead bring the pages in) and
+    judges the bytes it then sends by that answer, from where they start."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    log_dir = tmp_path / "logs"
+    part = log_dir / "orders-0"
+    part.mkdir(parents=True)
+    p = DiskLoadProtector([str(log_dir)], settings(cold_fetch_rate=0.0), clock=Clock(),
+                          devices={str(log_dir): "vdx"})
+    p.observe({"vdx": DiskSample(0.95, 25.0)})
+    gate = p.cold_reads()
+    assert gate is not None
+    fd = cold_file(part / "00000000000000000000.log", 32 * page)
+    try:
+        # The first 4 pages were read before (old data); the rest is cold.
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+        os.pread(fd, 4 * page, 0)
+        before = gate.before_read(str(part), fd, 0, 32 * page)
+        assert before is not None
+        os.pread(fd, 32 * page, 0)  # the read itself
+        assert gate.admit(str(part), fd, 0, 32 * page)  # asked now, everything looks hot
+        assert not gate.admit(str(part), fd, 8 * page, 24 * page, before)
+        # The bytes sent start in the part that was resident before the read.
+        assert gate.admit(str(part), fd, 0, 2 * page, before) is False  # the look-ahead reaches cold pages
+        assert before.hot_from(0) is False and before.hot_from(40 * page) is None
+        # Another file than the one asked about before: asked afresh.
+        other = os.open(part / "00000000000000000000.log", os.O_RDONLY)
+        try:
+            assert gate.admit(str(part), other, 8 * page, 24 * page, before)
+        finally:
+            os.close(other)
+        assert gate.refused == 2
+    finally:
+        os.close(fd)
+    # Nothing to ask while the device is fine.
+    p.observe({"vdx": DiskSample(0.1, 1.0)})
+    assert p.snapshot(str(part), 0, 0, page) is None
