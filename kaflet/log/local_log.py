@@ -155,10 +155,10 @@ class LocalLog:
     # ------------------------------------------------------------------ read
 
     def read(self, fetch_offset: int, max_bytes: int, max_offset: int | None,
-             min_one_message: bool) -> FileRegion | None:
+             min_one_message: bool, hard_max_bytes_limit: bool = True) -> FileRegion | None:
         """The region of one segment from ``fetch_offset`` (at most ``max_bytes``, below
-        ``max_offset``); None when there is nothing below ``max_offset``.  The caller checks that
-        ``fetch_offset`` is inside the log and below the LEO."""
+        ``max_offset``; see Segment.read); None when there is nothing below ``max_offset``.  The
+        caller checks that ``fetch_offset`` is inside the log and below the LEO."""
         leo = self.log_end_offset
         i = self.segment_index_for(fetch_offset)
         while i < len(self.segments):
@@ -170,7 +170,7 @@ class LocalLog:
                 if max_offset < self.end_of_segment(i):
                     found = seg.translate_offset(max_offset)
                     max_position = found[0] if found is not None else seg.size
-            region = seg.read(fetch_offset, max_bytes, max_position, min_one_message)
+            region = seg.read(fetch_offset, max_bytes, max_position, min_one_message, hard_max_bytes_limit)
             if region is not None:
                 return region
             i += 1

@@ -494,11 +494,15 @@ class Log:
     # ------------------------------------------------------------------ read
 
     def read(self, fetch_offset: int, max_bytes: int, max_offset: int | None = None,
-             min_one_message: bool = True) -> ReadResult:
+             min_one_message: bool = True, hard_max_bytes_limit: bool = True) -> ReadResult:
         """File regions from ``fetch_offset`` (at most ``max_bytes``, below ``max_offset``).
 
         Raises OffsetOutOfRangeError when fetch_offset < log start or > LEO.  Usually one region
-        (Kafka reads one segment per partition per fetch); empty at the LEO / ``max_offset``.
+        (Kafka reads one segment per partition per fetch); empty at the LEO / ``max_offset``, and
+        without ``hard_max_bytes_limit`` when the first batch is larger than ``max_bytes`` and
+        ``min_one_message`` is not given (Fetch v3+: Kafka answers such a partition with nothing
+        rather than with a piece of a batch; a v0-2 client is told by the piece that its limit is
+        too small).
         """
         if self.offline:
             self._raise_closed()
@@ -511,7 +515,7 @@ class Log:
         if fetch_offset == leo or (max_offset is not None and fetch_offset >= max_offset):
             return ReadResult([], hw, lso, leo)
         try:
-            region = self._local.read(fetch_offset, max_bytes, max_offset, min_one_message)
+            region = self._local.read(fetch_offset, max_bytes, max_offset, min_one_message, hard_max_bytes_limit)
         except OSError as exc:
             raise self._io_failed("read", exc) from exc
         return ReadResult([region] if region is not None and region.size else [], hw, lso, leo)

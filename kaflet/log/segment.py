@@ -418,12 +418,14 @@ class LogSegment:
         return FileRegion(self._file(), position, max(0, min(self.size - position, max_size)))
 
     def read(self, start_offset: int, max_size: int, max_position: int | None = None,
-             min_one_message: bool = False) -> FileRegion | None:
+             min_one_message: bool = False, hard_max_bytes_limit: bool = True) -> FileRegion | None:
         """A region starting at the batch holding ``start_offset``, at most ``max_size`` bytes
         (or the whole first batch if ``min_one_message``) and not beyond ``max_position``.
 
         Returns None if no batch in this segment reaches ``start_offset``.  Like Kafka, the
         region may end in the middle of a batch; clients discard a partial trailing batch.
+        Without ``hard_max_bytes_limit`` a first batch that does not fit gives an empty region,
+        as Kafka's ReplicaManager answers Fetch v3+ (it holds no record a client could read).
         """
         if max_size < 0:
             raise ValueError(f"invalid max size {max_size}")
@@ -437,7 +439,10 @@ class LogSegment:
         handle = self._file()
         if max_size == 0 and not min_one_message:
             return FileRegion(handle, position, 0)
-        adjusted = max(max_size, header.length + LOG_OVERHEAD) if min_one_message else max_size
+        first = header.length + LOG_OVERHEAD
+        adjusted = max(max_size, first) if min_one_message else max_size
+        if adjusted < first and not hard_max_bytes_limit:
+            return FileRegion(handle, position, 0)
         size = max(0, min(limit - position, adjusted))
         return FileRegion(handle, position, size)
 

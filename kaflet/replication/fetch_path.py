@@ -51,6 +51,10 @@ class FetchParams:
     min_bytes: int
     max_bytes: int
     isolation_level: int = 0
+    #: Fetch v0-2 (Kafka's hardMaxBytesLimit): a partition whose first batch does not fit its
+    #: limit is sent the piece that fits, which tells such a client its limit is too small;
+    #: from v3 (KIP-74) that partition is answered without records instead.
+    hard_max_bytes_limit: bool = False
 
     @property
     def is_follower(self) -> bool:
@@ -117,7 +121,8 @@ async def fetch_messages(hosted: Mapping[tuple[str, int], Partition], partition_
     # One answer object per partition for the whole fetch; a pass over the logs refills it.
     local: list[_Target] = [(info, None if (topic := info.topic) is None else hosted.get((topic, info.partition)),
                              PartitionFetchData(info.partition)) for info in infos]
-    total, failed = _read(local, max_bytes, 0, partition_known, replica_id, read_committed, cold, quota)
+    hard = params.hard_max_bytes_limit
+    total, failed = _read(local, max_bytes, 0, partition_known, replica_id, read_committed, cold, quota, hard)
     if is_follower:
         # A follower's position is recorded once, from the first read (Kafka's fetchMessages).
         total, refused = _record_follower_fetch(local, replica_id, total)
@@ -144,7 +149,8 @@ async def fetch_messages(hosted: Mapping[tuple[str, int], Partition], partition_
                 topic = info.topic
                 local[i] = (info, None if topic is None else hosted.get((topic, info.partition)), data)
                 again.append(local[i])
-        total, failed = _read(again, max_bytes, total, partition_known, replica_id, read_committed, cold, quota)
+        total, failed = _read(again, max_bytes, total, partition_known, replica_id, read_committed, cold, quota,
+                              hard)
     if quota is not None:
         _record_throttled(quota, local)
     return FetchResult([data for _, _, data in local], cold.throttle_ms if cold is not None else 0)
@@ -152,12 +158,14 @@ async def fetch_messages(hosted: Mapping[tuple[str, int], Partition], partition_
 
 def _read(targets: list[_Target], max_bytes: int, total: int, partition_known: Callable[[str, int], bool],
           replica_id: int, read_committed: bool = False, cold: ColdReads | None = None,
-          quota: ReplicaQuota | None = None) -> tuple[int, bool]:
+          quota: ReplicaQuota | None = None, hard_max_bytes_limit: bool = False) -> tuple[int, bool]:
     """Read partitions into their answers (Kafka's readFromLog); ``total`` bytes are already read.
 
     Returns the bytes read in all and whether a partition failed. Up to ``max_bytes`` in all,
     each partition up to its own limit; the first partition with data may exceed both by its
-    first batch, so a large batch is never stuck. A consumer reads up to the high watermark, a
+    first batch, so a large batch is never stuck; another partition whose first batch does not
+    fit gets no records (Fetch v3+, see ``FetchParams.hard_max_bytes_limit``). A consumer reads
+    up to the high watermark, a
     follower up to the log end offset (``fetch_upper_bound``), a read_committed consumer up to the
     last stable offset, with the aborted transactions of what it reads (the .txnindex entries);
     a partition whose fetch offset is there has nothing to read and costs no log lookup.
@@ -204,7 +212,7 @@ def _read(targets: list[_Target], max_bytes: int, total: int, partition_known: C
                 ahead = log.peek(offset, max(budget, 0))
                 if ahead is not None:
                     before = cold.before_read(log.dir, ahead.fileno(), ahead.position, ahead.size)
-            regions = log.read(offset, max(budget, 0), bound, total == 0).regions
+            regions = log.read(offset, max(budget, 0), bound, total == 0, hard_max_bytes_limit).regions
         except KafkaError as exc:
             # The handler tells Fetch v0-5 clients, who do not know KAFKA_STORAGE_ERROR, otherwise.
             data.error_code = exc.code

@@ -119,11 +119,16 @@ def test_incremental_fetch_session(kaflet_broker: BrokerProcess, client: RawClie
     produce(client, topic, 0, b"second-0")
     inc = fetch(client, version, (sid, 4), [(t, [(1, 2)])], forgotten=[(t, [0])])
     assert (inc.error_code, partitions(inc)) == (0, {})
+    # Partition 0 back in the session (a consumer resuming it): answered at once from the offset
+    # given, as a partition the session had never seen.
+    inc = fetch(client, version, (sid, 5), [(t, [(0, 1)])], max_wait_ms=10_000)
+    got = partitions(inc)
+    assert list(got) == [(t, 0)] and values(got[(t, 0)]) == [b"second-0"]
 
     # Epoch -1 closes the session (a sessionless full fetch); the id is gone afterwards.
     closing = fetch(client, version, (sid, -1), [(t, [(0, 1)])])
     assert closing.session_id == 0 and values(partitions(closing)[(t, 0)]) == [b"second-0"]
-    assert fetch(client, version, (sid, 5), []).error_code == FETCH_SESSION_ID_NOT_FOUND
+    assert fetch(client, version, (sid, 6), []).error_code == FETCH_SESSION_ID_NOT_FOUND
 
 
 def test_incremental_fetch_long_polls_on_the_session_partitions(kaflet_broker: BrokerProcess,

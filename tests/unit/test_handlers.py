@@ -344,11 +344,12 @@ def hosted(tmp_path: Path) -> Iterator[dict[tuple[str, int], Partition]]:
         part.log.close()
 
 
-def _fetch(parts: dict[tuple[str, int], int], max_wait_ms: int = 0, min_bytes: int = 1) -> Any:
+def _fetch(parts: dict[tuple[str, int], int], max_wait_ms: int = 0, min_bytes: int = 1,
+           partition_max_bytes: int = 1 << 20) -> Any:
     by_topic: dict[str, list[Any]] = {}
     for (topic, index), offset in parts.items():
         by_topic.setdefault(topic, []).append(
-            F.FetchTopic.FetchPartition(partition=index, fetch_offset=offset, partition_max_bytes=1 << 20))
+            F.FetchTopic.FetchPartition(partition=index, fetch_offset=offset, partition_max_bytes=partition_max_bytes))
     return F(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=1 << 20,
              topics=[F.FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()])
 
@@ -379,6 +380,33 @@ async def test_fetch_reads_up_to_the_high_watermark_and_answers_unknown_partitio
         ("orders", 0): (ErrorCode.NONE, 2, _as_stored(batch)),
         ("orders", 1): (ErrorCode.NONE, 0, b""),
         ("orders", 7): (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, b"")}
+
+
+async def test_fetch_answers_a_later_partition_whose_first_batch_does_not_fit_without_records(
+        hosted: dict[tuple[str, int], Partition]) -> None:
+    small, large = _batch(b"v"), _batch(b"x" * 200, b"y" * 200)
+    _append(hosted, "orders", 0, small)
+    _append(hosted, "orders", 1, large)
+    ctx = _context(_services(cache=_cache({"orders": 2}), replicas=LogReplicas(hosted)), ApiKey.FETCH, 12)
+    limit = len(large) - 1
+    # Kafka (KIP-74): the first partition with data may exceed its limit by its first batch; a
+    # later one gets no records rather than a piece of a batch no client could read.
+    answer = await _call(fetch, ctx, _fetch({("orders", 0): 0, ("orders", 1): 0}, partition_max_bytes=limit))
+    assert _fetched(answer) == {("orders", 0): (ErrorCode.NONE, 1, _as_stored(small)),
+                                ("orders", 1): (ErrorCode.NONE, 2, b"")}
+    answer = await _call(fetch, ctx, _fetch({("orders", 0): 1, ("orders", 1): 0}, partition_max_bytes=limit))
+    assert _fetched(answer)[("orders", 1)] == (ErrorCode.NONE, 2, _as_stored(large))
+
+
+@pytest.mark.parametrize(("version", "hard"), [(2, True), (3, False), (12, False)])
+async def test_fetch_byte_limits_are_hard_up_to_v2(version: int, hard: bool) -> None:
+    # An error answer, so Fetch v0-3's down-conversion has nothing to look up.
+    replicas = RecordingReadPath({("orders", 0): PartitionFetchData(0, ErrorCode.NOT_LEADER_OR_FOLLOWER)})
+    ctx = _context(_services(cache=_cache({"orders": 1}), replicas=replicas), ApiKey.FETCH, version)
+    ctx.traffic = {}
+    await _call(fetch, ctx, _fetch_request({("orders", 0): 0}))
+    ((params, _, _, _),) = replicas.calls
+    assert params.hard_max_bytes_limit is hard
 
 
 async def test_fetch_long_polls_until_an_append_arrives(hosted: dict[tuple[str, int], Partition]) -> None:

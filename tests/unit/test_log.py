@@ -75,6 +75,11 @@ def test_read_semantics(tmp_path) -> None:  # type: ignore[no-untyped-def]
         h = parse_batch_header(data)
         assert h.base_offset <= off <= h.base_offset + h.last_offset_delta and len(data) == h.size
     assert lg.read(120, 100).regions == []
+    # Without min_one_message: Fetch v0-2 get the piece of the first batch that fits, v3+ nothing.
+    size = parse_batch_header(lg.read_batches(0)).size
+    assert [r.size for r in lg.read(0, size - 1, None, False).regions] == [size - 1]
+    assert lg.read(0, size - 1, None, False, hard_max_bytes_limit=False).regions == []
+    assert [r.size for r in lg.read(0, size + 1, None, False, hard_max_bytes_limit=False).regions] == [size + 1]
     with pytest.raises(OffsetOutOfRangeError) as ei:
         lg.read(121, 100)
     assert ei.value.error_code == 1

@@ -108,6 +108,13 @@ def test_segment_append_read_and_index_rule(tmp_path) -> None:  # type: ignore[n
     region = seg.read(31, 10, min_one_message=True)
     first = parse_batch_header(region.read_bytes())
     assert region.size == first.size and first.base_offset == 30
+    # Fetch v3+ (KIP-74): a first batch that does not fit is no records, never a piece of it;
+    # a batch that fits may still be followed by a piece of the next one.
+    region = seg.read(31, first.size - 1, hard_max_bytes_limit=False)
+    assert region.position == positions[10] and region.size == 0
+    assert seg.read(31, first.size, hard_max_bytes_limit=False).size == first.size
+    assert seg.read(31, first.size + 7, hard_max_bytes_limit=False).size == first.size + 7
+    assert seg.read(31, 10, min_one_message=True, hard_max_bytes_limit=False).size == first.size
     assert seg.read(60, 100) is None
     assert seg.read_next_offset() == 60
     assert seg.max_timestamp_so_far == 1021 and seg.shallow_offset_of_max_timestamp == 59

@@ -51,6 +51,8 @@ MIN_VERSION = 0
 MAX_VERSION = 16
 #: The first version that reads v2 record batches as stored (older ones are down-converted).
 V2_VERSION = 4
+#: The last version whose byte limits are hard (KIP-74 made them soft in v3): see FetchParams.
+HARD_MAX_BYTES_VERSION = 2
 #: The first version that knows KAFKA_STORAGE_ERROR; Kafka tells older clients NOT_LEADER so
 #: they refresh metadata and retry.
 STORAGE_ERROR_VERSION = 6
@@ -75,7 +77,7 @@ async def serve(ctx: RequestContext, req: FetchRequest) -> SessionFetchResponse:
 
     max_bytes = min(req.max_bytes, services.settings.fetch_max_bytes)
     params = FetchParams(req.replica_id, req.max_wait_ms, min(req.min_bytes, max_bytes), max_bytes,
-                         req.isolation_level)
+                         req.isolation_level, version <= HARD_MAX_BYTES_VERSION)
     # The leader replication quota, when it throttles anything (else the read skips it).
     leader_quota = storage.leader_quota
     quota = leader_quota if is_follower and leader_quota.throttles_any else None
