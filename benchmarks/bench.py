@@ -502,7 +502,8 @@ def run_scenario(target: str, bootstrap: str, sc: Scenario, args: argparse.Names
         warm = warm_up(bootstrap, topic, sc, args) if sc.warm_up else 0
         produce_phase(bootstrap, topic, sc, args, res)
         if not sc.rate and res.produced:
-            consume_phase(bootstrap, topic, sc, res.produced + warm, res)
+            consume_phase(bootstrap, topic, sc, res.produced + warm, res,
+                          {**getattr(args, "client_config", {}), **getattr(args, "consumer_settings", {})})
             res.consumed = max(0, res.consumed - warm)
     except (KafkaException, RuntimeError) as exc:
         res.notes.append(f"failed: {exc}")
@@ -794,6 +795,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--linger-ms", type=int, default=5)
     p.add_argument("--batch-size", type=int, default=1_048_576)
     p.add_argument("--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"])
+    p.add_argument("--consumer-config", action="append", metavar="KEY=VALUE",
+                   help="a librdkafka property for the consume phases' consumer (repeatable), e.g. "
+                        "fetch.queue.backoff.ms=10 or queued.min.messages=10000000 (benchmarks/README.md, "
+                        "'Small records and a pausing consumer')")
     p.add_argument("--only", action="append", metavar="TEXT", help="run scenarios whose name contains TEXT")
     p.add_argument("--repeat", type=int, default=1, metavar="N",
                    help="run each scenario N times per target and report the median run")
@@ -816,6 +821,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("--cluster needs at least 3 brokers (RF=3)")
     if any("=" not in kv for kv in args.broker_override or []):
         p.error("--broker-override takes KEY=VALUE")
+    if any("=" not in kv for kv in args.consumer_config or []):
+        p.error("--consumer-config takes KEY=VALUE")
+    args.consumer_settings = dict(kv.split("=", 1) for kv in args.consumer_config or [])
     if args.quick:
         args.messages = min(args.messages, 5_000)
         args.time_limit = min(args.time_limit, 5.0)
@@ -872,7 +880,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     print(f"\nlinger.ms={args.linger_ms} batch.size={args.batch_size} compression={args.compression} "
-          f"messages/scenario={args.messages} time-limit={args.time_limit:g}s")
+          f"messages/scenario={args.messages} time-limit={args.time_limit:g}s"
+          + "".join(f" consumer:{k}={v}" for k, v in args.consumer_settings.items()))
     order = {name: i for i, name in enumerate(["broker", "kaflet", METRICS_TARGET, "tansu", "cluster"])}
     results.sort(key=lambda r: order[r.target])  # stable: scenarios keep their order per target
     print_results(results)
