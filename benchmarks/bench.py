@@ -56,6 +56,19 @@ def _null_logger() -> object:
 _QUIET = {"logger": _null_logger(), "error_cb": lambda _e: None}
 
 
+def _file_logger(path: str) -> object:
+    """A logger for librdkafka's log lines, to ``path`` with a time stamp each."""
+    import logging
+
+    log = logging.getLogger("bench.librdkafka.file")
+    handler = logging.FileHandler(path, mode="w")
+    handler.setFormatter(logging.Formatter("%(created).6f %(message)s"))
+    log.addHandler(handler)
+    log.setLevel(logging.DEBUG)
+    log.propagate = False
+    return log
+
+
 @dataclass
 class Scenario:
     """One bounded produce-then-consume run."""
@@ -463,6 +476,8 @@ def consume_phase(bootstrap: str, topic: str, sc: Scenario, expected: int, res: 
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",
         **_QUIET,
+        # --consumer-log: the client's own log lines (e.g. with debug=fetch) go to a file.
+        **{k: v for k, v in (client_config or {}).items() if k == "logger"},
     })
     try:
         meta = consumer.list_topics(topic, timeout=10).topics[topic]  # connect before the clock starts
@@ -799,6 +814,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="a librdkafka property for the consume phases' consumer (repeatable), e.g. "
                         "fetch.queue.backoff.ms=10 or queued.min.messages=10000000 (benchmarks/README.md, "
                         "'Small records and a pausing consumer')")
+    p.add_argument("--consumer-log", metavar="FILE",
+                   help="write the consume phases' librdkafka log lines to FILE (with --consumer-config "
+                        "debug=fetch: every fetch, when the consumer's queue is full and fetching pauses)")
     p.add_argument("--only", action="append", metavar="TEXT", help="run scenarios whose name contains TEXT")
     p.add_argument("--repeat", type=int, default=1, metavar="N",
                    help="run each scenario N times per target and report the median run")
@@ -824,6 +842,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if any("=" not in kv for kv in args.consumer_config or []):
         p.error("--consumer-config takes KEY=VALUE")
     args.consumer_settings = dict(kv.split("=", 1) for kv in args.consumer_config or [])
+    if args.consumer_log:
+        args.consumer_settings["logger"] = _file_logger(args.consumer_log)
     if args.quick:
         args.messages = min(args.messages, 5_000)
         args.time_limit = min(args.time_limit, 5.0)
@@ -881,7 +901,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(workdir, ignore_errors=True)
     print(f"\nlinger.ms={args.linger_ms} batch.size={args.batch_size} compression={args.compression} "
           f"messages/scenario={args.messages} time-limit={args.time_limit:g}s"
-          + "".join(f" consumer:{k}={v}" for k, v in args.consumer_settings.items()))
+          + "".join(f" consumer:{k}={v}" for k, v in args.consumer_settings.items() if k != "logger"))
     order = {name: i for i, name in enumerate(["broker", "kaflet", METRICS_TARGET, "tansu", "cluster"])}
     results.sort(key=lambda r: order[r.target])  # stable: scenarios keep their order per target
     print_results(results)
