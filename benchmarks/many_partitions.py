@@ -11,7 +11,15 @@ latency (produce() to delivery by poll()).
 ``--partitions`` partitions as topics of ``--topic-partitions`` (500) each, one topic at a time,
 then reports the broker's open descriptors (and per partition), RSS, Metadata for every topic,
 idle CPU, and the time a clean restart and a SIGKILL restart take until every partition has a
-leader again. ``--nofile N`` starts the broker under an open file limit of N (``prlimit``). See
+leader again. ``--nofile N`` starts the broker under an open file limit of N (``prlimit``).
+
+``--failover`` starts ZooKeeper and three kaflet brokers (tests/support/cluster.py, stopped by PID
+at the end), creates ``--partitions`` partitions RF=3 as topics of ``--topic-partitions``, waits
+for complete ISRs, then (a) SIGKILLs the controller, (b) SIGKILLs another broker leading about a
+third, (c) SIGTERMs (controlled shutdown) a broker leading about a third, restarting the broker
+and running a preferred leader election between steps. Each step times, from the signal: the
+exit, the registration's removal, the new controller, and the moment every partition the broker
+led has a live leader, in ZooKeeper's state znodes and in a survivor's Metadata. See
 benchmarks/README.md.
 """
 
@@ -23,16 +31,24 @@ import os
 import shutil
 import signal
 import struct
+import subprocess
 import sys
 import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from bench import _QUIET, _raise_interrupt, create_topic, percentile, started_broker
 from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests.support.cluster import Cluster  # noqa: E402
+from tests.support.faults import FAST_FAILOVER  # noqa: E402
 
 _STAMP = struct.Struct(">d")
 _TICKS = os.sysconf("SC_CLK_TCK")
@@ -259,6 +275,243 @@ def scale(workdir: Path, args: argparse.Namespace) -> dict[str, float | int]:
     return out
 
 
+# -- --failover: three brokers, many partitions RF=3, a broker lost ---------------------------
+
+Partition = tuple[str, int]
+
+
+class View:
+    """One Metadata answer over every topic but the internal ones: leader, ISR size and
+    preferred replica of each partition."""
+
+    def __init__(self, admin: AdminClient) -> None:
+        md = admin.list_topics(timeout=60)
+        self.leader: dict[Partition, int] = {}
+        self.isr: dict[Partition, int] = {}
+        self.preferred: dict[Partition, int] = {}
+        for name, t in md.topics.items():
+            if name.startswith("__"):
+                continue
+            for p in t.partitions.values():
+                self.leader[(name, p.id)] = p.leader
+                self.isr[(name, p.id)] = len(p.isrs)
+                self.preferred[(name, p.id)] = p.replicas[0] if p.replicas else -1
+
+    def led_by(self, broker: int) -> set[Partition]:
+        return {tp for tp, leader in self.leader.items() if leader == broker}
+
+    def counts(self) -> dict[int, int]:
+        out: dict[int, int] = {}
+        for leader in self.leader.values():
+            out[leader] = out.get(leader, 0) + 1
+        return dict(sorted(out.items()))
+
+
+def _poll_view(admin: AdminClient, done: Callable[[View], bool], timeout: float, what: str,
+               interval: float = 0.2) -> tuple[float, View]:
+    """Seconds until a Metadata answer satisfies ``done``, and that answer."""
+    start = time.monotonic()
+    last = ""
+    while time.monotonic() - start < timeout:
+        try:
+            view = View(admin)
+            if done(view):
+                return time.monotonic() - start, view
+            last = f"leaders per broker {view.counts()}"
+        except Exception as exc:  # noqa: BLE001 - a broker not answering yet
+            last = f"{type(exc).__name__}: {exc}"
+        time.sleep(interval)
+    raise RuntimeError(f"{what}: not after {timeout:g} s (last: {last})")
+
+
+class ZkWatch(threading.Thread):
+    """Reads ZooKeeper from a broker's loss on: when its registration (/brokers/ids) goes, when
+    /controller names a live broker, and when the state znode of each partition it led names
+    another leader. The state znodes are read asynchronously, only those not yet moved; after a
+    SIGKILL only once the registration has gone (the controller acts on nothing earlier), in a
+    controlled shutdown (``early``) from the start."""
+
+    def __init__(self, cluster: Cluster, victim: int, partitions: set[Partition], t0: float,
+                 timeout: float, early: bool = False) -> None:
+        super().__init__(daemon=True)
+        self.cluster, self.victim, self.t0, self.timeout = cluster, victim, t0, timeout
+        self.early = early
+        self.remaining = set(partitions)
+        self.unregistered: float | None = None
+        self.controller: float | None = None
+        self.controller_id: int | None = None
+        self.all_moved: float | None = None
+        self.error = ""
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        from kaflet.metadata import zkdata
+
+        zk = self.cluster.zk
+        try:
+            while not self.stop.is_set() and time.monotonic() - self.t0 < self.timeout:
+                now = time.monotonic() - self.t0
+                if self.unregistered is None and self.victim not in self.cluster.registered_brokers():
+                    self.unregistered = now
+                if self.controller is None:
+                    cid = self.cluster.controller_id()
+                    if cid is not None and cid != self.victim and self.cluster.brokers[cid].alive:
+                        self.controller, self.controller_id = now, cid
+                if (self.early or self.unregistered is not None) and self.remaining:
+                    pending = [(tp, zk.get_async(zkdata.partition_state_path(*tp))) for tp in self.remaining]
+                    for tp, result in pending:
+                        data, stat = result.get(timeout=30)
+                        state = zkdata.parse_partition_state(data, stat.version)
+                        if state.leader not in (zkdata.NO_LEADER, self.victim):
+                            self.remaining.discard(tp)
+                    if not self.remaining:
+                        self.all_moved = time.monotonic() - self.t0
+                if None not in (self.controller, self.all_moved, self.unregistered):
+                    return
+                time.sleep(0.05)
+        except Exception as exc:  # noqa: BLE001 - reported with the figures
+            self.error = f"{type(exc).__name__}: {exc}"
+
+
+def _rejoin(cluster: Cluster, admin: AdminClient, broker: int, total: int, timeout: float) -> float:
+    """Start ``broker`` again, wait until every ISR is complete, then run a preferred leader
+    election so that it leads its third again; returns the seconds all that took."""
+    from confluent_kafka import ElectionType
+
+    start = time.monotonic()
+    cluster.start_broker(broker, timeout=timeout)
+    _poll_view(admin, lambda v: len(v.isr) >= total and min(v.isr.values()) == 3, timeout,
+               f"broker {broker} back in every ISR", interval=1.0)
+    tps = [TopicPartition(t, p) for t, p in View(admin).leader]
+    admin.elect_leaders(ElectionType.PREFERRED, tps).result(timeout)
+    _poll_view(admin, lambda v: all(v.leader[tp] == v.preferred[tp] for tp in v.leader), timeout,
+               "every partition led by its preferred replica", interval=1.0)
+    return time.monotonic() - start
+
+
+def row_name(how: str, victim: int) -> str:
+    return f"{how}-{victim}-{time.strftime('%H%M%S')}"
+
+
+def _spy(cluster: Cluster, victim: int, out: Path, name: str) -> list[subprocess.Popen[bytes]]:
+    """py-spy record (collapsed stacks, 100 Hz, without pausing them) of every broker but the
+    victim, from now until the caller interrupts it."""
+    out.mkdir(parents=True, exist_ok=True)
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    return [subprocess.Popen([spy, "record", "--pid", str(b.pid), "--rate", "100", "--nonblocking",
+                              "--format", "raw", "-o", str(out / f"{name}-broker{bid}.txt")],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for bid, b in cluster.brokers.items() if bid != victim and b.pid is not None]
+
+
+def _lose(cluster: Cluster, admin: AdminClient, victim: int, how: str, args: argparse.Namespace,
+          total: int) -> dict[str, Any]:
+    """SIGKILL (``how`` "kill") or SIGTERM ("stop") ``victim``; time the figures of one step."""
+    before = View(admin)
+    led = before.led_by(victim)
+    limit = args.session_timeout_ms / 1000 * 4 + 300
+    t0 = time.monotonic()
+    watch = ZkWatch(cluster, victim, led, t0, limit, early=how == "stop")
+    exited: list[float] = []
+    stopper: threading.Thread | None = None
+    if how == "kill":
+        cluster.kill(victim)
+        exited.append(time.monotonic() - t0)
+    else:
+        def stop() -> None:
+            cluster.stop(victim, timeout=limit)
+            exited.append(time.monotonic() - t0)
+        stopper = threading.Thread(target=stop, daemon=True)
+        stopper.start()
+    watch.start()
+    spies = _spy(cluster, victim, args.profile, row_name(how, victim)) if args.profile else []
+    try:
+        # Every partition the victim led is led by a live broker in a survivor's Metadata (the
+        # victim, once dead or stopping, is not asked: librdkafka asks a broker it reaches).
+        metadata_s, after = _poll_view(
+            admin, lambda v: len(v.leader) >= total and all(v.leader[tp] not in (-1, victim) for tp in led),
+            limit, f"every partition of broker {victim} led elsewhere", interval=0.1)
+        watch.join(limit)
+        if stopper is not None:
+            stopper.join(limit)
+    finally:
+        watch.stop.set()
+        for spy in spies:
+            spy.send_signal(signal.SIGINT)  # py-spy writes its profile on SIGINT
+        for spy in spies:
+            try:
+                spy.wait(60)
+            except subprocess.TimeoutExpired:
+                spy.kill()
+                spy.wait()
+    if watch.error or watch.all_moved is None:
+        raise RuntimeError(f"ZooKeeper watch: {watch.error or 'did not see every partition move'}")
+    return {"victim": victim, "led": len(led), "exit_s": exited[0] if exited else None,
+            "unregistered_s": watch.unregistered, "controller_s": watch.controller,
+            "controller": watch.controller_id, "zk_all_led_s": watch.all_moved,
+            "metadata_all_led_s": metadata_s, "leaders_after": after.counts()}
+
+
+def failover(workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """Create the partitions on three brokers, then (a) SIGKILL the controller, (b) SIGKILL
+    another broker leading a third, (c) SIGTERM one leading a third; restarts between steps."""
+    overrides = {**FAST_FAILOVER, "zookeeper.session.timeout.ms": str(args.session_timeout_ms),
+                 # The steps move leaderships themselves; a rebalance in the middle would blur them.
+                 "auto.leader.rebalance.enable": "false"}
+    out: dict[str, Any] = {}
+    with Cluster(workdir, 3, overrides=overrides) as cluster:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap, **_QUIET})
+        t0 = time.monotonic()
+        for i in range(args.partitions // args.topic_partitions):
+            topic = f"failover-{i}"
+            admin.create_topics([NewTopic(topic, args.topic_partitions, 3)],
+                                request_timeout=300)[topic].result(300)
+            print(f"[failover] {(i + 1) * args.topic_partitions} partitions, "
+                  f"{time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True)
+        total = args.partitions // args.topic_partitions * args.topic_partitions
+        _poll_view(admin, lambda v: len(v.leader) >= total and min(v.isr.values()) == 3
+                   and -1 not in v.leader.values(), 600, "every ISR complete", interval=1.0)
+        out.update(partitions=total, create_s=time.monotonic() - t0,
+                   fds={bid: open_files(b.pid) for bid, b in cluster.brokers.items() if b.pid},
+                   rss_mb={bid: round(rss_mb(b.pid)) for bid, b in cluster.brokers.items() if b.pid})
+        print(f"[failover] created and in sync after {out['create_s']:.0f} s; open files {out['fds']}",
+              file=sys.stderr, flush=True)
+        steps = []
+        chosen = args.steps.split(",")
+        for key, step, how in (("controller", "controller SIGKILL", "kill"), ("kill", "leader SIGKILL", "kill"),
+                               ("term", "leader SIGTERM", "stop")):
+            if key not in chosen:
+                continue
+            controller = cluster.wait_for_controller(timeout=120)
+            counts = View(admin).counts()
+            victim = controller if step.startswith("controller") else max(
+                (b for b in cluster.brokers if b != controller), key=lambda b: counts.get(b, 0))
+            print(f"[failover] {step} of broker {victim} (controller {controller}, leaders {counts})",
+                  file=sys.stderr, flush=True)
+            row = _lose(cluster, admin, victim, how, args, total)
+            row["step"] = step
+            print(f"[failover] {row}", file=sys.stderr, flush=True)
+            row["rejoin_s"] = _rejoin(cluster, admin, victim, total, 900)
+            steps.append(row)
+        out["steps"] = steps
+    return out
+
+
+def print_failover(r: dict[str, Any], args: argparse.Namespace) -> None:
+    def s(v: float | None) -> str:
+        return "-" if v is None else f"{v:.2f}"
+
+    print(f"kaflet: 3 brokers, {r['partitions']} partitions RF=3 in topics of {args.topic_partitions}, "
+          f"zookeeper.session.timeout.ms={args.session_timeout_ms}")
+    print(f"  created and in sync in {r['create_s']:.0f} s; open files {r['fds']}, RSS MB {r['rss_mb']}")
+    print("  seconds from the signal: | step | broker (leads) | exits | unregistered | new controller "
+          "| all led, ZooKeeper | all led, Metadata | restart to balanced |")
+    for row in r["steps"]:
+        ctl = f"{s(row['controller_s'])} ({row['controller']})" if row["step"].startswith("controller") else "-"
+        print(f"  | {row['step']} | {row['victim']} ({row['led']}) | {s(row['exit_s'])} | {s(row['unregistered_s'])} "
+              f"| {ctl} | {s(row['zk_all_led_s'])} | {s(row['metadata_all_led_s'])} | {row['rejoin_s']:.0f} |")
+
+
 def _fmt(v: float | int | None, spec: str) -> str:
     return "-" if v is None else format(v, spec)
 
@@ -268,6 +521,8 @@ def main(argv: list[str] | None = None) -> int:
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--target", choices=["kaflet", "tansu"], help="start the broker ourselves")
     where.add_argument("--bootstrap", metavar="HOST:PORT", help="an already running broker (needs --pid)")
+    where.add_argument("--failover", action="store_true",
+                       help="ZooKeeper and 3 kaflet brokers, partitions RF=3: a broker lost (see above)")
     p.add_argument("--pid", type=int, help="the running broker's process id (with --bootstrap)")
     p.add_argument("--partitions", type=int, default=1000)
     p.add_argument("--client", choices=sorted(CLIENTS), default="librdkafka",
@@ -280,11 +535,27 @@ def main(argv: list[str] | None = None) -> int:
                    help="kaflet at rest: descriptors, RSS, create and restart times (see above)")
     p.add_argument("--topic-partitions", type=int, default=500, help="--scale: partitions per topic")
     p.add_argument("--nofile", type=int, default=0, help="--scale: the broker's open file limit (0: inherited)")
+    p.add_argument("--session-timeout-ms", type=int, default=6000, help="--failover: zookeeper.session.timeout.ms")
+    p.add_argument("--steps", default="controller,kill,term",
+                   help="--failover: which steps, of controller (SIGKILL the controller), kill (SIGKILL "
+                        "another leader), term (SIGTERM another leader)")
+    p.add_argument("--keep", action="store_true", help="--failover: keep the brokers' logs and data")
+    p.add_argument("--profile", type=Path, metavar="DIR",
+                   help="--failover: py-spy record every surviving broker during each step into DIR")
     args = p.parse_args(argv)
     if args.bootstrap and not args.pid:
         p.error("--bootstrap needs --pid (the broker's CPU is read from /proc/<pid>/stat)")
     signal.signal(signal.SIGTERM, _raise_interrupt)  # clean-up (the broker we started) as on Ctrl-C
     workdir = Path(tempfile.mkdtemp(prefix="kaflet-many-"))
+    if args.failover:
+        try:
+            print_failover(failover(workdir, args), args)
+        finally:
+            if args.keep:
+                print(f"kept {workdir} (broker logs, data)", file=sys.stderr)
+            else:
+                shutil.rmtree(workdir, ignore_errors=True)
+        return 0
     if args.scale:
         if args.target != "kaflet":
             p.error("--scale starts a kaflet broker itself: use --target kaflet")
