@@ -29,6 +29,7 @@ from kaflet.metadata.tree import (
     NotEmptyError,
     Op,
     SetOp,
+    Stat,
     WatchCallback,
     join_path,
 )
@@ -351,8 +352,7 @@ class ControllerZkClient:
     ) -> dict[TopicPartition, LeaderAndIsr | None]:
         """Each partition's state node (None when missing or empty)."""
 
-        async def one(tp: TopicPartition) -> LeaderAndIsr | None:
-            got = await self.tree.get_or_none(zk.partition_state_path(tp.topic, tp.partition))
+        def parse(tp: TopicPartition, got: tuple[bytes | None, Stat] | None) -> LeaderAndIsr | None:
             if got is None or not got[0]:
                 return None
             try:
@@ -362,8 +362,8 @@ class ControllerZkClient:
                 return None
 
         tps = list(partitions)
-        got = await asyncio.gather(*(one(tp) for tp in tps))
-        return dict(zip(tps, got, strict=True))
+        got = await self.tree.get_many([zk.partition_state_path(tp.topic, tp.partition) for tp in tps])
+        return {tp: parse(tp, g) for tp, g in zip(tps, got, strict=True)}
 
     async def create_topic_partition_states(
         self, states: Mapping[TopicPartition, LeaderAndIsr], epoch_zk_version: int

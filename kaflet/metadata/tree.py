@@ -298,6 +298,11 @@ class MetadataTree(ABC):
         except NoNodeError:
             return None
 
+    async def get_many(self, paths: Sequence[str]) -> list[tuple[bytes | None, Stat] | None]:
+        """:meth:`get_or_none` of every path, in order; a backend may read them in fewer
+        round trips."""
+        return list(await asyncio.gather(*(self.get_or_none(p) for p in paths)))
+
     async def __aenter__(self) -> MetadataTree:
         return self
 

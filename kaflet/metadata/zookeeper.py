@@ -22,7 +22,15 @@ from typing import Any
 
 from kazoo import exceptions as kz
 from kazoo.client import KazooClient, TransactionRequest
-from kazoo.protocol.serialization import Create, SetData
+from kazoo.protocol.serialization import (
+    Create,
+    GetData,
+    SetData,
+    int_struct,
+    multiheader_struct,
+    read_buffer,
+    stat_struct,
+)
 from kazoo.protocol.states import EventType as KzEventType
 from kazoo.protocol.states import KazooState, WatchedEvent, ZnodeStat
 from kazoo.security import OPEN_ACL_UNSAFE
@@ -108,6 +116,48 @@ def _map_error(exc: BaseException, path: str | None) -> BaseException:
     return exc
 
 
+class _MultiRead:
+    """ZooKeeper's multiRead request (3.6 and later, opcode 22): the data and stat of many nodes
+    in one round trip. Unlike a multi of writes each read stands alone: a missing node answers
+    its own NoNode error. (kazoo has no such request; it sends any object with ``type``,
+    ``serialize`` and ``deserialize``.)"""
+
+    type = 22
+    _GET_DATA = GetData.type
+
+    def __init__(self, paths: Sequence[str]) -> None:
+        self.paths = paths
+
+    def serialize(self) -> bytearray:
+        out = bytearray()
+        for path in self.paths:
+            out += multiheader_struct.pack(self._GET_DATA, False, -1)
+            out += GetData(path, None).serialize()
+        return out + multiheader_struct.pack(-1, True, -1)
+
+    @classmethod
+    def deserialize(cls, buf: bytes, offset: int) -> list[tuple[bytes | None, ZnodeStat] | kz.KazooException]:
+        results: list[tuple[bytes | None, ZnodeStat] | kz.KazooException] = []
+        while True:
+            op_type, done, _err = multiheader_struct.unpack_from(buf, offset)
+            offset += multiheader_struct.size
+            if done:
+                return results
+            if op_type == cls._GET_DATA:
+                data, offset = read_buffer(buf, offset)
+                results.append((data, ZnodeStat._make(stat_struct.unpack_from(buf, offset))))
+                offset += stat_struct.size
+            else:  # an error result: its code follows
+                code = int_struct.unpack_from(buf, offset)[0]
+                offset += int_struct.size
+                results.append(kz.EXCEPTIONS[code]())
+
+
+#: Paths per multiRead: a response of about 200 KB for partition state nodes, well below the
+#: 1 MiB jute.maxbuffer of ZooKeeper's clients.
+MULTI_READ_PATHS = 1000
+
+
 def _stat(s: ZnodeStat) -> Stat:
     return Stat(
         version=s.version,
@@ -189,6 +239,8 @@ class ZooKeeperTree(MetadataTree):
         # their owners re-read and watch again. Touched on kazoo's threads, under the lock.
         self._lost_watches: list[tuple[str, str, WatchCallback]] = []
         self._lost_lock = threading.Lock()
+        # Whether the server answers multiRead (False once one answered UNIMPLEMENTED).
+        self._multi_read = True
 
     @classmethod
     async def connect(cls, connect: str, **kwargs: Any) -> ZooKeeperTree:
@@ -369,6 +421,43 @@ class ZooKeeperTree(MetadataTree):
             lambda: self._client.get_async(path, watch=self._bridge_watch(watch, path, "data")), path
         )
         return data, _stat(stat)
+
+    async def get_many(self, paths: Sequence[str]) -> list[tuple[bytes | None, Stat] | None]:
+        """Every path's data and stat (None when missing), by multiRead requests of
+        :data:`MULTI_READ_PATHS` paths sent together; one request per path on servers before
+        ZooKeeper 3.6. Reading 10,000 partition states took seconds one by one (kazoo's cost per
+        request), a few hundredths of a second this way."""
+        self._check_open()
+        for path in paths:
+            validate_path(path)
+        if self._multi_read and paths:
+            try:
+                chunks = [paths[i:i + MULTI_READ_PATHS] for i in range(0, len(paths), MULTI_READ_PATHS)]
+                answers = await asyncio.gather(*(self._multi_read_once(chunk) for chunk in chunks))
+                return [got for answer in answers for got in answer]
+            except kz.UnimplementedError:
+                self._multi_read = False
+                log.info("the ZooKeeper server has no multiRead (before 3.6): reading nodes one by one")
+        return await super().get_many(paths)
+
+    async def _multi_read_once(self, paths: Sequence[str]) -> list[tuple[bytes | None, Stat] | None]:
+        root = self._client.chroot or ""
+
+        def issue() -> Any:
+            result = self._client.handler.async_result()
+            self._client._call(_MultiRead([(root + p).rstrip("/") or "/" for p in paths]), result)
+            return result
+
+        answer = await self._await(issue, paths[0])
+        out: list[tuple[bytes | None, Stat] | None] = []
+        for path, got in zip(paths, answer, strict=True):
+            if isinstance(got, kz.NoNodeError):
+                out.append(None)
+            elif isinstance(got, BaseException):
+                raise _map_error(got, path)
+            else:
+                out.append((got[0], _stat(got[1])))
+        return out
 
     async def set(self, path: str, data: bytes | None, version: int = -1) -> Stat:
         self._check_open()

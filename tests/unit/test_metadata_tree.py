@@ -169,6 +169,47 @@ async def test_get_missing(tree: MetadataTree) -> None:
     assert await tree.exists("/nope") is None
 
 
+async def test_get_many(tree: MetadataTree, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Many nodes at once, in order, None for the missing ones (on ZooKeeper by multiRead, in
+    several requests when there are more paths than one holds)."""
+    from kaflet.metadata import zookeeper
+
+    monkeypatch.setattr(zookeeper, "MULTI_READ_PATHS", 7)
+    await tree.create("/many")
+    await tree.create("/many/null", None)
+    paths = []
+    for i in range(20):
+        await tree.create(f"/many/{i}", f"v{i}".encode())
+        paths.append(f"/many/{i}")
+    await tree.set("/many/3", b"again")
+    want = [await tree.get_or_none(p) for p in paths]
+    asked = ["/many/gone", *paths[:10], "/many/null", "/many/10/gone", *paths[10:], "/many"]
+    got = await tree.get_many(asked)
+    assert got[0] is None and got[12] is None
+    assert got[1:11] + got[13:-1] == want
+    assert got[3] is not None and got[3][0] == b"v2" and got[4] is not None and got[4] == (b"again", want[3][1])
+    assert got[11] is not None and got[11][0] is None
+    assert got[-1] is not None and got[-1][1].num_children == 21
+    assert await tree.get_many([]) == []
+    assert getattr(tree, "_multi_read", True), "multiRead fell back to one request per node"
+
+
+async def test_get_many_without_multi_read(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ZooKeeper server that does not know the request (before 3.6) answers UNIMPLEMENTED;
+    the tree then reads node by node, and keeps doing so."""
+    if backend.kind != "zookeeper":
+        pytest.skip("ZooKeeper's multiRead")
+    from kaflet.metadata import zookeeper
+
+    tree = await backend.open()
+    await tree.create("/old", b"x")
+    monkeypatch.setattr(zookeeper._MultiRead, "type", 999)  # an opcode no server knows
+    got = await tree.get_many(["/old", "/missing"])
+    assert got[0] is not None and got[0][0] == b"x" and got[1] is None
+    assert tree._multi_read is False  # type: ignore[attr-defined]
+    assert (await tree.get_many(["/old"]))[0] is not None
+
+
 async def test_set_compare_and_set(tree: MetadataTree) -> None:
     await tree.create("/cas", b"0")
     s1 = await tree.set("/cas", b"1", version=0)
