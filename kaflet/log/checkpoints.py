@@ -7,10 +7,13 @@ the event loop, by :mod:`kaflet.log.metadata_writer`.
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import os
 import re
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import cast
 
 CHECKPOINT_VERSION = 0
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
@@ -33,6 +36,37 @@ def fsync_dir(path: str) -> None:
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _load_syncfs() -> Callable[[int], int] | None:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return cast("Callable[[int], int]", libc.syncfs)
+    except (OSError, AttributeError):
+        return None
+
+
+_SYNCFS = _load_syncfs()
+
+
+def has_syncfs() -> bool:
+    """Whether :func:`syncfs` can be called here (Linux)."""
+    return _SYNCFS is not None
+
+
+def syncfs(path: str) -> None:
+    """Make every write to the file system holding ``path`` durable (Linux syncfs(2)): one
+    commit where an fsync per file costs one each (20,000 index files at a clean shutdown of
+    10,000 partitions took seconds). Raises OSError on a write-back error (Linux 5.8+)."""
+    if _SYNCFS is None:
+        raise OSError(errno.ENOSYS, "syncfs is not available")
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        if _SYNCFS(fd) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"syncfs({path}): {os.strerror(err)}")
     finally:
         os.close(fd)
 

@@ -59,7 +59,9 @@ from kaflet.log.checkpoints import (
     REPLICATION_OFFSET_CHECKPOINT,
     CheckpointError,
     fsync_dir,
+    has_syncfs,
     read_offset_checkpoint,
+    syncfs,
     write_offset_checkpoint,
 )
 from kaflet.log.cleaner import CleanerConfig
@@ -858,9 +860,14 @@ class LogManager:
         # From here on the logs' small files are written and fsync'd where they change.
         self.metadata_writer.close()
 
+        # Closing trims every active segment's indexes; Kafka leaves those to the page cache,
+        # kaflet makes them durable before the clean-shutdown marker. One syncfs per log dir
+        # does it where an fsync per index file took seconds at 10,000 partitions.
+        whole_fs = has_syncfs()
+
         def close(lg: Log) -> None:
             lg.flush_sync(sync_parent=False)  # the log dirs are fsync'd once, below
-            lg.close(sync=True)
+            lg.close(sync=not whole_fs)
 
         logs = [(tp, lg) for tp, lg in (*self._logs.items(), *self._future_logs.items()) if not lg.closed]
         with ThreadPoolExecutor(SHUTDOWN_THREADS, thread_name_prefix="kaflet-log-close") as pool:
@@ -871,6 +878,12 @@ class LogManager:
                 except OSError as exc:
                     # Only that dir is left without its marker, so its logs are recovered.
                     self.failure_channel.maybe_add_offline_log_dir(os.path.dirname(lg.dir), f"closing {lg.dir}", exc)
+        if whole_fs:
+            for d in self.live_log_dirs:
+                try:
+                    syncfs(d)
+                except OSError as exc:
+                    self.failure_channel.maybe_add_offline_log_dir(d, f"syncing {d}", exc)
         self.checkpoint_recovery_points()
         self.checkpoint_log_start_offsets()
         self.checkpoint_high_watermarks()

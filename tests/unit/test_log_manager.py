@@ -52,6 +52,46 @@ def test_lifecycle(tmp_path) -> None:  # type: ignore[no-untyped-def]
     lm2.shutdown()
 
 
+def test_clean_shutdown_syncs_each_file_system_once(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The trimmed indexes of every log are made durable by one syncfs per log dir, not an fsync
+    per index file; a dir whose syncfs fails gets no clean-shutdown marker (recovered next start)."""
+    from kaflet.log import checkpoints, index_file
+    from kaflet.log import log_manager as lm_module
+
+    if not checkpoints.has_syncfs():
+        pytest.skip("no syncfs(2) here")
+    dirs = [str(tmp_path / "a"), str(tmp_path / "b")]
+    lm = LogManager(dirs, {"segment.bytes": "2000"})
+    lm.startup()
+    logs = [lm.get_or_create_log("t", p) for p in range(6)]
+    for lg in logs[:3]:
+        lg.append_as_leader(_batch(), 0)
+    synced: list[str] = []
+    index_fsyncs: list[str] = []
+
+    def fake_syncfs(path: str) -> None:
+        synced.append(path)
+        checkpoints.syncfs(path)
+        if path == dirs[1]:
+            raise OSError(5, "Input/output error")
+
+    real_flush = index_file.IndexFile.flush
+    monkeypatch.setattr(lm_module, "syncfs", fake_syncfs)
+    monkeypatch.setattr(index_file.IndexFile, "flush",
+                        lambda self: (index_fsyncs.append(self.path), real_flush(self))[1])
+    lm.shutdown()
+    assert sorted(synced) == sorted(dirs)
+    # Only the flush of unflushed data fsyncs indexes (its own); the idle logs' trims none.
+    assert index_fsyncs and not [f for f in index_fsyncs if any(f.startswith(lg.dir + os.sep) for lg in logs[3:])]
+    assert os.path.exists(os.path.join(dirs[0], CLEAN_SHUTDOWN_FILE))
+    assert not os.path.exists(os.path.join(dirs[1], CLEAN_SHUTDOWN_FILE))
+    # The indexes were trimmed to their entries all the same (an empty log's to nothing).
+    for lg in logs:
+        for seg in os.listdir(lg.dir):
+            if seg.endswith(".index") and lg.log_end_offset == 0:
+                assert os.path.getsize(os.path.join(lg.dir, seg)) == 0
+
+
 def test_unclean_restart_recovers(tmp_path) -> None:  # type: ignore[no-untyped-def]
     d = str(tmp_path / "a")
     lm = LogManager([d])
