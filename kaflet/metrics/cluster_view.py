@@ -4,9 +4,9 @@ The series of kaflet/metrics/cluster_series.py describe the whole cluster, so on
 them: the active controller (in a broker alone, that broker). Were every broker to serve them,
 dashboards that sum over them (lag per group, messages in per topic) would count a three-broker
 cluster three times. The controller's metadata cache has every partition's leader, replicas and
-ISR; the offsets come from the leaders (ListOffsets latest and earliest, 100 partitions a
+ISR; the offsets come from the leaders (ListOffsets latest and earliest, 200 partitions a
 request), the groups from the coordinators (ListGroups, then DescribeGroups and OffsetFetch v8
-for 20 groups a request), pipelined on one connection per broker; what this broker leads or
+for 50 groups a request), one at a time on one connection per broker; what this broker leads or
 coordinates itself is read from its own state. A broker that does not answer leaves its
 partitions without offsets and its groups out, as kafka_exporter does, and is logged as an outage.
 
@@ -54,12 +54,14 @@ EARLIEST_TIMESTAMP = -2
 LIST_OFFSETS_VERSION = 6
 LIST_GROUPS_VERSION = 4
 OFFSET_FETCH_VERSION = 8
-#: Partitions per ListOffsets and groups per DescribeGroups / OffsetFetch: the other broker
-#: answers a connection's requests one at a time and this one reads each answer in one step of
-#: its loop, so a smaller request holds both loops for less (~2 ms at 200 partitions on an idle
-#: core, ten times that on a loaded one: produce requests wait behind such steps); but every
-#: request in flight keeps a dozen objects (task, future, timer...) alive across the scrape
-#: (see ClusterView), so not much smaller: 50 ListOffsets for 5,000 partitions led elsewhere.
+#: Partitions per ListOffsets and groups per DescribeGroups / OffsetFetch, one request in flight
+#: per broker. A broker answers the requests already in a connection's socket one after the
+#: other without handing its loop back (network/connection.py's `Connection.serve` only waits
+#: when the socket is empty), so 50 pipelined ListOffsets of 200 partitions were one step of the
+#: other broker's loop, and its produce requests waited behind it (benchmarks/README.md). One at
+#: a time, each request is a step of its own (~2 ms at 200 partitions on an idle core); the
+#: scrape takes a round trip per request longer. Not much smaller: each answer is read here in
+#: one step of this loop too.
 PARTITIONS_PER_REQUEST = 200
 GROUPS_PER_REQUEST = 50
 #: Partitions copied from the metadata between two returns to the event loop.
@@ -184,8 +186,8 @@ class ClusterView:
         try:
             conn = await self._connection(broker_id)
             chunks = [partitions[i:i + PARTITIONS_PER_REQUEST] for i in range(0, len(partitions), PARTITIONS_PER_REQUEST)]
-            answers = await asyncio.gather(*(_list_offsets(conn, chunk, ts) for ts in (LATEST_TIMESTAMP, EARLIEST_TIMESTAMP)
-                                             for chunk in chunks))
+            answers = [await _list_offsets(conn, chunk, ts) for ts in (LATEST_TIMESTAMP, EARLIEST_TIMESTAMP)
+                       for chunk in chunks]
             groups = await _groups(conn, last)
         except (BrokerConnectionError, DecodeError) as exc:
             broken = self._connections.pop(broker_id, None)
@@ -249,8 +251,7 @@ async def _group_ids(conn: BrokerConnection) -> list[str]:
 async def _groups(conn: BrokerConnection, last: dict[str, GroupRow]) -> dict[str, GroupRow]:
     """The groups the broker coordinates, with their member counts and committed offsets."""
     ids = await _group_ids(conn)
-    chunks = await asyncio.gather(*(_group_rows(conn, ids[i:i + GROUPS_PER_REQUEST], last)
-                                    for i in range(0, len(ids), GROUPS_PER_REQUEST)))
+    chunks = [await _group_rows(conn, ids[i:i + GROUPS_PER_REQUEST], last) for i in range(0, len(ids), GROUPS_PER_REQUEST)]
     return {group_id: row for chunk in chunks for group_id, row in chunk.items()}
 
 
