@@ -217,10 +217,8 @@ class PartitionStateMachine:
     ) -> StateChangeResults:
         remaining = partitions
         finished_elections: StateChangeResults = {}
-        cached = True
         while remaining:
-            finished, remaining = await self._do_elect_leader_for_partitions(remaining, strategy, cached)
-            cached = False
+            finished, remaining = await self._do_elect_leader_for_partitions(remaining, strategy)
             for tp, r in finished.items():
                 if isinstance(r, Exception):
                     self._log_failed(tp, PartitionState.ONLINE, r)
@@ -231,16 +229,15 @@ class PartitionStateMachine:
         return finished_elections
 
     async def _do_elect_leader_for_partitions(
-        self, partitions: list[TopicPartition], strategy: LeaderElectionStrategy, cached: bool = False
+        self, partitions: list[TopicPartition], strategy: LeaderElectionStrategy
     ) -> tuple[StateChangeResults, list[TopicPartition]]:
         ctx = self.ctx
         try:
-            current = await current_partition_states(ctx, self.zk, partitions, cached)
+            current = await self.zk.get_topic_partition_states(partitions)
         except Exception as e:
             return {tp: e for tp in partitions}, []
         failed: StateChangeResults = {}
         valid: list[tuple[TopicPartition, LeaderAndIsr]] = []
-        reread: list[TopicPartition] = []
         for tp in partitions:
             st = current.get(tp)
             if st is None:
@@ -253,14 +250,10 @@ class PartitionStateMachine:
                     f"by another controller. This probably means that the current controller {self.controller_id} "
                     f"went through a soft failure and another controller was elected with epoch "
                     f"{st.controller_epoch}.")
-            elif cached and not any(ctx.is_replica_online(r, tp) for r in st.isr):
-                # No live ISR member in the copy: a failed or unclean election is decided on
-                # ZooKeeper's state only (the next attempt reads it).
-                reread.append(tp)
             else:
                 valid.append((tp, st))
         if not valid:
-            return failed, reread
+            return failed, []
         if strategy in (LeaderElectionStrategy.OFFLINE, LeaderElectionStrategy.OFFLINE_ALLOW_UNCLEAN):
             items = await self._collect_unclean_leader_election_state(
                 valid, strategy is LeaderElectionStrategy.OFFLINE_ALLOW_UNCLEAN)
@@ -275,9 +268,7 @@ class PartitionStateMachine:
         recipients: dict[TopicPartition, list[int]] = {}
         adjusted: dict[TopicPartition, LeaderAndIsr] = {}
         for r in results:
-            if r.leader_and_isr is None and cached:
-                reread.append(r.topic_partition)
-            elif r.leader_and_isr is None:
+            if r.leader_and_isr is None:
                 failed[r.topic_partition] = StateChangeFailedError(
                     f"Failed to elect leader for partition {r.topic_partition} under strategy {strategy.value}")
             else:
@@ -291,7 +282,7 @@ class PartitionStateMachine:
                     recipients[tp], tp, written, ctx.partition_full_replica_assignment(tp), is_new=False)
         for tp in retry:
             log.debug("Controller failed to elect leader for partition %s: bad zk version; will retry", tp)
-        return {**finished, **failed}, retry + reread
+        return {**finished, **failed}, retry
 
     async def _collect_unclean_leader_election_state(
         self, states: list[tuple[TopicPartition, LeaderAndIsr]], allow_unclean: bool
@@ -455,10 +446,8 @@ class ReplicaStateMachine:
     ) -> dict[TopicPartition, LeaderAndIsr]:
         results: dict[TopicPartition, LeaderAndIsr] = {}
         remaining = partitions
-        cached = True
         while remaining:
-            finished, remaining = await self._do_remove_replicas_from_isr(replica_id, remaining, cached)
-            cached = False
+            finished, remaining = await self._do_remove_replicas_from_isr(replica_id, remaining)
             for tp, r in finished.items():
                 if isinstance(r, Exception):
                     self._log_failed(PartitionAndReplica(tp, replica_id), ReplicaState.OFFLINE, r)
@@ -467,11 +456,11 @@ class ReplicaStateMachine:
         return results
 
     async def _do_remove_replicas_from_isr(
-        self, replica_id: int, partitions: list[TopicPartition], cached: bool = False
+        self, replica_id: int, partitions: list[TopicPartition]
     ) -> tuple[dict[TopicPartition, LeaderAndIsr | Exception], list[TopicPartition]]:
         ctx = self.ctx
         try:
-            current = await current_partition_states(ctx, self.zk, partitions, cached)
+            current = await self.zk.get_topic_partition_states(partitions)
         except Exception as e:
             return {tp: e for tp in partitions}, []
         states: dict[TopicPartition, LeaderAndIsr | Exception] = {}
@@ -488,10 +477,7 @@ class ReplicaStateMachine:
             else:
                 states[tp] = st
         with_replica = {tp: st for tp, st in states.items() if isinstance(st, LeaderAndIsr) and replica_id in st.isr}
-        # Only ZooKeeper's state says a replica is out of the ISR already (nothing is written for
-        # those): the controller's copy may lag a broker's ISR expansion.
-        reread = [tp for tp in states if tp not in with_replica and cached]
-        without_replica = {tp: st for tp, st in states.items() if tp not in with_replica and not cached}
+        without_replica = {tp: st for tp, st in states.items() if tp not in with_replica}
         adjusted = {}
         for tp, st in with_replica.items():
             new_leader = NO_LEADER if st.leader == replica_id else st.leader
@@ -510,38 +496,12 @@ class ReplicaStateMachine:
                 out[tp] = StateChangeFailedError(
                     f"Failed to change state of replica {replica_id} for partition {tp} since the leader and isr "
                     "path in zookeeper is empty")
-        return out, retry + reread
+        return out, retry
 
     def _log_failed(self, replica: PartitionAndReplica, target: ReplicaState, e: BaseException) -> None:
         log.error("Controller %d epoch %d initiated state change of replica %d for partition %s from %s to %s "
                   "failed: %s", self.controller_id, self.ctx.epoch, replica.replica, replica.topic_partition,
                   self.ctx.replica_state(replica).value, target.value, e)
-
-
-async def current_partition_states(
-    ctx: ControllerContext, zk_client: ControllerZkClient, partitions: Sequence[TopicPartition], cached: bool
-) -> dict[TopicPartition, LeaderAndIsr | None]:
-    """The partitions' states to base new ones on.
-
-    Kafka reads every one from ZooKeeper before each change. With ``cached`` (a first attempt)
-    the controller's own copy is used instead where it has one: the copy carries the zkVersion
-    that every write of the new state is conditional on, so a copy gone stale (a broker changed
-    the ISR, another controller wrote) fails that check and the retry, without ``cached``, reads
-    ZooKeeper. At 10,000 partitions the reads cost seconds (one kazoo request each), the copy
-    nothing."""
-    if not cached:
-        return await zk_client.get_topic_partition_states(partitions)
-    current: dict[TopicPartition, LeaderAndIsr | None] = {}
-    missing = []
-    for tp in partitions:
-        st = ctx.partition_leadership_info(tp)
-        if st is None:
-            missing.append(tp)
-        else:
-            current[tp] = st
-    if missing:
-        current.update(await zk_client.get_topic_partition_states(missing))
-    return current
 
 
 def _names(states: Iterable[PartitionState | ReplicaState]) -> str:

@@ -83,14 +83,6 @@ async def state(tree: MetadataTree, topic: str, p: int) -> zk.LeaderAndIsr:
     return zk.parse_partition_state(data, stat.version)
 
 
-async def set_isr(tree: MetadataTree, topic: str, p: int, leader: int, isr: list[int]) -> None:
-    """Write a partition's state as its leader would, same leader epoch (the controller is not told)."""
-    st = await state(tree, topic, p)
-    await tree.set(zk.partition_state_path(topic, p),
-                   zk.partition_state_json(zk.LeaderAndIsr(leader, st.leader_epoch, isr, st.controller_epoch)),
-                   st.zk_version)
-
-
 async def create(tree: MetadataTree, h: Harness, topic: str, assignment: dict[int, list[int]],
                  configs: dict[str, str] | None = None) -> ct.TopicCreated:
     live = [(b, None) for b in h.controller.context.live_broker_ids]
@@ -435,35 +427,6 @@ async def test_broker_failure_and_return(cluster: tuple[EmbeddedTree, Harness]) 
     assert c.unclean_leader_elections == 0
 
 
-async def test_broker_failure_with_a_stale_copy_of_the_states(cluster: tuple[EmbeddedTree, Harness]) -> None:
-    """The controller bases elections and ISR shrinks on its own copy of the partition states,
-    but ZooKeeper's state decides: a copy a broker's ISR change made stale is read again."""
-    tree, h = cluster
-    c = h.controller
-    await create(tree, h, "stale", {0: [2, 3, 1], 1: [3, 2, 1]})
-    # Behind the controller's back (no notification): 3 left the ISR of partition 0, and 2
-    # came back into the ISR of partition 1 after the controller had seen it leave.
-    await set_isr(tree, "stale", 0, 2, [2, 1])
-    await set_isr(tree, "stale", 1, 3, [3, 1])
-    await tree.create(zk.isr_change_prefix(), zk.partition_list_json([("stale", 1)]), sequential=True)
-    await until(lambda: c.context.partition_leadership_info(TopicPartition("stale", 1)).isr == [3, 1],
-                what="the controller's copy of stale-1")
-    await h.idle()
-    await set_isr(tree, "stale", 1, 3, [3, 1, 2])
-    assert c.context.partition_leadership_info(TopicPartition("stale", 0)).isr == [2, 3, 1]
-    await tree.delete(zk.broker_path(2))
-    await until(lambda: 2 not in c.context.live_or_shutting_down_broker_ids, what="broker 2 dead")
-    await h.idle()
-    # Elected from ZooKeeper's ISR (1), not from the copy's (3, the next replica).
-    new0 = await state(tree, "stale", 0)
-    assert (new0.leader, new0.isr) == (1, [1])
-    # 2 is taken out of the ISR it was back in.
-    new1 = await state(tree, "stale", 1)
-    assert (new1.leader, new1.isr) == (3, [3, 1])
-    assert c.context.partition_leadership_info(TopicPartition("stale", 0)).zk_version == new0.zk_version
-    assert c.unclean_leader_elections == 0
-
-
 async def test_bounced_broker(cluster: tuple[EmbeddedTree, Harness]) -> None:
     tree, h = cluster
     c = h.controller
@@ -669,7 +632,10 @@ async def test_preferred_leader_election(cluster: tuple[EmbeddedTree, Harness]) 
     # Broker 2 is back but not in sync yet: the preferred leader is not available.
     res = await c.elect_leaders(ElectionType.PREFERRED, [("pref", 0)])
     assert res[("pref", 0)][0] == ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
-    await set_isr(tree, "pref", 0, 3, [3, 2])
+    st = await state(tree, "pref", 0)
+    await tree.set(zk.partition_state_path("pref", 0),
+                   zk.partition_state_json(zk.LeaderAndIsr(3, st.leader_epoch, [3, 2], st.controller_epoch)),
+                   st.zk_version)
     await tree.create(zk.isr_change_prefix(), zk.partition_list_json([("pref", 0)]), sequential=True)
     await until(lambda: c.context.partition_leadership_info(TopicPartition("pref", 0)).isr == [3, 2],
                 what="ISR expansion seen")
