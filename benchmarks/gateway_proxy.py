@@ -62,6 +62,30 @@ def cpu_seconds(pid: int | None) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def cluster_7(work: Path, manager: ManagerProcess) -> BrokerProcess:
+    """A broker with SASL/PLAIN users (the gateway on), registered in the manager as cluster 7."""
+    broker = BrokerProcess(work / "broker", {
+        "broker.id": "1", "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        "sasl.enabled.mechanisms": "PLAIN", "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+        "gateway.url": manager.gateway_url, "cluster.id": "7"}).start()
+    try:
+        admin_setting(manager, "SD_CLUSTER_ID", "7", broker.bootstrap_for("SASL_PLAINTEXT"))
+    except BaseException:
+        broker.stop()
+        raise
+    return broker
+
+
+def admin_setting(manager: ManagerProcess, kind: str, name: str, value: str) -> None:
+    """Write a discovery setting in the manager as its admin."""
+    assert manager.admin_password
+    with httpx.Client(base_url=manager.url, timeout=30) as http:
+        r = Session(http, "admin", manager.admin_password).form("/gateway-configs",
+                                                                {"type": kind, "name": name, "value": value})
+        if r.status_code != 303:
+            raise SystemExit(f"the manager refused {kind} {name}={value}: {r.text[:200]}")
+
+
 def one_round(target: str, bootstrap: str, args: argparse.Namespace,
               pid: int | None = None) -> tuple[Result, Result, float]:
     """Throughput (produce then consume), paced latency against one target, and the CPU ms
@@ -100,16 +124,7 @@ def main() -> None:
         gateway: GatewayProcess | None = None
         baseline: GatewayProcess | None = None
         try:
-            broker = BrokerProcess(work / "broker", {
-                "broker.id": "1", "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
-                "sasl.enabled.mechanisms": "PLAIN", "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
-                "gateway.url": manager.gateway_url, "cluster.id": "7"}).start()
-            assert manager.admin_password
-            with httpx.Client(base_url=manager.url, timeout=30) as http:
-                r = Session(http, "admin", manager.admin_password).form(
-                    "/gateway-configs", {"type": "SD_CLUSTER_ID", "name": "7",
-                                         "value": broker.bootstrap_for("SASL_PLAINTEXT")})
-                assert r.status_code == 303, r.text
+            broker = cluster_7(work, manager)
             listen = free_port()
             gateway = GatewayProcess(work / "gateway", ["--manager-url", manager.gateway_url, "--mode", "proxy",
                                                         "--listen", f"127.0.0.1:{listen}"])

@@ -38,8 +38,7 @@ DEFAULTS: dict[str, str] = {
     "socket.request.max.bytes": "104857600",
     "sasl.server.max.receive.size": "524288",
     "connection.failed.authentication.delay.ms": "100",
-    "quota.window.num": "11",
-    "quota.window.size.seconds": "1",
+    "degradation.burst.ms": "1000",
     "max.throttle.time.ms": "30000",
     "proxy.broker.port.base": "",
     "proxy.broker.ports.per.cluster": "100",
@@ -89,8 +88,8 @@ class GatewayConfig:
     socket_request_max_bytes: int
     sasl_max_receive_size: int
     failed_authentication_delay_ms: int
-    quota_window_num: int
-    quota_window_size_seconds: int
+    #: How long's worth of its rate a client may send at once (kaflet/proxy/degradation.py).
+    degradation_burst_ms: int
     max_throttle_time_ms: int
     #: Proxy mode's port-per-broker scheme: broker B of cluster C is reached at
     #: ``broker_port_base + C * ports_per_cluster + B`` (README.md, "Proxy mode").
@@ -205,8 +204,7 @@ class GatewayConfig:
             socket_request_max_bytes=positive("socket.request.max.bytes", 1024),
             sasl_max_receive_size=positive("sasl.server.max.receive.size", 512),
             failed_authentication_delay_ms=positive("connection.failed.authentication.delay.ms", 0),
-            quota_window_num=positive("quota.window.num"),
-            quota_window_size_seconds=positive("quota.window.size.seconds"),
+            degradation_burst_ms=positive("degradation.burst.ms"),
             max_throttle_time_ms=positive("max.throttle.time.ms"),
             broker_port_base=broker_port_base, ports_per_cluster=ports_per_cluster,
             max_inflight_requests=positive("proxy.max.inflight.requests"),

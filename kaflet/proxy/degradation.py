@@ -4,9 +4,12 @@
   and a client address may send the gateway; ``sp-limit`` sets other rates for named appIds or
   addresses. Over a rate, a client is throttled the Kafka way: the answer carries the time in
   ``throttle_time_ms`` (when its version has the field) and the gateway reads nothing more from
-  that connection for that long. It is never disconnected for it. Rates are Kafka's sampled
-  rates (``quota.window.num`` windows of ``quota.window.size.seconds``), so a new client may
-  send about one window's worth at once.
+  that connection for that long. It is never disconnected for it. A rate is a token bucket, as
+  Kafka's controller-mutation quota (KIP-599) measures, holding ``degradation.burst.ms`` worth
+  of requests: an idle client may send that many at once, and past them each request waits its
+  share of a second. Kafka's sampled rates (the byte quotas') would let a new client send
+  ``quota.window.num - 1`` windows' worth at once and then, as each burst's window expires,
+  another burst: over 20 s a client would see bursts and one request a second in between.
 - ``max-request-num``: the requests the gateway handles at once, over all connections (Kafka's
   queued.max.requests): past it, connections wait before their next request is read.
 
@@ -18,27 +21,48 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import math
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from kaflet.proxy.discovery import DiscoveryState
-from kaflet.quota.rate import WindowedRate, throttle_time_ms
 
 #: Rates of clients idle this long are forgotten.
 IDLE_MS = 3_600_000
 
 
+class RequestBucket:
+    """Requests a client may still send at once: refilled at its rate up to ``burst_ms`` worth;
+    a request taken from an empty bucket is owed, and the debt is the throttle time."""
+
+    __slots__ = ("tokens", "last_ms")
+
+    def __init__(self, now_ms: float) -> None:
+        self.tokens: float | None = None  # full, whatever the rate, until the first request
+        self.last_ms = now_ms
+
+    def take(self, rate: int, burst_ms: int, now_ms: float) -> int:
+        """Take one request at ``rate`` per second; the ms until the bucket is out of debt."""
+        capacity = max(rate * burst_ms / 1000.0, 1.0)
+        if self.tokens is None:
+            tokens = capacity
+        else:
+            # The rate may have changed since the last request (a new pull): refill at the new one.
+            tokens = min(capacity, self.tokens + (now_ms - self.last_ms) * rate / 1000.0)
+        tokens -= 1.0
+        self.tokens, self.last_ms = tokens, now_ms
+        return 0 if tokens >= 0 else math.ceil(-tokens * 1000.0 / rate)
+
+
 class Degradation:
     """Request rates per application and per client address, and the bound on requests at once."""
 
-    def __init__(self, state: Callable[[], DiscoveryState], *, samples: int, window_ms: int,
-                 max_throttle_ms: int) -> None:
+    def __init__(self, state: Callable[[], DiscoveryState], *, burst_ms: int, max_throttle_ms: int) -> None:
         self._state = state
-        self.samples = samples
-        self.window_ms = window_ms
+        self.burst_ms = burst_ms
         self.max_throttle_ms = max_throttle_ms
-        self._rates: dict[str, WindowedRate] = {}
+        self._rates: dict[str, RequestBucket] = {}
         self._handling = 0
         #: Requests waiting for a place, in arrival order.
         self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
@@ -59,15 +83,16 @@ class Degradation:
     def _record(self, key: str, limit: int | None, now: float) -> int:
         if limit is None:
             return 0
-        rate = self._rates.get(key)
-        if rate is None:
-            rate = self._rates[key] = WindowedRate(self.samples, self.window_ms, now)
-        rate.record(1, now)
-        return throttle_time_ms(rate, float(limit), now) if limit > 0 else self.max_throttle_ms
+        if limit <= 0:
+            return self.max_throttle_ms
+        bucket = self._rates.get(key)
+        if bucket is None:
+            bucket = self._rates[key] = RequestBucket(now)
+        return bucket.take(limit, self.burst_ms, now)
 
     def _prune(self, now: float) -> None:
         self._last_prune = now
-        for key in [k for k, r in self._rates.items() if now - r.last_record_ms > IDLE_MS]:
+        for key in [k for k, r in self._rates.items() if now - r.last_ms > IDLE_MS]:
             del self._rates[key]
 
     def try_enter(self) -> bool:

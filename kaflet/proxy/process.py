@@ -82,8 +82,7 @@ class GatewayProcess:
         self.pool.metrics = self.metrics
         self.metrics_endpoint: MetricsEndpoint | None = None
         self.ranges = ApiRanges()
-        self.degradation = Degradation(lambda: self.sync.state, samples=config.quota_window_num,
-                                       window_ms=config.quota_window_size_seconds * 1000,
+        self.degradation = Degradation(lambda: self.sync.state, burst_ms=config.degradation_burst_ms,
                                        max_throttle_ms=config.max_throttle_time_ms)
         self.ports = BrokerPorts(config.broker_port_base, config.ports_per_cluster, self._expose)
         self.placements = ProducerPlacements()

@@ -57,7 +57,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
 
 def start_gateway(workdir: Path, manager: ManagerProcess) -> Any:
     return running_gateway(workdir, ["--manager-url", manager.gateway_url, "--listen", "127.0.0.1:0"],
-                           {"gateway.sync.interval.ms": str(SYNC_MS), "quota.window.num": "2"})
+                           {"gateway.sync.interval.ms": str(SYNC_MS)})
 
 
 def listed(session: Session, gateway: GatewayProcess) -> dict[str, Any] | None:

@@ -59,7 +59,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
         cache = work / "gateway-cache.json"
         with running_gateway(work / "gateway", ["--manager-url", manager.gateway_url, "--listen", "127.0.0.1:0",
                                                 "--config-cache", str(cache)],
-                             {"gateway.sync.interval.ms": str(SYNC_MS), "quota.window.num": "2"}) as gateway:
+                             {"gateway.sync.interval.ms": str(SYNC_MS)}) as gateway:
             s = Setup(manager, admin, a, b, gateway, cache)
             s.set_address(7, a)
             s.set_address(8, b)

@@ -67,7 +67,7 @@ def metrics_url(gateway: GatewayProcess) -> str:
 
 def tls_props(pki: Pki) -> dict[str, str]:
     """The gateway's settings for SASL_SSL on both sides, /metrics on a free port."""
-    return {"gateway.sync.interval.ms": str(SYNC_MS), "quota.window.num": "2",
+    return {"gateway.sync.interval.ms": str(SYNC_MS),
             "ssl.keystore.type": "PEM", "ssl.keystore.location": str(pki.server_keystore),
             "upstream.security.protocol": "SASL_SSL", "upstream.ssl.truststore.location": str(pki.ca),
             "metrics.listener": "http://127.0.0.1:0"}

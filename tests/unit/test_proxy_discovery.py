@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kaflet.gateway.model import ManagementServiceError
 from kaflet.proxy.config import GatewayConfig, GatewayConfigError
@@ -172,21 +174,21 @@ def test_rates_throttle_per_application_and_address_with_special_limits() -> Non
     from kaflet.proxy.degradation import Degradation
 
     state = DiscoveryState(app_rate=1000, ip_rate=1000, sp_limits={"slow": 2, "10.0.0.9": 3})
-    degradation = Degradation(lambda: state, samples=2, window_ms=1000, max_throttle_ms=5000)
+    degradation = Degradation(lambda: state, burst_ms=1000, max_throttle_ms=5000)
     assert all(degradation.throttle_ms("fast", "10.0.0.1") == 0 for _ in range(50))
     slow = [degradation.throttle_ms("slow", "10.0.0.1") for _ in range(10)]
     assert slow[0] == 0 and 0 < slow[-1] <= 5000
     by_address = [degradation.throttle_ms(None, "10.0.0.9") for _ in range(10)]
     assert by_address[0] == 0 and by_address[-1] > 0
     # No rates from the manager: nothing is throttled.
-    assert Degradation(DiscoveryState, samples=2, window_ms=1000, max_throttle_ms=5000).throttle_ms("a", "b") == 0
+    assert Degradation(DiscoveryState, burst_ms=1000, max_throttle_ms=5000).throttle_ms("a", "b") == 0
 
 
 def test_max_request_num_bounds_the_requests_handled_at_once() -> None:
     from kaflet.proxy.degradation import Degradation
 
     state = DiscoveryState(max_request_num=2)
-    degradation = Degradation(lambda: state, samples=2, window_ms=1000, max_throttle_ms=5000)
+    degradation = Degradation(lambda: state, burst_ms=1000, max_throttle_ms=5000)
     at_once = 0
     most = 0
 
@@ -236,3 +238,36 @@ def test_retriable_answers_while_a_cluster_is_unreachable_encode_at_every_versio
         assert resp.error_code == ErrorCode.BROKER_NOT_AVAILABLE and resp.error_message == "down"
         throttled = codec.decode_response(ApiKey.DESCRIBE_CLUSTER, v, memoryview(with_throttle(body, 250)))
         assert throttled.throttle_time_ms == 250
+
+
+@settings(max_examples=200, deadline=None)
+@given(rate=st.integers(1, 5000), burst_ms=st.integers(1, 5000), seconds=st.integers(1, 60),
+       rtt_ms=st.floats(0, 50))
+def test_a_client_that_waits_out_its_throttles_is_held_to_the_rate(rate: int, burst_ms: int, seconds: int,
+                                                                   rtt_ms: float) -> None:
+    """Requests sent as soon as the last throttle allows: the burst, then the rate, never more."""
+    from kaflet.proxy.degradation import RequestBucket
+
+    bucket = RequestBucket(0.0)
+    now, sent = 0.0, 0
+    while now < seconds * 1000:
+        throttle = bucket.take(rate, burst_ms, now)
+        sent += 1
+        now += throttle + rtt_ms
+    burst = max(rate * burst_ms / 1000, 1)
+    # Never more than the burst plus the rate over the time (plus the request that crossed the end).
+    assert sent <= burst + rate * now / 1000 + 1
+    # And, with no round trip, no less than the rate (each request waits its share, rounded up to a ms).
+    if rtt_ms == 0:
+        assert sent >= 0.99 * min(rate, 1000) * seconds
+
+
+def test_a_bucket_refills_to_its_burst_and_follows_a_new_rate_at_once() -> None:
+    from kaflet.proxy.degradation import RequestBucket
+
+    bucket = RequestBucket(0.0)
+    assert [bucket.take(10, 1000, 0.0) for _ in range(11)] == [0] * 10 + [100]
+    # An hour idle fills it to 10, not more.
+    assert [bucket.take(10, 1000, 3_600_000.0) for _ in range(11)] == [0] * 10 + [100]
+    # The rate raised to 1,000/s: two requests owed now cost 2 ms, not 200.
+    assert bucket.take(1000, 1000, 3_600_000.0) == 2
