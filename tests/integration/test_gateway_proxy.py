@@ -375,6 +375,61 @@ def test_the_java_idempotent_producer_follows_its_cluster_moved_in_the_manager(s
     check_moved_records(setup, topic, [f"j{i}".encode() for i in range(done)], acked)
 
 
+def produce_directly(bootstrap: str, topic: str, values: list[bytes]) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for v in values:
+        producer.produce(topic, v)
+    assert producer.flush(30) == 0
+
+
+def test_a_consumer_in_a_group_follows_its_cluster_moved_in_the_manager(setup: Setup) -> None:
+    """A group member that knows only the gateway reads cluster A, then, with no restart, the
+    records written to cluster B after the move. Its group and offsets belong to A, so on B it
+    joins the group afresh and starts where B has no committed offset (auto.offset.reset)."""
+    topic = f"gmove-{uuid.uuid4().hex[:8]}"
+    create_topic(setup.a.bootstrap, topic, partitions=1)
+    create_topic(setup.b.bootstrap, topic, partitions=1)
+    produce_directly(setup.a.bootstrap, topic, [f"a{i}".encode() for i in range(10)])
+    consumer = Consumer({**client_config(setup.gateway, f"7.{APP}"), "group.id": f"g-{uuid.uuid4()}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                         "topic.metadata.refresh.interval.ms": 1000, "session.timeout.ms": 6000,
+                         "heartbeat.interval.ms": 500})
+    got: list[bytes] = []
+    errors: list[str] = []
+
+    def read_until(last: bytes, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while last not in got and time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is None:
+                continue
+            if msg.error():
+                errors.append(str(msg.error()))
+                continue
+            got.append(msg.value())
+            consumer.commit(msg, asynchronous=False)
+
+    try:
+        consumer.subscribe([topic])
+        read_until(b"a9", 30)
+        assert got == [f"a{i}".encode() for i in range(10)], got
+        setup.set_address(7, setup.b.bootstrap_for("SASL_PLAINTEXT"))
+        address = setup.b.bootstrap_for("SASL_PLAINTEXT")
+        wait_for(lambda: json.loads(setup.cache.read_text())["clusters"].get("7") == [address])
+        # More records on B than A held, so the last ones lie past the member's old position too.
+        produce_directly(setup.b.bootstrap, topic, [f"b{i}".encode() for i in range(30)])
+        read_until(b"b29", 60)
+    finally:
+        consumer.close()
+        setup.move_back()
+    after = got[10:]
+    assert after and after[-1] == b"b29", (after[-5:], errors[:3])
+    # Whatever offset it started from on B, it read B's records from there on, in order, once.
+    first = int(after[0][1:])
+    assert after == [f"b{i}".encode() for i in range(first, 30)], after
+
+
+
 def test_an_unreachable_cluster_gets_retriable_errors_and_recovers(setup: Setup) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
