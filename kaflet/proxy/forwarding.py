@@ -161,7 +161,7 @@ class ProxyRouter(DiscoveryRouter):
                 await self._issued(cluster_id, upstream, version, body)
             elif key in ADDRESS_APIS:
                 try:
-                    body = self.ports.rewrite_answer(cluster_id, key, version, body, host)
+                    body = self.ports.rewrite_answer(cluster_id, key, version, body, host, upstream.generation)
                 except DecodeError as exc:
                     raise FrameError(f"cluster {cluster_id}'s {api_name(key)} answer does not decode: {exc}") from None
         if throttle_ms and codec.has_throttle_time(key, version):
@@ -241,8 +241,9 @@ class ProxyRouter(DiscoveryRouter):
         """Ask the cluster where its brokers are (a client came to a broker port this gateway has
         not named since it started, or since the cluster moved)."""
         version, request = self._brokers_request()
+        generation = self.ports.generation(cluster_id)
         answer = await self.pool.request(cluster_id, credentials, ApiKey.METADATA, version, request, cache=True)
-        self.ports.rewrite_answer(cluster_id, ApiKey.METADATA, version, answer, self.advertised_host)
+        self.ports.rewrite_answer(cluster_id, ApiKey.METADATA, version, answer, self.advertised_host, generation)
 
 
 def throttled(api_key: int, version: int, body: bytes | memoryview, throttle_ms: int) -> bytes:

@@ -76,38 +76,44 @@ class BrokerPorts:
             del self._upstream[key]
         self._generation[cluster_id] = self.generation(cluster_id) + 1
 
-    def _gateway_port(self, cluster_id: int, broker_id: int, host: str, port: int) -> int | None:
-        self._upstream[(cluster_id, broker_id)] = (host, port)
+    def _gateway_port(self, cluster_id: int, broker_id: int, host: str, port: int, learn: bool) -> int | None:
+        if learn:
+            self._upstream[(cluster_id, broker_id)] = (host, port)
         ours = self.port_of(cluster_id, broker_id)
         if ours is None or not self._expose(cluster_id, broker_id, ours):
             return None
         return ours
 
     def rewrite_answer(self, cluster_id: int, api_key: int, version: int, body: bytes | memoryview,
-                       advertised_host: str) -> bytes:
+                       advertised_host: str, generation: int | None = None) -> bytes:
         """The cluster's answer naming its brokers, with the gateway's host and ports in their
-        place (everything else, throttle_time_ms included, as the cluster said)."""
+        place (everything else, throttle_time_ms included, as the cluster said).
+
+        ``generation``: the cluster's `generation` when the request was sent. An answer from
+        before a move still reaches its client, but the gateway does not learn the brokers from
+        it: they are where the cluster was, and a broker port must lead to where it is now."""
+        learn = generation is None or generation == self.generation(cluster_id)
         response: Any = codec.decode_response(api_key, version, memoryview(body))
         if api_key in (ApiKey.METADATA, ApiKey.DESCRIBE_CLUSTER):
             id_field = "node_id" if api_key == ApiKey.METADATA else "broker_id"
             kept = []
             for broker in response.brokers:
-                ours = self._gateway_port(cluster_id, getattr(broker, id_field), broker.host, broker.port)
+                ours = self._gateway_port(cluster_id, getattr(broker, id_field), broker.host, broker.port, learn)
                 if ours is not None:
                     broker.host, broker.port = advertised_host, ours
                     kept.append(broker)
             response.brokers = kept
         elif version >= 4:
             for coordinator in response.coordinators:
-                self._rewrite_coordinator(cluster_id, coordinator, advertised_host)
+                self._rewrite_coordinator(cluster_id, coordinator, advertised_host, learn)
         else:
-            self._rewrite_coordinator(cluster_id, response, advertised_host)
+            self._rewrite_coordinator(cluster_id, response, advertised_host, learn)
         return codec.encode_decoded_response(version, response)
 
-    def _rewrite_coordinator(self, cluster_id: int, found: Any, advertised_host: str) -> None:
+    def _rewrite_coordinator(self, cluster_id: int, found: Any, advertised_host: str, learn: bool) -> None:
         if found.error_code or found.node_id < 0:
             return
-        ours = self._gateway_port(cluster_id, found.node_id, found.host, found.port)
+        ours = self._gateway_port(cluster_id, found.node_id, found.host, found.port, learn)
         if ours is None:
             # As a broker answers while the coordinator cannot be reached: the client asks again.
             found.error_message = f"broker {found.node_id} has no gateway port"

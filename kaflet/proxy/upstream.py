@@ -90,6 +90,8 @@ class UpstreamPool:
         self.login_recheck_s = login_recheck_s
         self._sessions: dict[tuple[int, Credentials], _Session] = {}
         self._cache: dict[tuple[int, Credentials, int, int, bytes], tuple[float, bytes]] = {}
+        #: forget_cluster calls per cluster id, so an answer on its way through a move is not cached.
+        self._moves: dict[int, int] = {}
         self._next = 0  # rotates the first address tried, so the clusters' brokers share the load
         self._reaper: asyncio.Task[None] | None = None
         #: The counters behind /metrics (None: metrics.listener is off).
@@ -127,6 +129,7 @@ class UpstreamPool:
         reopened once (to the next address) before UpstreamUnavailableError."""
         key = (cluster_id, credentials, api_key, version, body)
         now = time.monotonic()
+        moves = self._moves.get(cluster_id, 0)
         hit = self._cache.get(key) if cache else None
         if hit is not None and hit[0] > now:
             return hit[1]
@@ -142,7 +145,8 @@ class UpstreamPool:
                 self._drop(cluster_id, credentials, client)
                 if attempt == 2:
                     raise UpstreamUnavailableError(f"cluster {cluster_id}: {exc}") from None
-        if cache and self.cache_s > 0:
+        # An answer from before a move (forget_cluster while it was on its way) is not kept.
+        if cache and self.cache_s > 0 and self._moves.get(cluster_id, 0) == moves:
             if len(self._cache) >= MAX_CACHED:
                 self._cache.clear()
             self._cache[key] = (time.monotonic() + self.cache_s, answer)
@@ -209,6 +213,7 @@ class UpstreamPool:
                 session.client.close()
         for ckey in [k for k in self._cache if k[0] == cluster_id]:
             del self._cache[ckey]
+        self._moves[cluster_id] = self._moves.get(cluster_id, 0) + 1
 
     async def probe_api_versions(self, cluster_id: int) -> dict[int, tuple[int, int]] | None:
         """The API version ranges one of the cluster's brokers serves (ApiVersions v0, which a

@@ -75,9 +75,10 @@ def client_config(gateway: GatewayProcess, username: str, password: str = PASSWO
             "sasl.username": username, "sasl.password": password}
 
 
-def landed_on(setup: Setup, username: str = f"7.{APP}") -> int:
-    """The SASL port of the broker a new client of ``username`` is sent to."""
-    md = AdminClient(client_config(setup.gateway, username)).list_topics(timeout=10)
+def landed_on(setup: Setup, username: str = f"7.{APP}", gateway: GatewayProcess | None = None) -> int:
+    """The SASL port of the broker a new client of ``username`` is sent to (by ``gateway``, else
+    the module's)."""
+    md = AdminClient(client_config(gateway or setup.gateway, username)).list_topics(timeout=10)
     ports = {b.port for b in md.brokers.values()}
     assert len(ports) == 1, md.brokers
     return ports.pop()
@@ -310,6 +311,43 @@ def test_manager_down_at_start_with_and_without_the_config_cache(setup: Setup, t
     finally:
         bad.stop()
     assert "the config cache cannot be used" in bad.log()
+
+
+def test_the_manager_stopped_and_started_again_while_the_gateway_runs(setup: Setup, tmp_path: Path) -> None:
+    """The gateway keeps its last settings through the outage (one warning for it), logs the
+    recovery once, and takes the changes made after it."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    manager = ManagerProcess(tmp_path / "manager", port=port).start()
+    try:
+        assert manager.admin_password
+
+        def set_address(broker: BrokerProcess) -> None:
+            assert manager.admin_password
+            with httpx.Client(base_url=manager.url, timeout=30) as http:
+                r = Session(http, "admin", manager.admin_password).form(
+                    "/gateway-configs", {"type": "SD_CLUSTER_ID", "name": "7",
+                                         "value": broker.bootstrap_for("SASL_PLAINTEXT")})
+                assert r.status_code == 303, r.text
+
+        set_address(setup.a)
+        with running_gateway(tmp_path / "gateway", ["--manager-url", manager.gateway_url, "--listen", "127.0.0.1:0"],
+                             {"gateway.sync.interval.ms": "200"}) as gateway:
+            assert landed_on(setup, gateway=gateway) == sasl_port(setup.a)
+            manager.stop()
+            wait_for(lambda: "discovery pull from the management service failed" in gateway.log())
+            time.sleep(1.5)  # several more failed pulls
+            assert landed_on(setup, gateway=gateway) == sasl_port(setup.a), "the last settings are kept"
+            manager.start()
+            wait_for(lambda: "discovery pull from the management service recovered" in gateway.log())
+            set_address(setup.b)
+            wait_for(lambda: landed_on(setup, gateway=gateway) == sasl_port(setup.b), timeout=15)
+            log = gateway.log()
+        assert log.count("discovery pull from the management service failed") == 1, log
+        assert log.count("discovery pull from the management service recovered") == 1, log
+    finally:
+        manager.stop()
 
 
 def test_an_application_over_its_rate_is_throttled_not_disconnected(setup: Setup) -> None:

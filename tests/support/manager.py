@@ -99,14 +99,17 @@ class ManagerProcess:
     """`kaflet manager` as a child process on a free port; stopped (then killed) by PID."""
 
     def __init__(self, workdir: Path, database_url: str | None = None,
-                 allowed_addresses: tuple[str, ...] = ("127.0.0.1/32",), **extra: Any) -> None:
+                 allowed_addresses: tuple[str, ...] = ("127.0.0.1/32",), port: int = 0, **extra: Any) -> None:
+        """``port``: 0 for a free one; a fixed one lets a stopped manager come back at the same URL."""
         workdir.mkdir(parents=True, exist_ok=True)
+        self.port = port
         self.config_path = write_config(workdir / "manager.toml", workdir / "data", database_url, allowed_addresses,
                                         **extra)
         self.log_path = workdir / "manager.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self.url = ""
         self.admin_password: str | None = None
+        self._log_start = 0
 
     def start(self, timeout: float = 60.0) -> ManagerProcess:
         return self.launch().wait_ready(timeout)
@@ -114,8 +117,10 @@ class ManagerProcess:
     def launch(self) -> ManagerProcess:
         """Start the process without waiting for it (several may then start together)."""
         log = open(self.log_path, "ab")  # noqa: SIM115 - the child writes it; closed below
+        self._log_start = log.tell()  # a restart appends: only its own lines say it is ready
         self.proc = subprocess.Popen([sys.executable, "-m", "kaflet.cli", "manager", "--config", str(self.config_path),
-                                      "--port", "0"], stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
+                                      "--port", str(self.port)],
+                                     stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
         log.close()
         return self
 
@@ -124,12 +129,15 @@ class ManagerProcess:
         assert self.proc is not None, "launch() first"
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            text = self.log_path.read_text(errors="replace")
+            with open(self.log_path, "rb") as f:
+                f.seek(self._log_start)
+                text = f.read().decode(errors="replace")
             m = _LISTENING.search(text)
             if m and "Application startup complete" in text:
                 self.url = m.group(1)
                 admin = _ADMIN.search(text)
-                self.admin_password = admin.group(1) if admin else None
+                # A restart on the same database prints no new password: the first one stands.
+                self.admin_password = admin.group(1) if admin else self.admin_password
                 return self
             if self.proc.poll() is not None:
                 raise RuntimeError(f"kaflet manager exited: {text[-2000:]}")

@@ -60,6 +60,21 @@ def test_metadata_brokers_are_rewritten_to_gateway_ports(version: int) -> None:
     assert ports.upstream(7, 1) is None and ports.generation(7) == 1 and ports.generation(8) == 0
 
 
+def test_an_answer_from_before_a_move_is_rewritten_but_not_learned_from() -> None:
+    """A Metadata answer on its way while the manager moved the cluster names where it was: the
+    client still gets it (with the gateway's ports), but the ports must lead to the new place."""
+    ports = _ports([])
+    sent_under = ports.generation(7)
+    ports.forget_cluster(7)
+    body = ports.rewrite_answer(7, ApiKey.METADATA, 12, _metadata(12), "gw", sent_under)
+    out = codec.decode_response(ApiKey.METADATA, 12, memoryview(body))
+    assert [(b.node_id, b.port) for b in out.brokers] == [(1, 20701), (2, 20702)]
+    assert ports.upstream(7, 1) is None and ports.upstream(7, 2) is None
+    # An answer sent under the current generation is learned from.
+    ports.rewrite_answer(7, ApiKey.METADATA, 12, _metadata(12), "gw", ports.generation(7))
+    assert ports.upstream(7, 1) == ("b1.internal", 9093)
+
+
 @pytest.mark.parametrize("version", [0, 3, 4])
 def test_coordinators_are_rewritten(version: int) -> None:
     R = codec.response_class(ApiKey.FIND_COORDINATOR)
