@@ -320,13 +320,14 @@ def test_the_manager_stopped_and_started_again_while_the_gateway_runs(setup: Set
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     manager = ManagerProcess(tmp_path / "manager", port=port).start()
+    password = manager.admin_password  # a restart does not print it again
     try:
-        assert manager.admin_password
+        assert password
 
         def set_address(broker: BrokerProcess) -> None:
-            assert manager.admin_password
+            assert password
             with httpx.Client(base_url=manager.url, timeout=30) as http:
-                r = Session(http, "admin", manager.admin_password).form(
+                r = Session(http, "admin", password).form(
                     "/gateway-configs", {"type": "SD_CLUSTER_ID", "name": "7",
                                          "value": broker.bootstrap_for("SASL_PLAINTEXT")})
                 assert r.status_code == 303, r.text

@@ -136,8 +136,7 @@ class ManagerProcess:
             if m and "Application startup complete" in text:
                 self.url = m.group(1)
                 admin = _ADMIN.search(text)
-                # A restart on the same database prints no new password: the first one stands.
-                self.admin_password = admin.group(1) if admin else self.admin_password
+                self.admin_password = admin.group(1) if admin else None  # printed at the first start only
                 return self
             if self.proc.poll() is not None:
                 raise RuntimeError(f"kaflet manager exited: {text[-2000:]}")
