@@ -214,9 +214,40 @@ def wait_all_leading(admin: AdminClient, expected: int, timeout: float) -> float
     raise RuntimeError(f"not every partition led after {timeout:g} s")
 
 
+def _spy_pid(pid: int, out: Path, name: str) -> subprocess.Popen[bytes]:
+    """py-spy record (raw stacks, 100 Hz, every thread, idle ones too: a restart's time is
+    mostly system calls) of one process until the caller interrupts it."""
+    out.mkdir(parents=True, exist_ok=True)
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    deadline = time.monotonic() + 5
+    # A just launched broker may still be its command prefix (prlimit) or an interpreter that
+    # has not loaded its libpython yet, which py-spy cannot attach to.
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            if "python" in os.readlink(f"/proc/{pid}/exe") and "libpython" in Path(f"/proc/{pid}/maps").read_text():
+                break
+        time.sleep(0.01)
+    return subprocess.Popen([spy, "record", "--pid", str(pid), "--rate", "100", "--nonblocking", "--idle",
+                             "--threads", "--format", "raw", "-o", str(out / f"{name}.txt")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _unspy(spy: subprocess.Popen[bytes] | None) -> None:
+    if spy is None:
+        return
+    spy.send_signal(signal.SIGINT)  # py-spy writes its profile on SIGINT
+    try:
+        spy.wait(60)
+    except subprocess.TimeoutExpired:
+        spy.kill()
+        spy.wait()
+
+
 def scale(workdir: Path, args: argparse.Namespace) -> dict[str, float | int]:
     """Create the partitions topic by topic, then measure the broker at rest and its restarts."""
     from kaflet.cli.broker_process import BrokerProcess
+
+    spy: subprocess.Popen[bytes] | None = None
 
     prefix = ["prlimit", f"--nofile={args.nofile}:{args.nofile}", "--"] if args.nofile else []
     broker = BrokerProcess(workdir / "data", {}, own_session=True,
@@ -230,7 +261,10 @@ def scale(workdir: Path, args: argparse.Namespace) -> dict[str, float | int]:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap, **_QUIET})
         out["fds_empty"] = open_files(broker.pid)
         times = []
-        for i in range(args.partitions // args.topic_partitions):
+        topics = args.partitions // args.topic_partitions
+        for i in range(topics):
+            if args.profile and i == topics // 2:  # the later half of the topics
+                spy = _spy_pid(broker.pid, args.profile, "create-later-half")
             t0 = time.monotonic()
             topic = f"scale-{i}"
             admin.create_topics([NewTopic(topic, args.topic_partitions, 1)],
@@ -238,6 +272,8 @@ def scale(workdir: Path, args: argparse.Namespace) -> dict[str, float | int]:
             times.append(time.monotonic() - t0)
             print(f"[scale] {(i + 1) * args.topic_partitions} partitions, last topic {times[-1]:.2f} s, "
                   f"{open_files(broker.pid)} open files", file=sys.stderr, flush=True)
+        _unspy(spy)
+        spy = None
         total = len(times) * args.topic_partitions
         out.update(partitions=total, create_first_s=times[0], create_last_s=times[-1],
                    create_total_s=sum(times))
@@ -262,14 +298,23 @@ def scale(workdir: Path, args: argparse.Namespace) -> dict[str, float | int]:
                 broker.kill()
             out[f"{kind}_stop_s"] = time.monotonic() - t0
             t0 = time.monotonic()
-            broker.start(timeout=600)
+            broker.launch()
+            if args.profile:
+                assert broker.proc is not None
+                spy = _spy_pid(broker.proc.pid, args.profile, f"{kind}-restart")
+            broker.wait_started(timeout=600)
             listening = time.monotonic() - t0
             admin = AdminClient({"bootstrap.servers": broker.bootstrap, **_QUIET})
             out[f"{kind}_restart_s"] = listening + wait_all_leading(admin, total, 600)
+            if args.profile:
+                time.sleep(args.seconds)  # what the broker still does after every partition leads
+                _unspy(spy)
+                spy = None
             assert broker.pid is not None
             out[f"{kind}_fds"] = open_files(broker.pid)
             out[f"{kind}_rss_mb"] = rss_mb(broker.pid)
     finally:
+        _unspy(spy)
         broker.stop(timeout=300)
         broker.kill()
     return out
@@ -562,7 +607,9 @@ def main(argv: list[str] | None = None) -> int:
                         "another leader), term (SIGTERM another leader)")
     p.add_argument("--keep", action="store_true", help="--failover: keep the brokers' logs and data")
     p.add_argument("--profile", type=Path, metavar="DIR",
-                   help="--failover: py-spy record every surviving broker during each step into DIR")
+                   help="--failover: py-spy record every surviving broker during each step into DIR; "
+                        "--scale: the broker while it creates the later half of the topics and "
+                        "during each restart (until every partition leads, then --seconds more)")
     args = p.parse_args(argv)
     if args.bootstrap and not args.pid:
         p.error("--bootstrap needs --pid (the broker's CPU is read from /proc/<pid>/stat)")
