@@ -49,6 +49,8 @@ class Channel:
         self._fd = sock.fileno()
         self._watching = False  # our reader is registered with the loop
         self._waiting: tuple[asyncio.Future[int], memoryview] | None = None
+        #: Reads that found the socket empty and waited (the task resumed in a new loop step).
+        self.waits = 0
 
     async def start(self, timeout: float) -> None:
         """Anything to do before the first frame (the TLS handshake); nothing for plain sockets."""
@@ -66,6 +68,7 @@ class Channel:
             return self.sock.recv_into(view)
         except (BlockingIOError, InterruptedError):
             pass
+        self.waits += 1
         waiter: asyncio.Future[int] = self.loop.create_future()
         self._waiting = (waiter, view)
         if not self._watching:
@@ -242,7 +245,11 @@ class TlsChannel(Channel):
 
     async def _feed(self) -> bool:
         """Move ciphertext from the socket into the TLS object; False at end of stream."""
-        data = await self.loop.sock_recv(self.sock, _TLS_READ)
+        try:
+            data = self.sock.recv(_TLS_READ)
+        except (BlockingIOError, InterruptedError):
+            self.waits += 1
+            data = await self.loop.sock_recv(self.sock, _TLS_READ)
         if not data:
             self._in.write_eof()
             self._eof = True

@@ -2,6 +2,12 @@
 
 Requests on a connection are handled one at a time and answered in order, as Kafka does (it
 mutes a channel while a request is in flight). Pipelined requests wait in the socket buffer.
+Reading one that is already there, or answering one, suspends nothing, so a connection whose
+next request is always in by the time the last answer is written (a pipelining client, or even
+one request at a time from a client on another core: on loopback the answer's send takes long
+enough for the next request to arrive) would keep the event loop to itself. After `SLICE_S` of
+that, the connection hands the loop back before its next request (Kafka's network processor
+likewise serves each ready channel in turn).
 One exception: a handler may answer with a `DeferredResponse` once the request needs nothing
 more of the connection's order (a Produce whose batches are appended and that only waits for
 its followers or an fsync). The connection then reads the next request; if that is a Produce
@@ -39,6 +45,10 @@ log = logging.getLogger("kaflet.network")
 #: wait in the socket buffer, as all of them do under Kafka's one-at-a-time rule).
 MAX_DEFERRED = 8
 _PRODUCE_KEY = b"\x00\x00"  # api key 0, the first two bytes of a request header
+#: Longest a connection serves requests without the event loop running anything else: other
+#: connections' requests wait that long at most per busy connection. Handing the loop back costs
+#: one loop iteration (10-20 us here), about 1% of a connection that never has to wait.
+SLICE_S = 0.002
 
 
 Chunk = bytes | bytearray | memoryview | FileRegionLike
@@ -115,6 +125,11 @@ class Connection:
         self.loop = asyncio.get_running_loop()
         self.last_active = time.monotonic()
         self._handling = False
+        #: When this connection's task last started a step of the loop, as far as it knows: a
+        #: read that had to wait for the socket, or its own hand-back (waits inside a handler are
+        #: not seen; they only make the next hand-back come early).
+        self._slice_began = 0.0
+        self._waits = 0
         self.closed = False
         self.client_software: tuple[str, str] = ("", "")
         #: The authenticated principal, for the authorizer (ANONYMOUS until authenticated).
@@ -164,8 +179,15 @@ class Connection:
                     if self._owed:
                         await self._settle(0)  # the peer stopped sending; what it asked for still goes out
                     return
+                now = time.monotonic()
+                if self.channel.waits != self._waits:
+                    self._waits = self.channel.waits
+                    self._slice_began = now
+                elif now - self._slice_began >= SLICE_S:
+                    await asyncio.sleep(0)
+                    now = self._slice_began = time.monotonic()
                 self._handling = True
-                self.last_active = time.monotonic()
+                self.last_active = now
                 if self._owed:
                     # Another Produce may go ahead of the answers owed (up to MAX_DEFERRED of them);
                     # anything else waits until they are all out.
