@@ -55,13 +55,11 @@ LIST_OFFSETS_VERSION = 6
 LIST_GROUPS_VERSION = 4
 OFFSET_FETCH_VERSION = 8
 #: Partitions per ListOffsets and groups per DescribeGroups / OffsetFetch, one request in flight
-#: per broker. A broker answers the requests already in a connection's socket one after the
-#: other without handing its loop back (network/connection.py's `Connection.serve` only waits
-#: when the socket is empty), so 50 pipelined ListOffsets of 200 partitions were one step of the
-#: other broker's loop, and its produce requests waited behind it (benchmarks/README.md). One at
-#: a time, each request is a step of its own (~2 ms at 200 partitions on an idle core); the
-#: scrape takes a round trip per request longer. Not much smaller: each answer is read here in
-#: one step of this loop too.
+#: per broker (~2 ms each at 200 partitions on an idle core). The other broker hands its loop
+#: back after 2 ms of serving this connection (network/connection.py's `SLICE_S`), pipelined or
+#: not: one at a time from another core, the next request is in its socket by the time the
+#: answer's send returns, so before that limit 20-40 of them were one step of its loop. Not much
+#: smaller: each answer is read here in one step of this loop too.
 PARTITIONS_PER_REQUEST = 200
 GROUPS_PER_REQUEST = 50
 #: Partitions copied from the metadata between two returns to the event loop.
