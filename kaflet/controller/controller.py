@@ -532,8 +532,14 @@ class KafkaController:
         # Brokers need the live brokers before they can act on LeaderAndIsr.
         log.info("Sending update metadata request")
         self.send_update_metadata_request(self.context.live_or_shutting_down_broker_ids, set())
-        await self.replica_state_machine.startup()
+        # The partitions whose leader died get a leader first, in the order of a broker failure
+        # (Kafka's onReplicasBecomeOffline). Kafka's failover first takes the dead replicas out
+        # of every ISR (their leaderships to -1) and only then elects: at 10,000 partitions
+        # that held the new leaders back by seconds and wrote the dead leader's partitions
+        # twice. The elections are the same (the live part of the ISR), and so is the end state.
+        self.replica_state_machine.initialize_replica_state()
         await self.partition_state_machine.startup()
+        await self.replica_state_machine.move_initial_states()
         log.info("Ready to serve as the new controller with epoch %d", self.context.epoch)
         await self.reassignments.initialize_partition_reassignments()
         await self.topic_deletion_manager.try_topic_deletion()

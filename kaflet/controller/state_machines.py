@@ -333,8 +333,9 @@ class ReplicaStateMachine:
         self.zk = zk_client
         self.batch = batch
 
-    async def startup(self) -> None:
-        self.initialize_replica_state()
+    async def move_initial_states(self) -> None:
+        """After :meth:`initialize_replica_state`: LeaderAndIsr to every live replica, the dead
+        ones out of the ISRs."""
         online, offline = self.ctx.online_and_offline_replicas()
         await self.handle_state_changes(sorted(online), ReplicaState.ONLINE)
         await self.handle_state_changes(sorted(offline), ReplicaState.OFFLINE)

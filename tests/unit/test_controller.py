@@ -172,6 +172,45 @@ async def test_second_controller_loses_then_takes_over(tree: EmbeddedTree) -> No
     await h2.controller.shutdown()
 
 
+#: (leader, ISR, leader epoch) of t-0, t-1 (replicas [2, 3, 1] and [3, 2, 1]) and single-0 ([2])
+#: once broker 2 is gone. Led by 2: elected elsewhere (the next live in-sync replica), ISR
+#: without 2. Followed by 2: the ISR shrinks, the leader stays, the epoch moves. Only replica on
+#: 2: no leader, and Kafka keeps the last ISR member.
+WITHOUT_BROKER_2 = [(3, [3, 1], 1), (3, [3, 1], 1), (-1, [2], 1)]
+
+
+async def states_without_broker_2(tree: MetadataTree) -> list[tuple[int, list[int], int]]:
+    states = [await state(tree, "t", 0), await state(tree, "t", 1), await state(tree, "single", 0)]
+    return [(st.leader, st.isr, st.leader_epoch) for st in states]
+
+
+async def test_takeover_with_a_dead_broker_elects_first(tree: EmbeddedTree) -> None:
+    """A controller that takes over while a broker is dead elects leaders for that broker's
+    partitions before anything else (one write each), then takes it out of the other ISRs."""
+    for b in (1, 2, 3):
+        await register_broker(tree, b)
+    h1 = await start(tree, 1)
+    await create(tree, h1, "t", {0: [2, 3, 1], 1: [3, 2, 1]})
+    await create(tree, h1, "single", {0: [2]})
+    await h1.controller.shutdown()
+    await tree.delete(zk.broker_path(2))
+    h3 = await start(tree, 3)
+    try:
+        c = h3.controller
+        # As after broker 2's failure under a running controller: one write each.
+        assert await states_without_broker_2(tree) == WITHOUT_BROKER_2
+        st0 = await state(tree, "t", 0)
+        lai = [(s.broker_id, partition_states(s.request)) for s in h3.channel.requests(LAI)]
+        first = next(states[("t", 0)] for broker, states in lai if broker == 3 and ("t", 0) in states)
+        assert (first.leader, first.leader_epoch) == (3, 1)
+        assert all(s.broker_id != 2 for s in h3.channel.requests())
+        assert c.context.partition_leadership_info(TopicPartition("t", 0)).zk_version == st0.zk_version
+        assert c.context.offline_partition_count == 1
+        assert c.unclean_leader_elections == 0
+    finally:
+        await h3.controller.shutdown()
+
+
 async def test_losing_the_controller_znode_resigns(cluster: tuple[EmbeddedTree, Harness]) -> None:
     tree, h = cluster
     ch = h.channel
@@ -387,15 +426,8 @@ async def test_broker_failure_and_return(cluster: tuple[EmbeddedTree, Harness]) 
     await until(lambda: 2 not in c.context.live_or_shutting_down_broker_ids, what="broker 2 dead")
     await h.idle()
     assert ("remove", 2) in h.channel.membership
-    # Led by 2: elected elsewhere (the next live in-sync replica), ISR without 2.
+    assert await states_without_broker_2(tree) == WITHOUT_BROKER_2
     st0 = await state(tree, "t", 0)
-    assert (st0.leader, st0.isr, st0.leader_epoch) == (3, [3, 1], 1)
-    # Followed by 2: the ISR shrinks, the leader stays, the epoch moves.
-    st1 = await state(tree, "t", 1)
-    assert (st1.leader, st1.isr, st1.leader_epoch) == (3, [3, 1], 1)
-    # Only replica on 2: no leader, and Kafka keeps the last ISR member.
-    st2 = await state(tree, "single", 0)
-    assert (st2.leader, st2.isr, st2.leader_epoch) == (-1, [2], 1)
     lai = {k: (s.broker_id, p) for s in h.channel.requests(LAI) for k, p in partition_states(s.request).items()}
     assert lai[("t", 0)][1].leader == 3 and lai[("t", 0)][1].zk_version == st0.zk_version
     assert all(s.broker_id != 2 for s in h.channel.requests())  # nothing to the dead broker
