@@ -514,19 +514,19 @@ class KafkaController:
 
     async def _on_controller_failover(self) -> None:
         zkv = self.context.epoch_zk_version
-        await self._maybe_setup_feature_versioning()
-        log.info("Registering handlers")
-        await self.zk.preferred_replica_election_exists(self.leader_elections.on_preferred_replica_election_znode)
-        log.info("Deleting log dir event notifications")
-        await self.zk.delete_log_dir_event_notifications(
-            await self.zk.get_all_log_dir_event_notifications(self._on_log_dir_event_notification), zkv)
-        log.info("Deleting isr change notifications")
-        await self.zk.delete_isr_change_notifications(
-            await self.zk.get_all_isr_change_notifications(self._on_isr_change_notification), zkv)
+        # Kafka's steps, but the independent reads and writes go out together: with 10,000
+        # partitions each round trip to ZooKeeper waited 0.1-0.6 s for the broker's busy loop
+        # on the loaded test machine, and they came one after another.
+        await asyncio.gather(
+            self._maybe_setup_feature_versioning(), self._register_handlers(),
+            self._delete_log_dir_event_notifications(zkv), self._delete_isr_change_notifications(zkv))
+        # The ISR change notifications were deleted before the states are read: one written
+        # since names partitions whose state the controller then reads again.
         log.info("Initializing controller context")
-        await self._initialize_controller_context()
+        _, deletions = await asyncio.gather(
+            self._initialize_controller_context(), self.zk.get_topic_deletions(self._on_delete_topics))
         log.info("Fetching topic deletions in progress")
-        to_delete, ineligible = await self._fetch_topic_deletions_in_progress()
+        to_delete, ineligible = self._topic_deletions_in_progress(deletions)
         log.info("Initializing topic deletion manager")
         await self.topic_deletion_manager.init(to_delete, ineligible)
         # Brokers need the live brokers before they can act on LeaderAndIsr.
@@ -544,6 +544,20 @@ class KafkaController:
         await self.reassignments.initialize_partition_reassignments()
         await self.topic_deletion_manager.try_topic_deletion()
         await self.leader_elections.on_controller_failover()
+
+    async def _register_handlers(self) -> None:
+        log.info("Registering handlers")
+        await self.zk.preferred_replica_election_exists(self.leader_elections.on_preferred_replica_election_znode)
+
+    async def _delete_log_dir_event_notifications(self, zkv: int) -> None:
+        log.info("Deleting log dir event notifications")
+        await self.zk.delete_log_dir_event_notifications(
+            await self.zk.get_all_log_dir_event_notifications(self._on_log_dir_event_notification), zkv)
+
+    async def _delete_isr_change_notifications(self, zkv: int) -> None:
+        log.info("Deleting isr change notifications")
+        await self.zk.delete_isr_change_notifications(
+            await self.zk.get_all_isr_change_notifications(self._on_isr_change_notification), zkv)
 
     async def _on_controller_resignation(self) -> None:
         log.debug("Resigning")
@@ -569,10 +583,11 @@ class KafkaController:
 
     async def _initialize_controller_context(self) -> None:
         ctx = self.context
-        brokers = await self.zk.get_all_broker_and_epochs(self._on_broker_ids, self._broker_modifications.watch)
+        brokers, topics = await asyncio.gather(
+            self.zk.get_all_broker_and_epochs(self._on_broker_ids, self._broker_modifications.watch),
+            self.zk.get_all_topics(self._on_topics))
         ctx.set_live_brokers(brokers)
         log.info("Initialized broker epochs cache: %s", ctx.live_broker_id_and_epochs)
-        topics = await self.zk.get_all_topics(self._on_topics)
         ctx.set_all_topics(topics)
         self._partition_modifications.registered |= topics
         assignments = await self.zk.get_replica_assignment_and_topic_ids(topics, self._partition_modifications.watch)
@@ -615,9 +630,9 @@ class KafkaController:
             if st is not None:
                 self.context.put_partition_leadership_info(tp, st)
 
-    async def _fetch_topic_deletions_in_progress(self) -> tuple[set[str], set[str]]:
+    def _topic_deletions_in_progress(self, to_delete: set[str]) -> tuple[set[str], set[str]]:
+        """The topics queued for deletion and those of them that cannot be deleted now."""
         ctx = self.context
-        to_delete = await self.zk.get_topic_deletions(self._on_delete_topics)
         with_offline = {
             t for t in ctx.all_topics
             if any(not ctx.is_replica_online(r.replica, r.topic_partition) for r in ctx.replicas_for_topic(t))
