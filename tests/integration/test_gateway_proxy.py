@@ -254,7 +254,7 @@ def test_a_connected_producer_follows_its_cluster_moved_in_the_manager(setup: Se
         stop.set()
         thread.join()
         assert producer.flush(30) == 0
-        setup.set_address(7, setup.a.bootstrap_for("SASL_PLAINTEXT"))
+        setup.move_back()
     assert errors and all(e is None for e in errors), [e for e in errors if e is not None][:3]
     assert end_offset(setup.a.bootstrap, topic) > 0
 
