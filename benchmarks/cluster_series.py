@@ -25,6 +25,7 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from bench import (
     _QUIET,
@@ -112,11 +113,26 @@ def scrape(url: str) -> tuple[float, int, int]:
     return took, len(body), cluster
 
 
-def paced_produce(bootstrap: str, topic: str, rate: int, seconds: float) -> tuple[float, float, float, int]:
-    """(p50, p99, max) delivery latency in ms and the records delivered."""
+class _ByPartition(Deliveries):
+    """Deliveries that also keeps each partition's latencies (partition p is led by broker p + 1)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.by_partition: dict[int, list[float]] = {}
+
+    def __call__(self, err: Any, msg: Any) -> None:
+        super().__call__(err, msg)
+        latency = msg.latency() if err is None else None
+        if latency is not None:
+            self.by_partition.setdefault(msg.partition(), []).append(latency)
+
+
+def paced_produce(bootstrap: str, topic: str, rate: int, seconds: float
+                  ) -> tuple[float, float, float, int, dict[int, float]]:
+    """(p50, p99, max) delivery latency in ms, the records delivered and each partition's p99."""
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 0, **_QUIET})
     producer.list_topics(topic, timeout=10)
-    dr = Deliveries()
+    dr = _ByPartition()
     start = time.perf_counter()
     n = int(rate * seconds)
     for i in range(n):
@@ -128,7 +144,8 @@ def paced_produce(bootstrap: str, topic: str, rate: int, seconds: float) -> tupl
     producer.flush(30)
     lat = sorted(dr.latencies)
     p50, p99 = percentile(lat, 50), percentile(lat, 99)
-    return (p50 or 0) * 1000, (p99 or 0) * 1000, (lat[-1] if lat else 0) * 1000, dr.ok
+    each = {p: (percentile(sorted(values), 99) or 0) * 1000 for p, values in sorted(dr.by_partition.items())}
+    return (p50 or 0) * 1000, (p99 or 0) * 1000, (lat[-1] if lat else 0) * 1000, dr.ok, each
 
 
 def main() -> int:
@@ -187,9 +204,12 @@ def main() -> int:
             quiet = paced_produce(broker.bootstrap, lat_topic, args.rate, args.seconds)
             with scraping(url, 1.0):
                 busy = paced_produce(broker.bootstrap, lat_topic, args.rate, args.seconds)
-            for name, (p50, p99, slowest, n) in (("no scraping", quiet), ("scrape every 1 s", busy)):
+            controller = urls.index(url) + 1
+            for name, (p50, p99, slowest, n, each) in (("no scraping", quiet), ("scrape every 1 s", busy)):
+                leaders = ", ".join(f"{'controller' if p + 1 == controller else f'broker {p + 1}'} {v:.2f} ms"
+                                    for p, v in each.items())
                 print(f"produce at {args.rate} msg/s, {name:<17}: p50 {p50:.2f} ms, p99 {p99:.2f} ms, "
-                      f"slowest {slowest:.1f} ms ({n} records)")
+                      f"slowest {slowest:.1f} ms ({n} records); p99 by leader: {leaders}")
         finally:
             broker.stop()
             if args.keep_logs:
