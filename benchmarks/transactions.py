@@ -27,7 +27,7 @@ import time
 import uuid
 from pathlib import Path
 
-from bench import create_topic, percentile, started_broker
+from bench import cpu_seconds, create_topic, percentile, started_broker
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
@@ -163,6 +163,37 @@ def latency(bootstrap: str, transactions: int, records: int, record_bytes: int, 
     }
 
 
+def probe(bootstrap: str, broker_pid: int, rounds: int, transactions: int, records: int, record_bytes: int,
+          partitions: int) -> dict[str, object]:
+    """Wall time and the broker's CPU time (user + system, /proc) per transaction, against the
+    same records from the idempotent producer (then flush), taking turns ROUNDS times: what a
+    transaction's fixed cost is on each side."""
+    topic = create_topic(AdminClient({"bootstrap.servers": bootstrap}), partitions)
+    value = b"x" * record_bytes
+    txn = _transactional(bootstrap, topic)
+    idem = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+    rows: list[dict[str, float]] = []
+    for _ in range(rounds):
+        c0, t0 = cpu_seconds(broker_pid), time.perf_counter()
+        for _t in range(transactions):
+            txn.begin_transaction()
+            for i in range(records):
+                txn.produce(topic, value, partition=i % partitions)
+            txn.commit_transaction(30)
+        c1, t1 = cpu_seconds(broker_pid), time.perf_counter()
+        for _t in range(transactions):
+            for i in range(records):
+                idem.produce(topic, value, partition=i % partitions)
+            idem.flush(30)
+        c2, t2 = cpu_seconds(broker_pid), time.perf_counter()
+        per = 1000 / transactions
+        rows.append({"txn_wall_ms": round((t1 - t0) * per, 3), "txn_broker_cpu_ms": round((c1 - c0) * per, 3),
+                     "idem_wall_ms": round((t2 - t1) * per, 3), "idem_broker_cpu_ms": round((c2 - c1) * per, 3)})
+    return {"rounds": rounds, "transactions_per_round": transactions, "records_per_transaction": records,
+            "record_bytes": record_bytes, "partitions": partitions, "per_round": rows,
+            **{f"median_{k}": statistics.median(r[k] for r in rows) for k in rows[0]}}
+
+
 def _sizes(text: str) -> list[int]:
     try:
         sizes = [int(x) for x in text.split(",")]
@@ -194,6 +225,9 @@ def main() -> int:
                     help="pace the --latency transactions to this many records/s (default: unpaced)")
     ap.add_argument("--latency-records", type=int, default=0, metavar="N",
                     help="records per transaction of the --latency run (default: --records)")
+    ap.add_argument("--probe", type=int, metavar="ROUNDS", default=0,
+                    help="wall and broker CPU ms per transaction (--transactions of --records) against the "
+                         "idempotent producer's flush of the same records, taking turns ROUNDS times")
     ap.add_argument("--json", type=Path, help="also write the result here")
     args = ap.parse_args()
     sizes = _sizes(args.compare_records) if args.compare_records else []
@@ -209,6 +243,9 @@ def main() -> int:
             elif args.compare:
                 result["compare"] = compare(broker.bootstrap, args.compare, args.transactions, args.records,
                                             args.record_bytes, args.partitions)
+            if args.probe:
+                result["probe"] = probe(broker.bootstrap, broker.proc.pid, args.probe, args.transactions,
+                                        args.records, args.record_bytes, args.partitions)
             if args.latency:
                 result["latency"] = latency(broker.bootstrap, args.latency, args.latency_records or args.records,
                                             args.record_bytes, args.fetch_wait_ms, args.latency_rate)
