@@ -74,7 +74,18 @@ from kaflet.log.retention import unlink_files as unlink_files  # re-exported: te
 from kaflet.log.segment import FileRegion, LogSegment, SharedFile
 from kaflet.log.segment_files import SegmentFileCache
 from kaflet.log.transaction_index import AbortedTxn
-from kaflet.protocol.records import INT32_MAX, BatchHeader, parse_batch_header
+from kaflet.protocol.errors import ErrorCode
+from kaflet.protocol.records import (
+    COMPRESSION_NONE,
+    INT32_MAX,
+    TIMESTAMP_CREATE_TIME,
+    TIMESTAMP_LOG_APPEND_TIME,
+    BatchHeader,
+    Record,
+    RecordError,
+    build_batch,
+    parse_batch_header,
+)
 
 log = logging.getLogger(__name__)
 
@@ -352,6 +363,52 @@ class Log:
             raise self._io_failed("append of a transaction marker", exc) from exc
         flush_needed = self.unflushed_messages >= self.config.flush_messages
         return AppendResult(offset, offset, -1, self.log_start_offset, 1, False, flush_needed)
+
+    def append_coordinator_records(self, records: list[Record], leader_epoch: int,
+                                   now_ms: int | None = None) -> AppendResult:
+        """Append a coordinator's own records (at least one, offset deltas 0..n-1, no producer
+        id) as one batch built here at the log end offset, stamped with ``leader_epoch`` and
+        now.
+
+        ``append_as_leader`` would decode, check and copy such a batch again after it was
+        encoded; built here it already holds what those checks ask for but two, which are
+        made: max.message.bytes (before and after the topic's compression.type, as there;
+        RecordError MESSAGE_TOO_LARGE) and a key on every record of a compacted topic
+        (RecordError INVALID_RECORD)."""
+        if self._closed:
+            self._raise_closed()
+        now = self._time() if now_ms is None else now_ms
+        local = self._local
+        cfg = local.config
+        if cfg.compact and any(r.key is None for r in records):
+            raise RecordError(ErrorCode.INVALID_RECORD, f"Compacted topic cannot accept message without key in "
+                                                        f"topic partition {self._tp}")
+        first = local.log_end_offset
+        last = first + len(records) - 1
+        lat = cfg.log_append_time
+        ts_type = TIMESTAMP_LOG_APPEND_TIME if lat else TIMESTAMP_CREATE_TIME
+        buf = build_batch(records, base_offset=first, timestamp_type=ts_type, base_timestamp=now,
+                          partition_leader_epoch=leader_epoch)
+        target = cfg.target_codec
+        for attempt in range(2):
+            if len(buf) > cfg.max_message_bytes:
+                raise RecordError(ErrorCode.MESSAGE_TOO_LARGE,
+                                  f"batch of {len(buf)} bytes exceeds max.message.bytes {cfg.max_message_bytes}")
+            if attempt or target in (-1, COMPRESSION_NONE):
+                break
+            buf = build_batch(records, base_offset=first, compression=target, timestamp_type=ts_type,
+                              base_timestamp=now, partition_leader_epoch=leader_epoch,
+                              compression_level=cfg.target_level)
+        try:
+            seg = self._maybe_roll(len(buf), now, last, first, now)
+            if leader_epoch >= 0 and leader_epoch > self.leader_epoch_cache.latest_epoch:
+                self.leader_epoch_cache.assign(leader_epoch, first)
+            self._write(seg, last, now, last, buf, [])  # no producer id: no producer state to follow
+        except OSError as exc:
+            raise self._io_failed("append", exc) from exc
+        flush_needed = local.log_end_offset - local.recovery_point >= cfg.flush_messages
+        return AppendResult(first, last, now if lat else -1, self.log_start_offset, len(records), False,
+                            flush_needed)
 
     def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int,
                          now_ms: int | None = None, origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendResult:

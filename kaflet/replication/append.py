@@ -23,7 +23,7 @@ from kaflet.log.errors import KafkaStorageError
 from kaflet.metadata.topic_names import is_internal
 from kaflet.protocol.errors import ErrorCode, KafkaError
 from kaflet.protocol.legacy_records import decode_message_set, record_set_magic, to_record_batch
-from kaflet.protocol.records import MAGIC_V2, RecordValidationError
+from kaflet.protocol.records import MAGIC_V2, Record, RecordValidationError
 from kaflet.replication.delayed_produce import wait_for_acks
 
 if TYPE_CHECKING:
@@ -123,7 +123,8 @@ def append_records(partitions: PartitionLookup, entries: Sequence[AppendEntry], 
                    origin: AppendOrigin = AppendOrigin.CLIENT, internal_topics_allowed: bool = False,
                    started: float | None = None) -> PendingAppends:
     """Append each entry's records to its partition (Kafka's ReplicaManager.appendRecords): the
-    one way records of clients and coordinators go into a log. The results are final for every
+    way clients' records go into a log, and coordinators' transactional offset commits (their
+    other writes are built in place, ``append_coordinator_records``). The results are final for every
     partition that failed; ``PendingAppends.wait`` completes the others once they are flushed
     (flush.messages) and, with ``required_acks`` -1, replicated. ``started``: the request's
     arrival (``time.monotonic()``), from which its timeout counts. ``origin`` is CLIENT or
@@ -185,6 +186,27 @@ def append_to(part: Partition, entry: AppendEntry, required_acks: int, pending: 
         return res
     pending._appended(res, part, appended, required_acks)
     return res
+
+
+def append_coordinator_records(partitions: PartitionLookup, topic: str, partition: int,
+                               records: list[Record]) -> PendingAppends:
+    """Append a coordinator's own records (no producer id) to a partition led here with
+    acks=all, built at the log end rather than validated (``Log.append_coordinator_records``):
+    the state writes of every transaction and offset commit."""
+    pending = PendingAppends([], time.monotonic())
+    res = PartitionAppendResult()
+    pending.results.append(res)
+    part = partitions(topic, partition)
+    if part is None:
+        res.error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return pending
+    try:
+        appended = part.append_coordinator_records(records)
+    except (KafkaError, OSError, ValueError) as exc:
+        fail(res, exc, part)
+        return pending
+    pending._appended(res, part, appended, -1)
+    return pending
 
 
 #: One marker to write: producer id, producer epoch, coordinator epoch, commit?, its partitions.

@@ -35,6 +35,7 @@ from kaflet.log.errors import UnexpectedAppendOffsetError
 from kaflet.log.log import AppendResult, FollowerAppendResult, Log
 from kaflet.metadata.zkdata import LeaderAndIsr
 from kaflet.protocol.errors import ErrorCode, KafkaError
+from kaflet.protocol.records import Record
 from kaflet.replication.delayed_produce import HighWatermarkWaiters
 
 log = logging.getLogger("kaflet.partition")
@@ -404,21 +405,36 @@ class Partition:
 
     # -- leader writes ----------------------------------------------------------------------
 
+    def _check_acks_all(self) -> None:
+        """Raise KafkaError unless this broker leads with enough replicas in the ISR for acks=all."""
+        if not self.is_leader:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        min_isr = self.log.config.min_insync_replicas
+        if len(self.isr) < min_isr:
+            raise KafkaError(
+                ErrorCode.NOT_ENOUGH_REPLICAS,
+                f"The size of the current ISR {len(self.isr)} is insufficient to satisfy the "
+                f"min.isr requirement of {min_isr} for partition {self.topic}-{self.index}",
+            )
+
     def append(self, records: memoryview, required_acks: int, origin: AppendOrigin = AppendOrigin.CLIENT
                ) -> AppendResult:
         """Append a client's or a coordinator's (``origin``) record set as leader; raises
         KafkaError on refusal."""
-        if not self.is_leader:
-            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         if required_acks == -1:
-            min_isr = self.log.config.min_insync_replicas
-            if len(self.isr) < min_isr:
-                raise KafkaError(
-                    ErrorCode.NOT_ENOUGH_REPLICAS,
-                    f"The size of the current ISR {len(self.isr)} is insufficient to satisfy the "
-                    f"min.isr requirement of {min_isr} for partition {self.topic}-{self.index}",
-                )
+            self._check_acks_all()
+        elif not self.is_leader:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         result = self.log.append_as_leader(records, self.leader_epoch, self._time(), origin)
+        self._wake_followers()
+        self.maybe_increment_high_watermark()
+        return result
+
+    def append_coordinator_records(self, records: list[Record]) -> AppendResult:
+        """Append a coordinator's own records as leader (acks=all; ``Log.append_coordinator_records``);
+        raises KafkaError on refusal."""
+        self._check_acks_all()
+        result = self.log.append_coordinator_records(records, self.leader_epoch, self._time())
         self._wake_followers()
         self.maybe_increment_high_watermark()
         return result
@@ -426,13 +442,7 @@ class Partition:
     def append_txn_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
                           commit: bool) -> AppendResult:
         """Append the coordinator's COMMIT/ABORT marker as leader (acks=all, as Kafka writes them)."""
-        if not self.is_leader:
-            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        min_isr = self.log.config.min_insync_replicas
-        if len(self.isr) < min_isr:
-            raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS,
-                             f"The size of the current ISR {len(self.isr)} is insufficient to satisfy the "
-                             f"min.isr requirement of {min_isr} for partition {self.topic}-{self.index}")
+        self._check_acks_all()
         result = self.log.append_txn_marker(producer_id, producer_epoch, coordinator_epoch, commit,
                                             self.leader_epoch, self._time())
         self._wake_followers()

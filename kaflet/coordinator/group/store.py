@@ -20,7 +20,7 @@ from kaflet.log.append_origin import AppendOrigin
 from kaflet.protocol.errors import ErrorCode
 from kaflet.protocol.primitives import DecodeError
 from kaflet.protocol.records import Record, build_batch, decode_records, iter_batches
-from kaflet.replication.append import AppendEntry, append_records
+from kaflet.replication.append import AppendEntry, append_coordinator_records, append_records
 from kaflet.replication.partition import Partition
 
 log = logging.getLogger("kaflet.coordinator")
@@ -130,10 +130,13 @@ class OffsetsTopicStore:
             # the producer's own sequence, and a coordinator's append is not checked against it.
             batch = build_batch(recs, producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=0,
                                 is_transactional=True)
+            pending = append_records(self._partition, [AppendEntry(self.topic, partition, memoryview(batch))], -1,
+                                     origin=AppendOrigin.COORDINATOR, internal_topics_allowed=True)
         else:
-            batch = build_batch(recs)
-        pending = append_records(self._partition, [AppendEntry(self.topic, partition, memoryview(batch))], -1,
-                                 origin=AppendOrigin.COORDINATOR, internal_topics_allowed=True)
+            pending = append_coordinator_records(self._partition, self.topic, partition, recs)
+        if not pending.must_wait:
+            # Already covered by the high watermark (a lone replica): no coroutine to run.
+            return pending.results[0].error
         (result,) = await pending.wait(self.commit_timeout_ms)
         return result.error
 
