@@ -64,6 +64,8 @@ from kaflet.log.log_validator import validate_and_assign, validate_fetched
 from kaflet.log.metadata_writer import MetadataWriter
 from kaflet.log.pending_work import PendingWork
 from kaflet.log.producer_state import (
+    CONTROL_ABORT,
+    CONTROL_COMMIT,
     BatchMetadata,
     ProducerStateManager,
     control_marker,
@@ -358,7 +360,9 @@ class Log:
             seg = self._maybe_roll(len(buf), now, offset, offset, now)
             if leader_epoch >= 0 and leader_epoch > self.leader_epoch_cache.latest_epoch:
                 self.leader_epoch_cache.assign(leader_epoch, offset)
-            self._write(seg, offset, now, offset, buf, [parse_batch_header(buf)])
+            # The marker is known: _write need not parse it back out of the batch just built.
+            self._write(seg, offset, now, offset, buf, [parse_batch_header(buf)],
+                        (CONTROL_COMMIT if commit else CONTROL_ABORT, coordinator_epoch))
         except OSError as exc:
             raise self._io_failed("append of a transaction marker", exc) from exc
         flush_needed = self.unflushed_messages >= self.config.flush_messages
@@ -494,8 +498,9 @@ class Log:
         self._write(seg, last, max_ts, shallow, data, headers)
 
     def _write(self, seg: LogSegment, last: int, max_ts: int, shallow: int, data: bytes | bytearray | memoryview,
-               headers: list[BatchHeader]) -> None:
-        """Append batches whose offsets are final to the active segment; producer state follows."""
+               headers: list[BatchHeader], marker: tuple[int, int] | None = None) -> None:
+        """Append batches whose offsets are final to the active segment; producer state follows.
+        ``marker``: (control type, coordinator epoch) of ``data`` when it is one marker batch."""
         self._local.append(seg, last, max_ts, shallow, data)
         self._note_unflushed()
         ps = self.producer_state
@@ -503,7 +508,8 @@ class Log:
         for h in headers:
             if h.producer_id >= 0:
                 if h.is_control:
-                    index_aborted_txn(ps.update(h, control_marker(data[pos : pos + h.size])), ps, seg.txn_index)
+                    control = marker if marker is not None else control_marker(data[pos : pos + h.size])
+                    index_aborted_txn(ps.update(h, control), ps, seg.txn_index)
                 else:
                     ps.update(h)
             pos += h.size

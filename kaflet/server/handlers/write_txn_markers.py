@@ -64,5 +64,6 @@ async def write_markers(replicas: ReplicaAccess, markers: Sequence[MarkerSpec], 
         for (topic, index), res in zip(partitions, marker_results, strict=True):
             if topic == GROUP_METADATA_TOPIC and res.error == ErrorCode.NONE:
                 complete_group_txn(index, producer_id, commit)
-    await pending.wait(timeout_ms)
+    if pending.must_wait:  # else already replicated (a lone replica): no coroutine to run
+        await pending.wait(timeout_ms)
     return [[res.error for res in marker_results] for marker_results in results]
