@@ -187,8 +187,9 @@ class ReplicaManager:
     def append_records(self, entries: Sequence[AppendEntry], required_acks: int, *,
                        origin: AppendOrigin = AppendOrigin.CLIENT, internal_topics_allowed: bool = False,
                        started: float | None = None) -> PendingAppends:
-        """Append each entry's records to its partition led here: the one way records of
-        clients and coordinators (``origin``) go into a log (``append.append_records``)."""
+        """Append each entry's records to its partition led here: the way records of clients
+        and coordinators (``origin``) go into a log (``append.append_records``), but for the
+        coordinators' own writes (``append.append_coordinator_records``)."""
         return append_records(self.get, entries, required_acks, origin=origin,
                               internal_topics_allowed=internal_topics_allowed, started=started)
 
