@@ -53,6 +53,7 @@ from kaflet.protocol.fetch import FetchRequest, decode_fetch_request
 from kaflet.protocol.list_offsets import decode_list_offsets_request
 from kaflet.protocol.produce import ProduceRequest, ProduceResponse, decode_produce_request
 from kaflet.protocol.response import Response
+from kaflet.protocol.txn_responses import AddPartitionsToTxnResponse
 from kaflet.security.acl import AclOperation
 from kaflet.server.fetch_session import SessionFetchResponse
 from kaflet.server.handlers import (
@@ -298,11 +299,9 @@ def _add_partitions_to_txn_request(ctx: RequestContext, req: Any, tables: Tables
     return _numbers_to_real(req.v3_and_below_topics, "name", "partitions", tables)
 
 
-def _add_partitions_to_txn_response(ctx: RequestContext, resp: Any, numbers: dict[tuple[str, int], int],
-                                    tables: Tables) -> None:
-    for t in resp.results_by_topic_v3_and_below:
-        for p in t.results_by_partition:
-            p.partition_index = numbers.get((t.name, p.partition_index), p.partition_index)
+def _add_partitions_to_txn_response(ctx: RequestContext, resp: AddPartitionsToTxnResponse,
+                                    numbers: dict[tuple[str, int], int], tables: Tables) -> None:
+    resp.errors = {(t, numbers.get((t, i), i)): code for (t, i), code in resp.errors.items()}
 
 
 def _describe_producers_request(ctx: RequestContext, req: Any, tables: Tables) -> Positions:

@@ -14,6 +14,7 @@ from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
 from kaflet.protocol.response import Response
+from kaflet.protocol.txn_responses import AddPartitionsToTxnResponse
 from kaflet.security.acl import AclOperation, ResourceType
 from kaflet.server.request_context import RequestContext
 
@@ -35,10 +36,9 @@ async def handle(ctx: RequestContext, body: memoryview) -> Response:
 
 async def serve(ctx: RequestContext, req: Any) -> Response:
     """Answer a decoded request in real partition numbers (the gateway renumbers: server/renumbering.py)."""
-    R: Any = codec.response_class(API_KEY)
     txn_id = req.v3_and_below_transactional_id
     wanted = [(t.name, p) for t in req.v3_and_below_topics for p in t.partitions]
-    errors: dict[tuple[str, int], ErrorCode] = {}
+    errors: dict[tuple[str, int], int] = {}
     if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id):
         errors = {tp: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED for tp in wanted}
     else:
@@ -57,10 +57,4 @@ async def serve(ctx: RequestContext, req: Any) -> Response:
                 txn_id, req.v3_and_below_producer_id, req.v3_and_below_producer_epoch, set(wanted))
             code = fenced_error(code, ctx.version, 2)
             errors = {tp: code for tp in wanted}
-    by_topic: dict[str, list[Any]] = {}
-    for (topic, index), code in errors.items():
-        by_topic.setdefault(topic, []).append(
-            R.AddPartitionsToTxnTopicResult.AddPartitionsToTxnPartitionResult(partition_index=index,
-                                                                               partition_error_code=code))
-    return R(results_by_topic_v3_and_below=[
-        R.AddPartitionsToTxnTopicResult(name=name, results_by_partition=parts) for name, parts in by_topic.items()])
+    return AddPartitionsToTxnResponse(errors, ctx.version)

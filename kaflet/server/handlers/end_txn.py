@@ -8,6 +8,7 @@ from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
 from kaflet.protocol.response import Response
+from kaflet.protocol.txn_responses import EndTxnResponse
 from kaflet.security.acl import AclOperation, ResourceType
 from kaflet.server.handlers.add_partitions_to_txn import fenced_error
 from kaflet.server.request_context import RequestContext
@@ -19,9 +20,8 @@ MAX_VERSION = 3
 
 async def handle(ctx: RequestContext, body: memoryview) -> Response:
     req = codec.decode_request(API_KEY, ctx.version, body)
-    R = codec.response_class(API_KEY)
     if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
-        return R(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        return EndTxnResponse(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, ctx.version)
     code = await ctx.services.coordinators.transactions.end_txn(req.transactional_id, req.producer_id, req.producer_epoch,
                                                      bool(req.committed))
-    return R(error_code=fenced_error(code, ctx.version, 2))
+    return EndTxnResponse(fenced_error(code, ctx.version, 2), ctx.version)
