@@ -165,30 +165,33 @@ def latency(bootstrap: str, transactions: int, records: int, record_bytes: int, 
 
 def probe(bootstrap: str, broker_pid: int, rounds: int, transactions: int, records: int, record_bytes: int,
           partitions: int) -> dict[str, object]:
-    """Wall time and the broker's CPU time (user + system, /proc) per transaction, against the
-    same records from the idempotent producer (then flush), taking turns ROUNDS times: what a
-    transaction's fixed cost is on each side."""
+    """Wall time, the broker's CPU time (user + system, /proc) and this client process's (its
+    librdkafka threads included) per transaction, against the same records from the idempotent
+    producer (then flush), taking turns ROUNDS times: what a transaction's fixed cost is on
+    each side."""
     topic = create_topic(AdminClient({"bootstrap.servers": bootstrap}), partitions)
     value = b"x" * record_bytes
     txn = _transactional(bootstrap, topic)
     idem = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
     rows: list[dict[str, float]] = []
     for _ in range(rounds):
-        c0, t0 = cpu_seconds(broker_pid), time.perf_counter()
+        c0, t0, p0 = cpu_seconds(broker_pid), time.perf_counter(), time.process_time()
         for _t in range(transactions):
             txn.begin_transaction()
             for i in range(records):
                 txn.produce(topic, value, partition=i % partitions)
             txn.commit_transaction(30)
-        c1, t1 = cpu_seconds(broker_pid), time.perf_counter()
+        c1, t1, p1 = cpu_seconds(broker_pid), time.perf_counter(), time.process_time()
         for _t in range(transactions):
             for i in range(records):
                 idem.produce(topic, value, partition=i % partitions)
             idem.flush(30)
-        c2, t2 = cpu_seconds(broker_pid), time.perf_counter()
+        c2, t2, p2 = cpu_seconds(broker_pid), time.perf_counter(), time.process_time()
         per = 1000 / transactions
         rows.append({"txn_wall_ms": round((t1 - t0) * per, 3), "txn_broker_cpu_ms": round((c1 - c0) * per, 3),
-                     "idem_wall_ms": round((t2 - t1) * per, 3), "idem_broker_cpu_ms": round((c2 - c1) * per, 3)})
+                     "txn_client_cpu_ms": round((p1 - p0) * per, 3),
+                     "idem_wall_ms": round((t2 - t1) * per, 3), "idem_broker_cpu_ms": round((c2 - c1) * per, 3),
+                     "idem_client_cpu_ms": round((p2 - p1) * per, 3)})
     return {"rounds": rounds, "transactions_per_round": transactions, "records_per_transaction": records,
             "record_bytes": record_bytes, "partitions": partitions, "per_round": rows,
             **{f"median_{k}": statistics.median(r[k] for r in rows) for k in rows[0]}}
