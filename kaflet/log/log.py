@@ -370,20 +370,21 @@ class Log:
 
     def append_coordinator_records(self, records: list[Record], leader_epoch: int,
                                    now_ms: int | None = None) -> AppendResult:
-        """Append a coordinator's own records (at least one, offset deltas 0..n-1, no producer
-        id) as one batch built here at the log end offset, stamped with ``leader_epoch`` and
-        now.
+        """Append a coordinator's own records (offset deltas 0..n-1, no producer id) as one
+        batch built here at the log end offset, stamped with ``leader_epoch`` and now.
 
         ``append_as_leader`` would decode, check and copy such a batch again after it was
-        encoded; built here it already holds what those checks ask for but two, which are
+        encoded; built here it already holds what those checks ask for but three, which are
         made: max.message.bytes (before and after the topic's compression.type, as there;
-        RecordError MESSAGE_TOO_LARGE) and a key on every record of a compacted topic
-        (RecordError INVALID_RECORD)."""
+        RecordError MESSAGE_TOO_LARGE), at least one record and a key on every record of a
+        compacted topic (RecordError INVALID_RECORD)."""
         if self._closed:
             self._raise_closed()
         now = self._time() if now_ms is None else now_ms
         local = self._local
         cfg = local.config
+        if not records:  # what the validated path answers for a batch of none
+            raise RecordError(ErrorCode.INVALID_RECORD, "a coordinator's batch holds no record")
         if cfg.compact and any(r.key is None for r in records):
             raise RecordError(ErrorCode.INVALID_RECORD, f"Compacted topic cannot accept message without key in "
                                                         f"topic partition {self._tp}")

@@ -59,6 +59,7 @@ def test_the_topics_compression_type_is_applied(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("props", "records", "code"), [
     ({"max.message.bytes": 100}, [Record(0, 0, b"k", b"v" * 200)], ErrorCode.MESSAGE_TOO_LARGE),
     ({"cleanup.policy": "compact"}, [Record(0, 0, None, b"v")], ErrorCode.INVALID_RECORD),
+    ({}, [], ErrorCode.INVALID_RECORD),
 ])
 def test_refused_as_append_as_leader_refuses(tmp_path: Path, props: dict[str, object], records: list[Record],
                                             code: ErrorCode) -> None:
