@@ -20,7 +20,7 @@ def broker(config_file: str | None, overrides: tuple[str, ...], log_level: str) 
 
     With no file: listener PLAINTEXT://127.0.0.1:9092 and data in ./data.
     """
-    from kaflet.server.main import run, setup_logging
+    from kaflet.server.main import exit_process, run, setup_logging
 
     try:
         config = BrokerConfig.load(config_file, overrides)
@@ -28,4 +28,4 @@ def broker(config_file: str | None, overrides: tuple[str, ...], log_level: str) 
         click.echo(f"Error: {exc}", err=True)
         sys.exit(1)
     setup_logging(log_level)
-    sys.exit(run(config))
+    exit_process(run(config))
