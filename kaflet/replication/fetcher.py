@@ -382,6 +382,7 @@ class ReplicaFetcher:
             return
         self._connection_ok()
         answered: set[TopicPartition] = set()
+        retried: dict[int, list[TopicPartition]] = {}
         for t in response.topics:
             for p in t.partitions:
                 tp = (t.topic, p.partition)
@@ -398,9 +399,15 @@ class ReplicaFetcher:
                 elif error == ErrorCode.FENCED_LEADER_EPOCH:
                     self._on_partition_fenced(tp, requested[0])
                 else:
-                    log.info("%s: retrying OffsetForLeaderEpoch of %s-%d: the leader answered %s", self.name, *tp,
-                             error_name(error))
+                    retried.setdefault(error, []).append(tp)
                     self._delay([tp])
+        # One line per error, not per partition: after a leadership move at 10,000 partitions a
+        # new leader that has not applied its LeaderAndIsr yet answers UNKNOWN_LEADER_EPOCH for
+        # thousands at once (Kafka logs them in one debug line).
+        for error, tps in retried.items():
+            log.info("%s: retrying OffsetForLeaderEpoch of %d partitions, the leader answered %s: %s%s", self.name,
+                     len(tps), error_name(error), ", ".join(f"{t}-{p}" for t, p in tps[:5]),
+                     ", ..." if len(tps) > 5 else "")
         self._delay(tp for tp in epochs if tp not in answered and tp in self.states
                     and self.states[tp].state is ReplicaState.TRUNCATING)
 

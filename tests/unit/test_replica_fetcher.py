@@ -306,3 +306,20 @@ async def test_becoming_leader_stops_fetching_and_idle_fetchers_go(pair: Pair) -
     assert pair.rms[2].fetcher_manager.fetch_state(T, 0) is None and pair.rms[2].fetcher_manager.fetchers == {}
     part = pair.rms[2].get(T, 0)
     assert part is not None and part.is_leader and part.leader_epoch == 1
+
+
+async def test_offset_for_leader_epoch_unknown_to_the_leader_is_retried_in_one_line(
+        pair: Pair, caplog: pytest.LogCaptureFixture) -> None:
+    pair.elect(leader=1, epoch=0, isr=[1, 2])
+    leader = pair.leader.get(T, 0)
+    assert leader is not None
+    leader.append(memoryview(_batch(3, epoch=0)), required_acks=1)
+    await eventually(lambda: pair.follower_log.log_end_offset == 3)
+    caplog.set_level("INFO", logger="kaflet.fetcher")
+    pair.follow(1)  # the follower has epochs now, so it asks the leader, which is still at epoch 0
+    await eventually(lambda: any("retrying OffsetForLeaderEpoch" in r.getMessage() for r in caplog.records))
+    lines = [r.getMessage() for r in caplog.records if "retrying OffsetForLeaderEpoch" in r.getMessage()]
+    assert lines[0].endswith("of 1 partitions, the leader answered UNKNOWN_LEADER_EPOCH: orders-0")
+    pair.lead(1, [1, 2])
+    leader.append(memoryview(_batch(2, epoch=1)), required_acks=1)
+    await eventually(lambda: pair.follower_log.log_end_offset == 5)
