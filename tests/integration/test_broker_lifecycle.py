@@ -39,6 +39,39 @@ def test_start_line_and_clean_shutdown_marker(tmp_path):
         broker.kill()
 
 
+def test_sigterm_keeps_every_acknowledged_record_and_the_next_start_reads_them(tmp_path):
+    """The process ends with os._exit once stopped: what it acknowledged is on disk, marked clean."""
+    broker = BrokerProcess(tmp_path / "data").start()
+    try:
+        create_topic(broker.bootstrap, "kept", partitions=3)
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "linger.ms": 5})
+        acked: list[bytes] = []
+        for i in range(300):
+            producer.produce("kept", value=b"v%d" % i, partition=i % 3,
+                             on_delivery=lambda err, msg: acked.append(msg.value()) if err is None else None)
+        producer.flush(30)
+        assert len(acked) == 300
+        assert broker.stop() == 0
+        assert "stopped cleanly in " in broker.new_log()
+        assert (tmp_path / "data" / ".kafka_cleanshutdown").exists()
+        broker.start()
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "kept",
+                             "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        try:
+            consumer.assign([TopicPartition("kept", p, 0) for p in range(3)])
+            seen: list[bytes] = []
+            deadline = time.monotonic() + 30
+            while len(seen) < 300 and time.monotonic() < deadline:
+                msg = consumer.poll(0.5)
+                if msg is not None and msg.error() is None:
+                    seen.append(msg.value())
+        finally:
+            consumer.close()
+        assert sorted(seen) == sorted(acked)
+    finally:
+        broker.kill()
+
+
 @pytest.mark.parametrize(
     ("override", "fragment"),
     [
