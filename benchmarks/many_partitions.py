@@ -496,7 +496,7 @@ def _lose(cluster: Cluster, admin: AdminClient, victim: int, how: str, args: arg
         # victim, once dead or stopping, is not asked: librdkafka asks a broker it reaches).
         metadata_s, after = _poll_view(
             admin, lambda v: len(v.leader) >= total and all(v.leader[tp] not in (-1, victim) for tp in led),
-            limit, f"every partition of broker {victim} led elsewhere", interval=0.1)
+            limit, f"every partition of broker {victim} led elsewhere", interval=args.probe_interval)
         watch.join(limit)
         if stopper is not None:
             stopper.join(limit)
@@ -606,6 +606,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="--failover: which steps, of controller (SIGKILL the controller), kill (SIGKILL "
                         "another leader), term (SIGTERM another leader)")
     p.add_argument("--keep", action="store_true", help="--failover: keep the brokers' logs and data")
+    p.add_argument("--probe-interval", type=float, default=0.1, metavar="SECONDS",
+                   help="--failover: pause between the Metadata requests (each of every partition) that time "
+                        "the clients' view of a step")
     p.add_argument("--profile", type=Path, metavar="DIR",
                    help="--failover: py-spy record every surviving broker during each step into DIR; "
                         "--scale: the broker while it creates the later half of the topics and "
