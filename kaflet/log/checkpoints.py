@@ -102,6 +102,11 @@ def read_checkpoint_lines(path: str, version: int = CHECKPOINT_VERSION) -> list[
             text = f.read()
     except FileNotFoundError:
         return []
+    return parse_checkpoint_lines(text, path, version)
+
+
+def parse_checkpoint_lines(text: str, path: str, version: int = CHECKPOINT_VERSION) -> list[list[str]]:
+    """``read_checkpoint_lines`` of a file's text (``path`` names it in errors)."""
     if not text:
         return []
     lines = text.split("\n")
@@ -144,8 +149,21 @@ def format_leader_epoch_checkpoint(entries: Iterable[tuple[int, int]]) -> bytes:
 
 def read_leader_epoch_checkpoint(path: str) -> list[tuple[int, int]]:
     """Read (epoch, start offset) entries."""
+    try:
+        with open(path, "rb") as f:
+            return parse_leader_epoch_checkpoint(f.read(), path)
+    except FileNotFoundError:
+        return []
+
+
+def parse_leader_epoch_checkpoint(data: bytes, path: str) -> list[tuple[int, int]]:
+    """The (epoch, start offset) entries of a ``leader-epoch-checkpoint``'s content."""
+    try:
+        text = data.decode()
+    except UnicodeDecodeError as exc:
+        raise CheckpointError(f"{path}: not UTF-8") from exc
     out: list[tuple[int, int]] = []
-    for parts in read_checkpoint_lines(path):
+    for parts in parse_checkpoint_lines(text, path):
         if len(parts) != 2:
             raise CheckpointError(f"{path}: malformed line {' '.join(parts)!r}")
         try:

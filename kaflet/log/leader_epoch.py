@@ -8,7 +8,7 @@ from collections.abc import Callable
 from kaflet.log.checkpoints import (
     CheckpointError,
     format_leader_epoch_checkpoint,
-    read_leader_epoch_checkpoint,
+    parse_leader_epoch_checkpoint,
     write_atomic,
 )
 
@@ -20,15 +20,27 @@ class LeaderEpochCache:
     """Ascending (epoch, start offset) pairs: the first offset written in each leader epoch.
 
     ``write`` takes the checkpoint's new content when it changes (the log's MetadataWriter,
-    which makes it durable before the log's data); without it the file is written and fsync'd
-    at once.
+    which makes it durable before the log's data), and whether a batch may wait for some other
+    write to start it (``flush(defer=True)``); ``withdraw`` takes back such a write not yet
+    started. Without them the file is written and fsync'd at once.
     """
 
-    def __init__(self, path: str, write: Callable[[bytes], None] | None = None) -> None:
+    def __init__(self, path: str, write: Callable[[bytes, bool], None] | None = None,
+                 withdraw: Callable[[], bool] | None = None) -> None:
         self.path = path
         self._write = write
+        self._withdraw = withdraw
+        # What the file holds while none of this cache's writes has started (None: unknown, or
+        # no file), and what it holds once every write handed over so far is done.
+        self._on_disk: bytes | None = None
+        self._last_written: bytes | None = None
         try:
-            self._entries: list[tuple[int, int]] = read_leader_epoch_checkpoint(path)
+            with open(path, "rb") as f:
+                data = f.read()
+            self._entries: list[tuple[int, int]] = parse_leader_epoch_checkpoint(data, path)
+            self._on_disk = self._last_written = data
+        except FileNotFoundError:
+            self._entries = []
         except CheckpointError:
             # Derived data: the log's batches carry their epochs, and recovery re-assigns them.
             self._entries = []
@@ -65,18 +77,35 @@ class LeaderEpochCache:
             self.flush()
         return True
 
-    def flush(self) -> None:
-        """Write the checkpoint file (tmp + fsync + rename), or hand it to ``write``."""
+    def flush(self, defer: bool = False) -> None:
+        """Write the checkpoint file (tmp + fsync + rename), or hand it to ``write``; nothing
+        when the file holds (or will hold) this content already.
+
+        ``defer``: the load's rewrite. It rides with the writer's next batch, and a later flush
+        back to the content the load read takes it back: a restart that elects the partition at
+        the epoch it had (a dropped entry of an empty log comes back) writes nothing, instead of
+        a rewrite at the load and another at the election."""
         data = format_leader_epoch_checkpoint(self._entries)
+        self._dirty = False
+        if data == self._last_written:
+            return
+        if data == self._on_disk and self._withdraw is not None and self._withdraw():
+            self._last_written = data
+            return
+        # Only a first deferred write can be taken back to the loaded content: an earlier one
+        # may already be in a batch.
+        keep = defer and self._write is not None and self._on_disk is not None and self._last_written == self._on_disk
         if self._write is not None:
-            self._write(data)
+            self._write(data, not defer)
         else:
             write_atomic(self.path, data)
-        self._dirty = False
+        self._last_written = data
+        if not keep:
+            self._on_disk = None
 
-    def flush_if_dirty(self) -> None:
+    def flush_if_dirty(self, defer: bool = False) -> None:
         if self._dirty:
-            self.flush()
+            self.flush(defer)
 
     def epoch_for_offset(self, offset: int) -> int:
         """The leader epoch under which ``offset`` was written, or -1 if unknown."""
@@ -135,6 +164,7 @@ class LeaderEpochCache:
             self.flush()
 
     def delete_file(self) -> None:
+        self._on_disk = self._last_written = None
         try:
             os.unlink(self.path)
         except FileNotFoundError:

@@ -212,7 +212,9 @@ class Log:
         self._closed = False
         self.leader_epoch_cache = LeaderEpochCache(
             os.path.join(directory, LEADER_EPOCH_CHECKPOINT),
-            None if metadata_writer is None else lambda data: self._write_file(LEADER_EPOCH_CHECKPOINT, data))
+            None if metadata_writer is None else
+            lambda data, start: self._write_file(LEADER_EPOCH_CHECKPOINT, data, start=start),
+            None if metadata_writer is None else lambda: metadata_writer.withdraw(self, LEADER_EPOCH_CHECKPOINT))
         self.producer_state = ProducerStateManager(directory)
         self.topic_id = topic_id
         if topic_id is not None:
@@ -233,10 +235,11 @@ class Log:
         self._last_flush_ms = self._time()
         self._note_unflushed()  # data recovered but not fsync'd after an unclean shutdown
 
-    def _write_file(self, name: str, data: bytes) -> None:
-        """Replace one of the log's small files atomically; durable before the log's data."""
+    def _write_file(self, name: str, data: bytes, *, start: bool = True) -> None:
+        """Replace one of the log's small files atomically; durable before the log's data
+        (``start``: see ``MetadataWriter.write``)."""
         if self._writer is not None:
-            self._writer.write(self, self.dir, name, data)
+            self._writer.write(self, self.dir, name, data, start=start)
         else:
             write_atomic(os.path.join(self.dir, name), data)
 

@@ -159,8 +159,8 @@ class LogLoader:
         # Recovered-but-not-fsync'd data stays above the recovery point (a power loss could still
         # lose it), so an unclean start only clamps the checkpointed value.
         local.recovery_point = leo if clean else min(max(recovery_point, 0), leo)
-        self._epochs.truncate_from_end(leo)
-        self._epochs.truncate_from_start(start)
+        self._epochs.truncate_from_end(leo, flush=False)
+        self._epochs.truncate_from_start(start, flush=False)
         rebuild_from = self._check_txn_indexes()
         if not clean and first_unflushed < len(segments):
             # The .txnindex entries of markers above the recovery point may have been lost with
@@ -168,7 +168,7 @@ class LogLoader:
             # and keeps those present (Kafka rebuilds every recovered segment's txn index).
             base = segments[first_unflushed].base_offset
             rebuild_from = base if rebuild_from is None else min(rebuild_from, base)
-        rebuild_producer_state(self._producers, local, start, self._epochs, rebuild_from)
+        rebuild_producer_state(self._producers, local, start, self._epochs, rebuild_from, defer_epoch_write=True)
         return LoadedLogOffsets(start, local.recovery_point, leo)
 
     def _remove_temp_files(self) -> tuple[set[int], list[str]]:
@@ -253,7 +253,8 @@ class LogLoader:
 
 
 def rebuild_producer_state(ps: ProducerStateManager, local: LocalLog, log_start_offset: int,
-                           leader_epoch_cache: LeaderEpochCache, rebuild_txn_index_from: int | None = None) -> None:
+                           leader_epoch_cache: LeaderEpochCache, rebuild_txn_index_from: int | None = None,
+                           defer_epoch_write: bool = False) -> None:
     """Producer state at the LEO: the newest snapshot plus the batches after it (which also
     re-indexes aborted transactions a crash lost after it).
 
@@ -276,7 +277,9 @@ def rebuild_producer_state(ps: ProducerStateManager, local: LocalLog, log_start_
     # An empty log needs no snapshot (Kafka writes none for a new log either).
     if replayed or (snap is None and leo > log_start_offset):
         ps.take_snapshot(leo)
-    leader_epoch_cache.flush_if_dirty()
+    # The load's rewrite may wait for the next batch: until then the epochs of the log's durable
+    # data are on disk already, and only the unflushed tail's differ, which a crash re-derives.
+    leader_epoch_cache.flush_if_dirty(defer=defer_epoch_write)
 
 
 def _replay(ps: ProducerStateManager, local: LocalLog, start: int) -> int:

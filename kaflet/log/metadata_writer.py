@@ -118,9 +118,10 @@ class MetadataWriter:
         except RuntimeError:
             return None
 
-    def write(self, owner: Hashable, directory: str, name: str, data: bytes) -> None:
+    def write(self, owner: Hashable, directory: str, name: str, data: bytes, *, start: bool = True) -> None:
         """Make ``directory/name`` hold ``data``, atomically, in the next batch (newer content
-        for the same file replaces older content not yet written)."""
+        for the same file replaces older content not yet written). ``start=False`` starts no
+        batch: the write waits for another write, a ``wait`` or the close to take it along."""
         if self._closed or self._loop() is None:
             self._pending.get(owner, {}).pop(name, None)
             self._wait_in_flight()
@@ -128,7 +129,21 @@ class MetadataWriter:
             return
         self._pending.setdefault(owner, {})[name] = (directory, data)
         self._owner_batch[owner] = self._started + 1
-        self._kick()
+        if start:
+            self._kick()
+
+    def withdraw(self, owner: Hashable, name: str) -> bool:
+        """Take back the owner's write of ``name`` if no batch has started it; whether it did
+        (the file then holds what it held before that write)."""
+        files = self._pending.get(owner)
+        if files is None or files.pop(name, None) is None:
+            return False
+        if not files:
+            del self._pending[owner]
+            # What may still be writing for it is a batch already started.
+            self._owner_batch[owner] = self._started
+            self._wake()
+        return True
 
     def sync_dir(self, directory: str) -> None:
         """fsync ``directory`` (a rename in it) in the next batch."""

@@ -304,3 +304,83 @@ async def test_dropped_or_written_at_once_writes_release_their_waiters(tmp_path:
     await w.wait(busy)
     assert not (tmp_path / "f").exists()
     w.close()
+
+
+def _epoch_writes(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
+    """The contents of every leader-epoch-checkpoint the batches write."""
+    written: list[bytes] = []
+    real_group = mw._write_group
+
+    def group(dir_fd: int, files: list[tuple[str, bytes]]) -> None:
+        written.extend(data for name, data in files if name == "leader-epoch-checkpoint")
+        real_group(dir_fd, files)
+
+    monkeypatch.setattr(mw, "_write_group", group)
+    return written
+
+
+def _kill(lm: LogManager) -> None:
+    """A SIGKILL: no shutdown, no batch that has not started; only the locks go."""
+    for fd in lm._locks.values():
+        os.close(fd)
+
+
+async def test_a_restart_writes_each_epoch_checkpoint_at_most_once(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The load drops the entry at the log end offset (an empty log's, or the last epoch's of a
+    log nothing was written in since), but that rewrite waits for a batch: the election at the
+    same epoch takes it back and writes nothing, one at a new epoch writes once, and a SIGKILL
+    at any point finds the epochs of the log's data."""
+    written = _epoch_writes(monkeypatch)
+    lm = LogManager([str(tmp_path)])
+    lm.startup()
+    empty = lm.get_or_create_log("t", 0, topic_id=TOPIC_ID)
+    full = lm.get_or_create_log("t", 1, topic_id=TOPIC_ID)
+    empty.maybe_assign_epoch_start_offset(0, 0)
+    full.maybe_assign_epoch_start_offset(2, 0)
+    full.append_as_leader(_batch(), 2)
+    full.maybe_assign_epoch_start_offset(3, 4)
+    lm.shutdown()
+    epochs = {lg: os.path.join(lg.dir, "leader-epoch-checkpoint") for lg in (empty, full)}
+    assert [read_leader_epoch_checkpoint(p) for p in epochs.values()] == [[(0, 0)], [(2, 0), (3, 4)]]
+    written.clear()
+
+    lm = LogManager([str(tmp_path)])
+    lm.startup()
+    empty2, full2 = lm.get_log("t", 0), lm.get_log("t", 1)
+    assert empty2 is not None and full2 is not None
+    assert empty2.leader_epoch_cache.entries == [] and full2.leader_epoch_cache.entries == [(2, 0)]
+    assert lm.metadata_writer.pending(empty2) and lm.metadata_writer.pending(full2)
+    await asyncio.sleep(0.05)
+    assert written == []  # no batch started for the load alone
+    empty2.maybe_assign_epoch_start_offset(0, 0)  # the same epochs again: what the files hold
+    full2.maybe_assign_epoch_start_offset(3, 4)
+    assert not lm.metadata_writer.pending(empty2) and not lm.metadata_writer.pending(full2)
+    lm.metadata_writer.sync_dir(str(tmp_path))  # some other work's batch
+    await asyncio.sleep(0.05)
+    assert written == []
+    assert [read_leader_epoch_checkpoint(p) for p in epochs.values()] == [[(0, 0)], [(2, 0), (3, 4)]]
+    _kill(lm)
+
+    lm = LogManager([str(tmp_path)])
+    lm.startup()
+    empty3, full3 = lm.get_log("t", 0), lm.get_log("t", 1)
+    assert empty3 is not None and full3 is not None
+    empty3.maybe_assign_epoch_start_offset(1, 0)  # elected at new epochs: one write each
+    full3.maybe_assign_epoch_start_offset(4, 4)
+    await asyncio.gather(lm.metadata_writer.wait(empty3), lm.metadata_writer.wait(full3))
+    assert sorted(written) == [b"0\n1\n1 0\n", b"0\n2\n2 0\n4 4\n"]
+    _kill(lm)
+
+    written.clear()
+    lm = LogManager([str(tmp_path)])
+    lm.startup()
+    full4 = lm.get_log("t", 1)
+    assert full4 is not None and full4.leader_epoch_cache.entries == [(2, 0)]
+    await lm.metadata_writer.wait(full4)  # a flush's wait takes the load's rewrite along
+    assert sorted(written) == [b"0\n0\n", b"0\n1\n2 0\n"]
+    assert [read_leader_epoch_checkpoint(p) for p in epochs.values()] == [[], [(2, 0)]]
+    full4.maybe_assign_epoch_start_offset(4, 4)  # no longer what the load read: written again
+    await lm.metadata_writer.wait(full4)
+    assert read_leader_epoch_checkpoint(epochs[full]) == [(2, 0), (4, 4)]
+    lm.shutdown()
