@@ -76,8 +76,17 @@ class LocalLog:
         self._files = files
         # A directory created here is only durable in its parent once fsync'd: the first
         # flush does it, before any of the log's data counts as flushed.
-        self.parent_synced = os.path.isdir(directory)
-        os.makedirs(directory, exist_ok=True)
+        # One mkdir for a loaded log's directory, not a stat and a failed makedirs's two calls.
+        try:
+            os.mkdir(directory)
+            self.parent_synced = False
+        except FileExistsError:
+            if not os.path.isdir(directory):
+                raise
+            self.parent_synced = True
+        except FileNotFoundError:
+            os.makedirs(directory)
+            self.parent_synced = False
         #: Oldest first, never empty once loaded; changed only through this class's methods.
         self.segments: list[LogSegment] = []
         #: ``segments``' base offsets, for bisecting.

@@ -271,10 +271,10 @@ class LogManager:
                           REPLICATION_OFFSET_CHECKPOINT, d)
             high_watermarks = {}
         now = self._time()
-        for name in sorted(os.listdir(d)):
-            path = os.path.join(d, name)
-            if not os.path.isdir(path):
-                continue
+        # scandir: the directory entries' types come with the listing, not a stat each.
+        with os.scandir(d) as listing:
+            subdirs = sorted((e.name, e.path) for e in listing if e.is_dir())
+        for name, path in subdirs:
             if name.endswith(DELETE_DIR_SUFFIX):
                 self._pending_deletes.append((path, now))
                 continue

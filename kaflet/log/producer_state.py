@@ -302,13 +302,15 @@ class ProducerStateManager:
     def snapshot_path(self, offset: int) -> str:
         return os.path.join(self.dir, f"{offset:020d}{SNAPSHOT_SUFFIX}")
 
-    def snapshot_offsets(self) -> list[int]:
-        """Offsets of the snapshot files present, ascending."""
+    def snapshot_offsets(self, names: Iterable[str] | None = None) -> list[int]:
+        """Offsets of the snapshot files present, ascending (``names``: the directory's listing
+        if the caller has one)."""
         out = []
-        try:
-            names = os.listdir(self.dir)
-        except FileNotFoundError:
-            return []
+        if names is None:
+            try:
+                names = os.listdir(self.dir)
+            except FileNotFoundError:
+                return []
         for name in names:
             m = _SNAPSHOT_NAME.match(name)
             if m:
@@ -367,14 +369,16 @@ class ProducerStateManager:
         write_atomic(path, self.encode_snapshot(), fsync=fsync)
         return path
 
-    def load_latest_snapshot(self, max_offset: int, delete_newer: bool = True) -> int | None:
+    def load_latest_snapshot(self, max_offset: int, delete_newer: bool = True,
+                             offsets: list[int] | None = None) -> int | None:
         """Load the newest valid snapshot at or below ``max_offset``; returns its offset.
 
         Corrupt snapshots are deleted, and those above ``max_offset`` too unless ``delete_newer``
         is False (a replay from an earlier point that ends at the LEO keeps them valid).
+        ``offsets``: ``snapshot_offsets()`` if the caller has it (a file gone since is skipped).
         """
         self.truncate()
-        for off in reversed(self.snapshot_offsets()):
+        for off in reversed(self.snapshot_offsets() if offsets is None else offsets):
             path = self.snapshot_path(off)
             if off > max_offset:
                 if delete_newer:
@@ -398,9 +402,10 @@ class ProducerStateManager:
             if off > offset:
                 _unlink(self.snapshot_path(off))
 
-    def delete_snapshots_before(self, offset: int) -> None:
-        """Remove snapshots below ``offset`` (log start moved past them)."""
-        for off in self.snapshot_offsets():
+    def delete_snapshots_before(self, offset: int, offsets: list[int] | None = None) -> None:
+        """Remove snapshots below ``offset`` (log start moved past them); ``offsets`` as
+        ``load_latest_snapshot`` takes it."""
+        for off in self.snapshot_offsets() if offsets is None else offsets:
             if off < offset:
                 _unlink(self.snapshot_path(off))
 
