@@ -11,7 +11,7 @@ latency (produce() to delivery by poll()).
 ``--partitions`` partitions as topics of ``--topic-partitions`` (500) each, one topic at a time,
 then reports the broker's open descriptors (and per partition), RSS, Metadata for every topic,
 idle CPU, and the time a clean restart and a SIGKILL restart take until every partition has a
-leader again. ``--nofile N`` starts the broker under an open file limit of N (``prlimit``).
+leader again (with the new process's CPU by then). ``--nofile N`` starts the broker under an open file limit of N (``prlimit``).
 
 ``--failover`` starts ZooKeeper and three kaflet brokers (tests/support/cluster.py, stopped by PID
 at the end), creates ``--partitions`` partitions RF=3 as topics of ``--topic-partitions``, waits
