@@ -30,6 +30,7 @@ import contextlib
 import os
 import shutil
 import signal
+import statistics
 import struct
 import subprocess
 import sys
@@ -54,12 +55,17 @@ _STAMP = struct.Struct(">d")
 _TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of a process, in seconds (fields 14 and 15 of /proc/<pid>/stat)."""
+def cpu_times(pid: int) -> tuple[float, float]:
+    """utime and stime of a process, in seconds (fields 14 and 15 of /proc/<pid>/stat)."""
     stat = Path(f"/proc/{pid}/stat").read_text()
     # The command name (field 2) may hold spaces; the fields after it start past its ')'.
     fields = stat[stat.rindex(")") + 2 :].split()
-    return (int(fields[11]) + int(fields[12])) / _TICKS
+    return int(fields[11]) / _TICKS, int(fields[12]) / _TICKS
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process, in seconds."""
+    return sum(cpu_times(pid))
 
 
 class RdkafkaConsumer:
@@ -262,6 +268,9 @@ def scale(workdir: Path, args: argparse.Namespace) -> dict[str, float | int]:
         out["fds_empty"] = open_files(broker.pid)
         times = []
         topics = args.partitions // args.topic_partitions
+        # Creating is mostly the kernel's work (files, fsyncs), and how much depends on the file
+        # system's state (see benchmarks/README.md): the user and system CPU tell them apart.
+        user0, system0 = cpu_times(broker.pid)
         for i in range(topics):
             if args.profile and i == topics // 2:  # the later half of the topics
                 spy = _spy_pid(broker.pid, args.profile, "create-later-half")
@@ -275,8 +284,10 @@ def scale(workdir: Path, args: argparse.Namespace) -> dict[str, float | int]:
         _unspy(spy)
         spy = None
         total = len(times) * args.topic_partitions
+        user1, system1 = cpu_times(broker.pid)
         out.update(partitions=total, create_first_s=times[0], create_last_s=times[-1],
-                   create_total_s=sum(times))
+                   create_total_s=sum(times), create_median_s=statistics.median(times),
+                   create_user_s=user1 - user0, create_system_s=system1 - system0)
         wait_all_leading(admin, total, 300)
         time.sleep(5)  # flushes of new segments, checkpoints
         out["fds"] = open_files(broker.pid)
@@ -640,7 +651,8 @@ def main(argv: list[str] | None = None) -> int:
         limit = f", open file limit {args.nofile}" if args.nofile else ""
         print(f"kaflet: {r['partitions']} partitions in topics of {args.topic_partitions}{limit}")
         print(f"  create               first topic {r['create_first_s']:.2f} s, last {r['create_last_s']:.2f} s, "
-              f"all {r['create_total_s']:.1f} s")
+              f"median {r['create_median_s']:.2f} s, all {r['create_total_s']:.1f} s "
+              f"(broker CPU user {r['create_user_s']:.1f} s, system {r['create_system_s']:.1f} s)")
         print(f"  open files           {r['fds']} ({r['fds_empty']} before any topic): "
               f"{r['fds_per_partition']:.3f} per partition")
         print(f"  RSS                  {r['rss_mb']:.0f} MB")
