@@ -319,7 +319,8 @@ def scale(workdir: Path, args: argparse.Namespace) -> dict[str, float | int]:
             out[f"{kind}_restart_s"] = listening + wait_all_leading(admin, total, 600)
             assert broker.pid is not None
             # The new process's CPU so far: less sensitive than the wall time to what else runs.
-            out[f"{kind}_cpu_s"] = cpu_seconds(broker.pid)
+            user, system = cpu_times(broker.pid)
+            out[f"{kind}_cpu_s"], out[f"{kind}_user_s"] = user + system, user
             if args.profile:
                 time.sleep(args.seconds)  # what the broker still does after every partition leads
                 _unspy(spy)
@@ -660,7 +661,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  broker CPU idle      {r['idle_cpu_pct']:.1f} % of one core")
         for kind in ("clean", "sigkill"):
             print(f"  {kind} restart {'':<{7 - len(kind)}}    stop {r[f'{kind}_stop_s']:.1f} s, until every partition "
-                  f"leads {r[f'{kind}_restart_s']:.1f} s (broker CPU {r[f'{kind}_cpu_s']:.1f} s); then "
+                  f"leads {r[f'{kind}_restart_s']:.1f} s (broker CPU {r[f'{kind}_cpu_s']:.1f} s, "
+                  f"user {r[f'{kind}_user_s']:.1f} s); then "
                   f"{r[f'{kind}_fds']} open files, "
                   f"RSS {r[f'{kind}_rss_mb']:.0f} MB")
         return 0
