@@ -33,7 +33,7 @@ async def serve(config: BrokerConfig) -> int:
     # Start-up makes objects by the hundred thousand (a log with its segments, indexes and states
     # per partition, the controller's context, the first LeaderAndIsr) and frees few, so each
     # collection the allocations trigger walks a heap that only grows, a full one at every
-    # quarter of growth: paused, loading 20,000 partitions took 2.6-3.2 s instead of 3.8-6.7 s.
+    # quarter of growth: paused, loading 20,000 partitions took 2.6-3.7 s instead of 3.5-6.7 s.
     # A collection after it found nothing to free (0 objects at 20,000 partitions) and cost
     # 0.5-0.8 s before the first client was served, so start-up ends in the freeze below, and
     # collections resume after it.
