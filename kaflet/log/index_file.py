@@ -3,7 +3,7 @@
 Storage choice: the entries live in memory, in compact ``array`` objects, and the file holds no
 descriptor.  New entries are kept as encoded bytes and written to the file (opened for that
 write only) when Kafka would have them on disk: a flush before its fsync, the roll and close
-trims, a truncation, a resize.  So a segment costs no descriptor for its indexes (Kafka maps
+trims, a truncation.  So a segment costs no descriptor for its indexes (Kafka maps
 them and closes the files), which lets a broker hold tens of thousands of partitions within its
 descriptor limit.  Not mmap: Python's mmap cannot be closed while a memoryview of it is alive
 (BufferError) and raises SIGBUS if the file shrinks under it; lookups are a ``bisect`` over an
@@ -19,6 +19,7 @@ flush that moved the recovery point past it.
 The file format is Kafka's: big-endian fixed-size entries, preallocated (zero-filled) to
 ``segment.index.bytes`` rounded down to a whole number of entries while the segment is active,
 trimmed to the valid entries on roll and close; a reopened file's length defines its entries.
+A reopened active segment's index is preallocated again by its first write, not at start-up.
 """
 
 from __future__ import annotations
@@ -47,16 +48,30 @@ class IndexFile:
         # ``reset`` dropped every entry; the file is cut by the next write rather than at once,
         # so a rebuild (reset, then the trim) opens it once instead of twice.
         self._cut_pending = False
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        #: A size the file takes at its next write (``resize``, and an empty index found at
+        #: start-up): preallocating lazily spares a start-up two opens per partition.
+        self._resize_to: int | None = None
         try:
-            size = os.fstat(fd).st_size
-            self.created_new = size == 0
-            if size == 0:
-                os.ftruncate(fd, self._max_entries * self.ENTRY_SIZE)
-        finally:
-            os.close(fd)
+            # A stat, not an open: tens of thousands of indexes are found at start-up.
+            size = os.stat(path).st_size
+            existed = True
+        except FileNotFoundError:
+            size, existed = 0, False
+        #: Empty or missing when opened: a segment with data then has its indexes rebuilt.
+        self.created_new = size == 0
         if size == 0:
-            self._file_size = self._max_entries * self.ENTRY_SIZE
+            full = self._max_entries * self.ENTRY_SIZE
+            if existed:
+                self._file_size = 0
+                self._resize_to = full
+            else:
+                # A new segment's index is created preallocated, as Kafka's.
+                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+                try:
+                    os.ftruncate(fd, full)
+                finally:
+                    os.close(fd)
+                self._file_size = full
             self._n = 0
             self._init_empty()
             self._loaded = True
@@ -145,6 +160,8 @@ class IndexFile:
         cut = self._cut_pending
         if not cut and not self._pending and truncate_to is None and (size is None or size == self._file_size):
             return
+        if size is None:
+            size = self._resize_to
         if cut and size is None and truncate_to is None:
             size = max(self._max_entries, self._n) * self.ENTRY_SIZE  # preallocated, as reset left it
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -167,6 +184,7 @@ class IndexFile:
         self._written = self._n
         self._unsynced = True
         self._cut_pending = False
+        self._resize_to = None
 
     def write_pending(self) -> None:
         """Put the entries added since the last write into the file (before an fsync)."""
@@ -184,7 +202,8 @@ class IndexFile:
             return
         self._pending.clear()
         self._n = self._written = n
-        self._update_file(truncate_to=n * self.ENTRY_SIZE, size=self._file_size)
+        size = self._file_size if self._resize_to is None else self._resize_to
+        self._update_file(truncate_to=n * self.ENTRY_SIZE, size=size)
 
     def reset(self) -> None:
         """Drop all entries (before a rebuild).  The file is emptied by the next write (the
@@ -203,10 +222,12 @@ class IndexFile:
         self._update_file(size=self._n * self.ENTRY_SIZE)
 
     def resize(self, max_index_size: int) -> None:
-        """Preallocate again to ``max_index_size`` (the active segment after startup)."""
+        """Preallocate again to ``max_index_size`` (the active segment after startup and after a
+        truncation), in the file's next write: until then its length is its entries, which is
+        also what a restart reads from it."""
         self._ensure_loaded()
         self._max_entries = max(1, max_index_size // self.ENTRY_SIZE)
-        self._update_file(size=max(self._max_entries, self._n) * self.ENTRY_SIZE)
+        self._resize_to = max(self._max_entries, self._n) * self.ENTRY_SIZE
 
     def flush(self) -> None:
         """fsync what ``write_pending`` and the trims wrote (blocking: runs in an executor)."""

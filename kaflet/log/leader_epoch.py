@@ -9,6 +9,7 @@ from kaflet.log.checkpoints import (
     CheckpointError,
     format_leader_epoch_checkpoint,
     parse_leader_epoch_checkpoint,
+    read_small_file,
     write_atomic,
 )
 
@@ -35,8 +36,7 @@ class LeaderEpochCache:
         self._on_disk: bytes | None = None
         self._last_written: bytes | None = None
         try:
-            with open(path, "rb") as f:
-                data = f.read()
+            data = read_small_file(path)
             self._entries: list[tuple[int, int]] = parse_leader_epoch_checkpoint(data, path)
             self._on_disk = self._last_written = data
         except FileNotFoundError:

@@ -105,7 +105,7 @@ class LocalLog:
         if self.config.segment_jitter_ms > 0:
             jitter = random.randrange(min(self.config.segment_jitter_ms, self.config.segment_ms))
         seg = LogSegment(self.dir, base_offset, self.config, created_ms=self._time(), roll_jitter_ms=jitter,
-                         files=self._files)
+                         files=self._files, exists=not new)
         if new:
             try:
                 seg.txn_index.ensure_file()

@@ -128,7 +128,10 @@ class LogSegment:
         created_ms: int = 0,
         roll_jitter_ms: int = 0,
         files: SegmentFileCache | None = None,
+        exists: bool = False,
     ) -> None:
+        """``exists``: the segment's ``.log`` is on disk (start-up, a cleaner's swap), so it is
+        opened on first use, not here: a start-up finds tens of thousands of them."""
         self.dir = directory
         self.base_offset = base_offset
         self.log_path = os.path.join(directory, segment_file_name(base_offset, LOG_SUFFIX))
@@ -136,9 +139,9 @@ class LogSegment:
         self._files = files
         self._handle: SharedFile | None = None
         self._closed = False
-        handle = self._file()
+        handle = None if exists else self._file()
         try:
-            self.size = os.fstat(handle.fileno()).st_size
+            self.size = os.stat(self.log_path).st_size if handle is None else os.fstat(handle.fileno()).st_size
             self.offset_index = OffsetIndex(
                 os.path.join(directory, segment_file_name(base_offset, INDEX_SUFFIX)), base_offset,
                 config.segment_index_bytes,
@@ -149,8 +152,9 @@ class LogSegment:
             )
         except OSError:
             # Out of descriptors or space: release the file now, not at garbage collection.
-            self.release_file()
-            handle.file.close()  # type: ignore[attr-defined]
+            if handle is not None:
+                self.release_file()
+                handle.file.close()  # type: ignore[attr-defined]
             raise
         self.txn_index = TransactionIndex(os.path.join(directory, segment_file_name(base_offset, TXN_INDEX_SUFFIX)))
         self.index_interval_bytes = config.index_interval_bytes

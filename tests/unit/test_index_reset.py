@@ -56,4 +56,7 @@ def test_write_after_reset_preallocates_as_the_old_reset_did(tmp_path: Path) -> 
     assert os.path.getsize(path) == 80  # zero-filled to max entries, the old entries gone
     assert _entries(path)[:2] == [(1, 0), (0, 0)]
     idx.resize(160)
-    assert os.path.getsize(path) == 160 and _entries(path)[0] == (1, 0)
+    assert os.path.getsize(path) == 80  # resized by the next write, not at once
+    idx.append(102, 10)
+    idx.write_pending()
+    assert os.path.getsize(path) == 160 and _entries(path)[:3] == [(1, 0), (2, 10), (0, 0)]

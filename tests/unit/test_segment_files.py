@@ -12,19 +12,7 @@ from kaflet.log.log import Log
 from kaflet.log.offset_index import OffsetIndex
 from kaflet.log.segment_files import SegmentFileCache
 from kaflet.protocol.records import Record, build_batch, parse_batch_header
-
-
-def _open_paths(under: str) -> list[str]:
-    """Files under ``under`` this process holds open."""
-    out = []
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith(under):
-            out.append(target)
-    return out
+from tests.support.open_files import open_paths
 
 
 def _cfg() -> LogConfig:
@@ -38,7 +26,7 @@ def _batch(ts: int = 1000) -> bytes:
 def test_index_holds_no_descriptor_and_writes_on_flush(tmp_path) -> None:  # type: ignore[no-untyped-def]
     p = str(tmp_path / "00000000000000000000.index")
     idx = OffsetIndex(p, 0, 800)
-    assert _open_paths(str(tmp_path)) == []
+    assert open_paths(str(tmp_path)) == []
     idx.append(5, 100)
     idx.append(9, 300)
     with open(p, "rb") as f:
@@ -51,7 +39,7 @@ def test_index_holds_no_descriptor_and_writes_on_flush(tmp_path) -> None:  # typ
     idx.append(12, 400)
     idx.trim()
     assert os.path.getsize(p) == 16 and OffsetIndex(p, 0, 800).lookup(20) == (12, 400)
-    assert _open_paths(str(tmp_path)) == []
+    assert open_paths(str(tmp_path)) == []
 
 
 def test_log_keeps_one_descriptor_per_open_segment(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -60,9 +48,9 @@ def test_log_keeps_one_descriptor_per_open_segment(tmp_path) -> None:  # type: i
         lg.append_as_leader(_batch(1000 + i), leader_epoch=0, now_ms=1)
     assert len(lg.segments) > 5
     # Without a cache every segment keeps its .log open, and nothing else.
-    assert sorted(_open_paths(str(tmp_path))) == sorted(s.log_path for s in lg.segments)
+    assert sorted(open_paths(str(tmp_path))) == sorted(s.log_path for s in lg.segments)
     lg.close()
-    assert _open_paths(str(tmp_path)) == []
+    assert open_paths(str(tmp_path)) == []
 
 
 def test_cache_bounds_open_segments_and_reopens_on_use(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -71,7 +59,7 @@ def test_cache_bounds_open_segments_and_reopens_on_use(tmp_path) -> None:  # typ
     for i in range(30):
         for lg in logs:
             lg.append_as_leader(_batch(1000 + i), leader_epoch=0, now_ms=1)
-            assert len(_open_paths(str(tmp_path))) <= 3
+            assert len(open_paths(str(tmp_path))) <= 3
     assert len(cache) == 3 and cache.evictions > 0
     # Every record reads back, from every segment, through files opened again on demand.
     for lg in logs:
@@ -81,13 +69,13 @@ def test_cache_bounds_open_segments_and_reopens_on_use(tmp_path) -> None:  # typ
             offset = parse_batch_header(data).base_offset + parse_batch_header(data).last_offset_delta + 1
         assert offset == 90
         assert lg.offset_for_timestamp(1015).offset == 41
-        assert len(_open_paths(str(tmp_path))) <= 3
+        assert len(open_paths(str(tmp_path))) <= 3
     for lg in logs:
         lg.flush_sync()
         lg.close()
-    assert len(cache) == 0 and _open_paths(str(tmp_path)) == []
+    assert len(cache) == 0 and open_paths(str(tmp_path)) == []
     again = Log(str(tmp_path / "t-0"), _cfg(), had_clean_shutdown=True, segment_files=cache)
-    assert again.log_end_offset == 90 and len(_open_paths(str(tmp_path))) <= 3
+    assert again.log_end_offset == 90 and len(open_paths(str(tmp_path))) <= 3
     again.close()
 
 
