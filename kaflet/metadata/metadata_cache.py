@@ -45,6 +45,9 @@ class TopicInfo:
     topic_id: bytes
     topic_id_str: str
     partitions: dict[int, PartitionInfo] = field(default_factory=dict)
+    #: The topic's encoded part of a Metadata answer, by (version, authorized operations; None
+    #: for the partitions alone), kept until the topic changes (protocol/metadata_response.py).
+    wire: dict[tuple[int, int | None], bytes] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def internal(self) -> bool:
@@ -131,10 +134,12 @@ class MetadataCache:
             for ps in t.partition_states:
                 if ps.leader == LEADER_DURING_DELETE:
                     if info is not None and info.partitions.pop(ps.partition_index, None) is not None:
+                        info.wire.clear()
                         deleted.append((name, ps.partition_index))
                     continue
                 if info is None:
                     info = self.put_topic(name, "", {})
+                info.wire.clear()
                 info.partitions[ps.partition_index] = PartitionInfo(
                     ps.partition_index, ps.leader, ps.leader_epoch, list(ps.replicas), list(ps.isr),
                     list(ps.offline_replicas), ps.zk_version, ps.controller_epoch)

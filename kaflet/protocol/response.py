@@ -22,7 +22,7 @@ Body: TypeAlias = "bytes | bytearray | list[bytes | Region]"
 
 
 class OwnEncoding:
-    """Base of the responses of kaflet's own encoders (Produce, Fetch, ApiVersions)."""
+    """Base of the responses of kaflet's own encoders (Produce, Fetch, ApiVersions, Metadata)."""
 
     __slots__ = ()
 

@@ -9,6 +9,9 @@ from kaflet.metadata.metadata_cache import MetadataCache
 from kaflet.metadata.zkdata import EndPoint, uuid_to_str
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
+from kaflet.protocol.metadata_response import NO_OPERATIONS, MetadataAnswer
+from kaflet.protocol.response import encode_body
+from kaflet.server.handlers import metadata as metadata_handler
 
 R = codec.request_class(ApiKey.UPDATE_METADATA)
 T = R.UpdateMetadataTopicState
@@ -114,3 +117,26 @@ def test_topic_without_an_id() -> None:
     assert cache.topic_by_id(bytes(16)) is None  # the zero id names no topic
     cache.update_metadata(_request([T(topic_name="orders", topic_id=ORDERS, partition_states=[_partition(0, 1)])]))
     assert set(cache.topics) == {"old", "orders"}
+
+
+def test_a_topics_encoded_answer_is_kept_until_the_topic_changes() -> None:
+    cache = MetadataCache()
+    cache.update_metadata(_request([T(topic_name="orders", topic_id=ORDERS, partition_states=[_partition(0, 1)])]))
+    info = cache.topics["orders"]
+    first = metadata_handler._topic_wire(12, (info, None))
+    assert metadata_handler._topic_wire(12, (info, None)) is first  # reused, not encoded again
+    assert metadata_handler._topic_wire(12, (info, {2})) != first  # another principal's operations
+    assert set(info.wire) == {(12, None), (12, NO_OPERATIONS), (12, 4)}
+    cache.update_metadata(_request([T(topic_name="orders", topic_id=ORDERS, partition_states=[
+        _partition(0, 2, epoch=2, isr=[2])])]))
+    assert info.wire == {}
+    body = encode_body(ApiKey.METADATA, 12, MetadataAnswer(12, [], "c", 2, [metadata_handler._topic_wire(12, (info, None))]), 0)
+    p = codec.response_class(ApiKey.METADATA).decode(body, version=12).topics[0].partitions[0]
+    assert (p.leader_id, p.leader_epoch, list(p.isr_nodes)) == (2, 2, [2])
+    # A partition added or deleted drops it too.
+    metadata_handler._topic_wire(12, (info, None))
+    cache.update_metadata(_request([T(topic_name="orders", topic_id=ORDERS, partition_states=[_partition(1, 2)])]))
+    assert info.wire == {}
+    metadata_handler._topic_wire(12, (info, None))
+    cache.update_metadata(_request([T(topic_name="orders", topic_id=ORDERS, partition_states=[_partition(1, -2)])]))
+    assert info.wire == {} and list(info.partitions) == [0]

@@ -21,6 +21,13 @@ from kaflet.metadata.topic_names import invalid_reason
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
+from kaflet.protocol.metadata_response import (
+    MetadataAnswer,
+    MetadataBroker,
+    encode_partitions,
+    encode_topic,
+    operations_bits,
+)
 from kaflet.protocol.response import Response
 from kaflet.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from kaflet.server.request_context import RequestContext
@@ -34,14 +41,25 @@ MAX_VERSION = 12
 NO_OPERATIONS = None
 
 T = TypeVar("T")
+ZERO_ID = bytes(16)
+
+
+#: A topic the answer names with an error and no partitions: (error code, name, raw topic id).
+_TopicError = tuple[int, str | None, bytes]
+#: A topic the answer describes: its cached state and authorized operations (None: not asked).
+_TopicFound = tuple[TopicInfo, set[int] | None]
 
 
 async def handle(ctx: RequestContext, body: memoryview) -> Response:
-    return await serve(ctx, codec.decode_request(API_KEY, ctx.version, body))
+    return await serve(ctx, codec.decode_request(API_KEY, ctx.version, body), encoded=True)
 
 
-async def serve(ctx: RequestContext, req: Any) -> Response:
-    """Answer a decoded request in real partition numbers (the gateway renumbers: server/renumbering.py)."""
+async def serve(ctx: RequestContext, req: Any, *, encoded: bool = False) -> Response:
+    """Answer a decoded request in real partition numbers (the gateway renumbers: server/renumbering.py).
+
+    ``encoded``: the answer as bytes of our own encoder, each unchanged topic's part reused
+    (protocol/metadata_response.py); otherwise a message of the generic codec to rewrite.
+    """
     services = ctx.services
     await services.cluster.metadata_known()
     cache = services.cluster.metadata
@@ -60,7 +78,7 @@ async def serve(ctx: RequestContext, req: Any) -> Response:
     # Kafka looks every topic up by id as soon as one id is non-zero, whatever the names say
     # (the Java client sends "" with an id); topics with the zero id are then left out.
     ids = [] if all_topics else _unique(t.topic_id for t in requested if _nonzero(getattr(t, "topic_id", None)))
-    topics = []
+    topics: list[_TopicError | _TopicFound] = []
     names: list[str]
     if all_topics:
         names = sorted(cache.topics)
@@ -69,8 +87,7 @@ async def serve(ctx: RequestContext, req: Any) -> Response:
         for tid in ids:
             found = cache.topic_by_id(tid.bytes)
             if found is None:
-                topics.append(R.MetadataResponseTopic(
-                    error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=tid, is_internal=False, partitions=[]))
+                topics.append((ErrorCode.UNKNOWN_TOPIC_ID, None, tid.bytes))
             else:
                 names.append(found.name)
     else:
@@ -86,13 +103,9 @@ async def serve(ctx: RequestContext, req: Any) -> Response:
         if name not in describable:
             if ids and info is not None:
                 # Topic ids are not secret (Kafka): the id is echoed, the name is not.
-                topics.append(R.MetadataResponseTopic(
-                    error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=None,
-                    topic_id=uuid.UUID(bytes=info.topic_id), is_internal=False, partitions=[]))
+                topics.append((ErrorCode.TOPIC_AUTHORIZATION_FAILED, None, info.topic_id))
             elif not all_topics:
-                topics.append(R.MetadataResponseTopic(
-                    error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name,
-                    topic_id=uuid.UUID(int=0), is_internal=False, partitions=[]))
+                topics.append((ErrorCode.TOPIC_AUTHORIZATION_FAILED, name, ZERO_ID))
             continue
         if info is None:
             code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -104,28 +117,35 @@ async def serve(ctx: RequestContext, req: Any) -> Response:
                     code = ErrorCode.LEADER_NOT_AVAILABLE
                 else:
                     code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-            topics.append(R.MetadataResponseTopic(
-                error_code=code, name=name, topic_id=uuid.UUID(int=0), is_internal=False, partitions=[]))
+            topics.append((code, name, ZERO_ID))
             continue
         ops = ctx.authorized_operations(ResourceType.TOPIC, name) if include_ops else NO_OPERATIONS
-        topics.append(_topic(R, info, ops))
+        topics.append((info, ops))
     if to_create:
         await services.admin.topics.auto_create(to_create)
 
-    brokers = []
-    for b in live:
-        ep = b.endpoint(ctx.listener)
-        if ep is not None:
-            brokers.append(R.MetadataResponseBroker(node_id=b.id, host=ep.host or "", port=ep.port, rack=b.rack))
+    endpoints = [(b, ep) for b in live if (ep := b.endpoint(ctx.listener)) is not None]
+    cluster_ops = NO_OPERATIONS
+    if 8 <= v <= 10 and getattr(req, "include_cluster_authorized_operations", False):
+        cluster_ops = cluster_operations(ctx)
+    if encoded:
+        return MetadataAnswer(
+            version=v,
+            brokers=[MetadataBroker(b.id, ep.host or "", ep.port, b.rack) for b, ep in endpoints],
+            cluster_id=services.cluster.cluster_id,
+            controller_id=cache.controller_id,
+            topics=[_topic_wire(v, t) for t in topics],
+            cluster_operations=operations_bits(cluster_ops),
+        )
     resp = R(
-        brokers=brokers,
+        brokers=[R.MetadataResponseBroker(node_id=b.id, host=ep.host or "", port=ep.port, rack=b.rack)
+                 for b, ep in endpoints],
         cluster_id=services.cluster.cluster_id,
         controller_id=cache.controller_id,
-        topics=topics,
+        topics=[_topic(R, t) for t in topics],
     )
     if 8 <= v <= 10:
-        include_cluster = bool(getattr(req, "include_cluster_authorized_operations", False))
-        resp.authorized_operations = cluster_operations(ctx) if include_cluster else NO_OPERATIONS
+        resp.authorized_operations = cluster_ops
     return resp
 
 
@@ -154,7 +174,29 @@ def cluster_operations(ctx: RequestContext) -> set[int]:
     return ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
 
 
-def _topic(R: Any, info: TopicInfo, ops: set[int] | None) -> Any:
+def _topic_wire(v: int, topic: _TopicError | _TopicFound) -> bytes:
+    """A topic's part of an encoded answer; a described one's is kept until the topic changes."""
+    if len(topic) == 3:
+        code, name, topic_id = topic
+        return encode_topic(v, code, name, topic_id, False, encode_partitions(v, ()))
+    info, ops = topic
+    bits = operations_bits(ops)
+    wire = info.wire.get((v, bits))
+    if wire is None:
+        # The partitions alone are kept too: principals that differ in their operations share them.
+        parts = info.wire.get((v, None))
+        if parts is None:
+            parts = info.wire[(v, None)] = encode_partitions(v, sorted(info.partitions.items()))
+        wire = info.wire[(v, bits)] = encode_topic(v, 0, info.name, info.topic_id, info.internal, parts, bits)
+    return wire
+
+
+def _topic(R: Any, topic: _TopicError | _TopicFound) -> Any:
+    if len(topic) == 3:
+        code, name, topic_id = topic
+        return R.MetadataResponseTopic(error_code=code, name=name, topic_id=uuid.UUID(bytes=topic_id),
+                                       is_internal=False, partitions=[])
+    info, ops = topic
     P = R.MetadataResponseTopic.MetadataResponsePartition
     parts = []
     for idx in sorted(info.partitions):
