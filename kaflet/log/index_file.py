@@ -158,6 +158,8 @@ class IndexFile:
         """Write the pending entries; then optionally cut the file to ``truncate_to`` bytes and
         set it to ``size`` bytes (zero-filled), all through one short-lived descriptor."""
         cut = self._cut_pending
+        if size is not None:
+            self._resize_to = None  # an explicit size (a trim's) replaces a deferred one
         if not cut and not self._pending and truncate_to is None and (size is None or size == self._file_size):
             return
         if size is None:
@@ -214,7 +216,12 @@ class IndexFile:
         self._pending.clear()
         self._loaded = True
         self._size_misaligned = False
-        self._cut_pending = True
+        if self._file_size:
+            self._cut_pending = True
+        else:
+            # Nothing to cut (an empty index of an empty segment, recovered after a crash): the
+            # rebuild's trim finds the file as it wants it and does not open it.
+            self._resize_to = self._max_entries * self.ENTRY_SIZE
 
     def trim(self) -> None:
         """Shrink the file to exactly its valid entries (on roll, close, and after recovery)."""

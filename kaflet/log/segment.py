@@ -492,8 +492,9 @@ class LogSegment:
         buf = b""
         buf_start = 0
         unpack = _HEADER.unpack_from
-        handle = self._file()
-        fd = handle.fileno()
+        # An empty segment (every partition without data, after a crash) is not opened.
+        handle = self._file() if size else None
+        fd = -1 if handle is None else handle.fileno()
         while size - pos >= BATCH_HEADER_SIZE:
             off = pos - buf_start
             if off + BATCH_HEADER_SIZE > len(buf):

@@ -12,6 +12,7 @@ from unittest import mock
 from kaflet.log.checkpoints import read_small_file
 from kaflet.log.config import LogConfig
 from kaflet.log.log import Log
+from kaflet.log.offset_index import OffsetIndex
 from kaflet.protocol.records import Record, build_batch
 from tests.support.open_files import open_paths
 
@@ -102,3 +103,34 @@ def test_read_small_file_reads_past_its_chunk(tmp_path: Path) -> None:
     assert read_small_file(str(p)) == data
     (tmp_path / "empty").write_bytes(b"")
     assert read_small_file(str(tmp_path / "empty")) == b""
+
+
+def test_crash_restart_of_an_empty_log_opens_no_file(tmp_path: Path) -> None:
+    d = str(tmp_path / "t-0")
+    Log(d, _cfg()).close(sync=True)
+    running = Log(d, _cfg(), had_clean_shutdown=True)
+    crashed = str(tmp_path / "crash" / "t-0")
+    shutil.copytree(d, crashed)  # killed before any record arrived
+    running.close()
+    real_open = os.open
+    with mock.patch("os.open", side_effect=real_open) as opens:
+        recovered = Log(crashed, _cfg(), had_clean_shutdown=False)
+    assert not [c for c in opens.call_args_list if str(c.args[0]).endswith((".index", ".timeindex", ".log"))]
+    assert open_paths(crashed) == [] and recovered.log_end_offset == 0
+    for i in range(3):
+        recovered.append_as_leader(_batch(1000 + i), leader_epoch=0, now_ms=1)
+    recovered.active_segment.write_index_entries()
+    assert os.path.getsize(recovered.active_segment.offset_index.path) == 800  # the active index, preallocated
+    recovered.close()
+
+
+def test_a_trim_after_a_reset_of_an_empty_index_leaves_it_exact(tmp_path: Path) -> None:
+    path = tmp_path / "00000000000000000000.index"
+    path.write_bytes(b"")
+    idx = OffsetIndex(str(path), 0, 800)
+    idx.reset()
+    idx.trim()  # what a recovery of an inactive segment ends with
+    assert os.path.getsize(path) == 0
+    idx.append(3, 100)
+    idx.write_pending()
+    assert os.path.getsize(path) == 8  # no preallocation left over from the reset
