@@ -69,17 +69,21 @@ class LocalLog:
     """The segments of one partition directory, oldest first; the last one is active."""
 
     def __init__(self, directory: str, config: LogConfig, now_ms: Callable[[], int],
-                 files: SegmentFileCache | None = None) -> None:
+                 files: SegmentFileCache | None = None, *, found: bool = False) -> None:
+        """``found``: start-up listed ``directory`` as a directory, so it is not made here."""
         self.dir = directory
         self.config = config
         self._time = now_ms
         self._files = files
         # A directory created here is only durable in its parent once fsync'd: the first
         # flush does it, before any of the log's data counts as flushed.
-        # One mkdir for a loaded log's directory, not a stat and a failed makedirs's two calls.
+        # One mkdir for a log's directory, not a stat and a failed makedirs's two calls.
         try:
-            os.mkdir(directory)
-            self.parent_synced = False
+            if found:
+                self.parent_synced = True  # as for any directory that exists (below)
+            else:
+                os.mkdir(directory)
+                self.parent_synced = False
         except FileExistsError:
             if not os.path.isdir(directory):
                 raise

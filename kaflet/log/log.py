@@ -183,7 +183,9 @@ class Log:
         segment_files: SegmentFileCache | None = None,
         pending_work: PendingWork[Log] | None = None,
         now_ms: Callable[[], int] = _now_ms,
+        found: bool = False,
     ) -> None:
+        """``found``: ``directory`` is an existing directory start-up found (not created here)."""
         # Where this log registers for the log manager's periodic flush and file deletion.
         self._pending_work = pending_work
         #: Where an I/O error of this log takes its log directory offline (None: nowhere).
@@ -204,7 +206,7 @@ class Log:
         # Also the LocalLog's (``update_config`` changes both): a plain attribute, as the produce
         # and fetch paths read it on every request.
         self.config = config
-        self._local = LocalLog(directory, config, now_ms, segment_files)
+        self._local = LocalLog(directory, config, now_ms, segment_files, found=found)
         self._flush_task: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[None]] = set()
         # Segments renamed ``.deleted`` by retention, DeleteRecords and cleaner swaps.

@@ -300,6 +300,7 @@ class LogManager:
                 segment_files=self.segment_files,
                 pending_work=self.pending_work,
                 now_ms=self._time,
+                found=True,
             )
             if marked is not None:
                 self._found_futures.append((tp, d, lg))  # settled once every dir is loaded

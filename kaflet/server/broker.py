@@ -494,10 +494,12 @@ class Broker:
 
         topics = set()
         for d in self.log_dirs:
-            for name in os.listdir(d):
-                tp = parse_topic_partition(name)
-                if tp is not None and os.path.isdir(os.path.join(d, name)):
-                    topics.add(tp[0])
+            # scandir: the entries' types come with the listing, not a stat each.
+            with os.scandir(d) as listing:
+                for entry in listing:
+                    tp = parse_topic_partition(entry.name)
+                    if tp is not None and entry.is_dir():
+                        topics.add(tp[0])
         return topics
 
     def _open_logs(self, config_admin: ConfigAdmin) -> LogManager:
