@@ -75,6 +75,8 @@ class LocalLog:
         self.config = config
         self._time = now_ms
         self._files = files
+        #: Loaded by start-up: its segments' files are opened on first use (see ``new_segment``).
+        self.found = found
         # A directory created here is only durable in its parent once fsync'd: the first
         # flush does it, before any of the log's data counts as flushed.
         # One mkdir for a log's directory, not a stat and a failed makedirs's two calls.
@@ -104,12 +106,14 @@ class LocalLog:
 
     def new_segment(self, base_offset: int, *, new: bool = True) -> LogSegment:
         """A segment object for ``base_offset``; ``new``: the segment is being created, so its
-        (empty) ``.txnindex`` is created too (see ``transaction_index``), unlike a loaded one."""
+        (empty) ``.txnindex`` is created too (see ``transaction_index``), unlike a loaded one.
+        A segment start-up found opens its ``.log`` on first use; any other opens it here, so a
+        log made at run time fails for want of a descriptor when it is made, not later."""
         jitter = 0
         if self.config.segment_jitter_ms > 0:
             jitter = random.randrange(min(self.config.segment_jitter_ms, self.config.segment_ms))
         seg = LogSegment(self.dir, base_offset, self.config, created_ms=self._time(), roll_jitter_ms=jitter,
-                         files=self._files, exists=not new)
+                         files=self._files, exists=not new and self.found)
         if new:
             try:
                 seg.txn_index.ensure_file()

@@ -11,7 +11,6 @@ catch up and rejoin the ISR. Every acknowledged record is read back at the end.
 
 from __future__ import annotations
 
-import os
 import resource
 import time
 import uuid
@@ -27,6 +26,7 @@ from kaflet.protocol.errors import ErrorCode
 from tests.support import filesystems
 from tests.support.cluster import Cluster
 from tests.support.faults import FAST_FAILOVER, AckedProducer, check_delivery, read_partitions
+from tests.support.open_files import exhaust_descriptors
 from tests.support.raw_client import log_dir_errors
 
 pytestmark = [pytest.mark.skipif(filesystems.mounts_unavailable_reason() is not None,
@@ -115,8 +115,7 @@ def test_replicas_refused_for_want_of_descriptors_come_back_without_a_restart(
     shared, alone = f"{name}-shared", f"{name}-alone"
     admin: Any = AdminClient({"bootstrap.servers": cluster.bootstrap})
     assert admin.list_topics(timeout=20).brokers  # connected before the victim has no descriptor left
-    _, hard = resource.prlimit(pid, resource.RLIMIT_NOFILE)
-    resource.prlimit(pid, resource.RLIMIT_NOFILE, (len(os.listdir(f"/proc/{pid}/fd")), hard))
+    hard = exhaust_descriptors(pid)
     try:
         # The answers do not matter here (the lone replica's topic may time out waiting for a
         # leader); what the controller then holds does.

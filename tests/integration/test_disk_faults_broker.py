@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +26,7 @@ from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.errors import ErrorCode
 from tests.support import cli, filesystems
 from tests.support.broker_process import BrokerProcess
+from tests.support.open_files import exhaust_descriptors
 from tests.support.raw_client import log_dir_errors
 from tests.support.topics import create_topic
 
@@ -205,7 +205,6 @@ def test_running_out_of_descriptors_is_not_a_disk_fault(tmp_path: Path, brokers:
     assert len(acked) == 30 and not refused
     pid = broker.pid
     assert pid is not None
-    _, hard = resource.prlimit(pid, resource.RLIMIT_NOFILE)
     # A producer connected before descriptors run out; then none is left for the next
     # segment's files, and its records wait (KAFKA_STORAGE_ERROR is retriable).
     late: dict[bytes, tuple[int, int]] = {}
@@ -221,7 +220,7 @@ def test_running_out_of_descriptors_is_not_a_disk_fault(tmp_path: Path, brokers:
 
     p.produce("fds", b"e-first", partition=0, on_delivery=done)
     assert p.flush(10) == 0
-    resource.prlimit(pid, resource.RLIMIT_NOFILE, (len(os.listdir(f"/proc/{pid}/fd")), hard))
+    hard = exhaust_descriptors(pid)
     for i in range(100):
         p.produce("fds", b"e%05d-" % i + b"x" * 1000, partition=0, on_delivery=done)
     p.poll(0)

@@ -36,7 +36,7 @@ def test_clean_restart_opens_nothing_and_preallocates_on_first_write(tmp_path: P
     assert 0 < trimmed < 800
     real_open = os.open
     with mock.patch("os.open", side_effect=real_open) as opens:
-        again = Log(d, _cfg(), had_clean_shutdown=True)
+        again = Log(d, _cfg(), had_clean_shutdown=True, found=True)
     # The sanity check reads the indexes; nothing writes, resizes or creates a file.
     index_opens = [c.args for c in opens.call_args_list if str(c.args[0]).endswith((".index", ".timeindex"))]
     assert index_opens and all(flags == os.O_RDONLY for _, flags, *_ in index_opens)
@@ -52,7 +52,7 @@ def test_clean_restart_opens_nothing_and_preallocates_on_first_write(tmp_path: P
     assert found is not None and found.offset == 20
     again.close(sync=True)
     assert os.path.getsize(index) == again.active_segment.offset_index.entries * 8
-    reopened = Log(d, _cfg(), had_clean_shutdown=True)
+    reopened = Log(d, _cfg(), had_clean_shutdown=True, found=True)
     found = reopened.offset_for_timestamp(2003)
     assert reopened.log_end_offset == 30 and found is not None and found.offset == 20
     reopened.close()
@@ -65,13 +65,13 @@ def test_restart_of_an_empty_log_opens_no_file(tmp_path: Path) -> None:
     assert os.path.getsize(index) == 0
     real_open = os.open
     with mock.patch("os.open", side_effect=real_open) as opens:
-        again = Log(d, _cfg(), had_clean_shutdown=True)
+        again = Log(d, _cfg(), had_clean_shutdown=True, found=True)
     assert not [c for c in opens.call_args_list if str(c.args[0]).endswith((".index", ".timeindex", ".log"))]
     assert open_paths(d) == [] and os.path.getsize(index) == 0
     again.append_as_leader(_batch(1000), leader_epoch=0, now_ms=1)
     assert open_paths(d) == [again.active_segment.log_path]
     again.close(sync=True)
-    assert Log(d, _cfg(), had_clean_shutdown=True).log_end_offset == 3
+    assert Log(d, _cfg(), had_clean_shutdown=True, found=True).log_end_offset == 3
 
 
 def test_crash_after_a_lazy_restart_recovers_every_record(tmp_path: Path) -> None:
@@ -79,14 +79,14 @@ def test_crash_after_a_lazy_restart_recovers_every_record(tmp_path: Path) -> Non
     lg = Log(d, _cfg())
     lg.append_as_leader(_batch(1000), leader_epoch=0, now_ms=1)
     lg.close(sync=True)
-    again = Log(d, _cfg(), had_clean_shutdown=True)
+    again = Log(d, _cfg(), had_clean_shutdown=True, found=True)
     for i in range(10):
         again.append_as_leader(_batch(2000 + i), leader_epoch=0, now_ms=1)
     # A crash: the new index entries were never written, the file is still the trimmed one.
     crashed = str(tmp_path / "crash" / "t-0")
     shutil.copytree(d, crashed)
     assert os.path.getsize(os.path.join(crashed, "00000000000000000000.index")) < 800
-    recovered = Log(crashed, _cfg(), had_clean_shutdown=False)
+    recovered = Log(crashed, _cfg(), had_clean_shutdown=False, found=True)
     assert recovered.log_end_offset == 33
     found = recovered.offset_for_timestamp(2009)
     assert found is not None and found.offset == 26
@@ -108,13 +108,13 @@ def test_read_small_file_reads_past_its_chunk(tmp_path: Path) -> None:
 def test_crash_restart_of_an_empty_log_opens_no_file(tmp_path: Path) -> None:
     d = str(tmp_path / "t-0")
     Log(d, _cfg()).close(sync=True)
-    running = Log(d, _cfg(), had_clean_shutdown=True)
+    running = Log(d, _cfg(), had_clean_shutdown=True, found=True)
     crashed = str(tmp_path / "crash" / "t-0")
     shutil.copytree(d, crashed)  # killed before any record arrived
     running.close()
     real_open = os.open
     with mock.patch("os.open", side_effect=real_open) as opens:
-        recovered = Log(crashed, _cfg(), had_clean_shutdown=False)
+        recovered = Log(crashed, _cfg(), had_clean_shutdown=False, found=True)
     assert not [c for c in opens.call_args_list if str(c.args[0]).endswith((".index", ".timeindex", ".log"))]
     assert open_paths(crashed) == [] and recovered.log_end_offset == 0
     for i in range(3):
@@ -134,3 +134,13 @@ def test_a_trim_after_a_reset_of_an_empty_index_leaves_it_exact(tmp_path: Path) 
     idx.append(3, 100)
     idx.write_pending()
     assert os.path.getsize(path) == 8  # no preallocation left over from the reset
+
+
+def test_a_log_made_at_run_time_opens_its_segment_at_once(tmp_path: Path) -> None:
+    # A replica created by LeaderAndIsr over a directory an earlier, refused attempt left must
+    # fail for want of a descriptor when it is made (KAFKA_STORAGE_ERROR), as a new one does.
+    d = str(tmp_path / "t-0")
+    Log(d, _cfg()).close(sync=True)
+    again = Log(d, _cfg(), had_clean_shutdown=True)
+    assert open_paths(d) == [again.active_segment.log_path]
+    again.close()
