@@ -4,6 +4,9 @@ State changes add LeaderAndIsr, UpdateMetadata and StopReplica entries per broke
 the step :meth:`ControllerBrokerRequestBatch.send_requests_to_brokers` builds one request of
 each kind per broker (LeaderAndIsr v5, UpdateMetadata v7, StopReplica v3, each with the target
 broker's epoch) and hands them to the channel, in that order. Responses come back as events.
+LeaderAndIsr and UpdateMetadata partition states are kept as protocol/controller_codec.py's
+objects from the start, so sending one is grouping, not copying; StopReplica's are rare and go
+through the generic codec.
 """
 
 from __future__ import annotations
@@ -31,6 +34,17 @@ from kaflet.controller.events import (
 from kaflet.metadata.zkdata import BrokerInfo, LeaderAndIsr
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
+from kaflet.protocol.controller_codec import (
+    LeaderAndIsrLiveLeader,
+    LeaderAndIsrPartitionState,
+    LeaderAndIsrRequest,
+    LeaderAndIsrTopicState,
+    UpdateMetadataBroker,
+    UpdateMetadataEndpoint,
+    UpdateMetadataPartitionState,
+    UpdateMetadataRequest,
+    UpdateMetadataTopicState,
+)
 
 __all__ = [
     "SECURITY_PROTOCOL_IDS",
@@ -66,30 +80,6 @@ class RequestBatchError(Exception):
 
 
 @dataclass(slots=True)
-class _LeaderAndIsrEntry:
-    controller_epoch: int
-    leader: int
-    leader_epoch: int
-    isr: list[int]
-    zk_version: int
-    replicas: list[int]
-    adding_replicas: list[int]
-    removing_replicas: list[int]
-    is_new: bool
-
-
-@dataclass(slots=True)
-class _UpdateMetadataEntry:
-    controller_epoch: int
-    leader: int
-    leader_epoch: int
-    isr: list[int]
-    zk_version: int
-    replicas: list[int]
-    offline_replicas: list[int]
-
-
-@dataclass(slots=True)
 class _StopReplicaEntry:
     leader_epoch: int
     delete_partition: bool
@@ -111,10 +101,10 @@ class ControllerBrokerRequestBatch:
         self._channel = channel
         self._send_event = send_event
         self.inter_broker_listener = inter_broker_listener
-        self.leader_and_isr_requests: dict[int, dict[TopicPartition, _LeaderAndIsrEntry]] = {}
+        self.leader_and_isr_requests: dict[int, dict[TopicPartition, LeaderAndIsrPartitionState]] = {}
         self.stop_replica_requests: dict[int, dict[TopicPartition, _StopReplicaEntry]] = {}
         self.update_metadata_brokers: set[int] = set()
-        self.update_metadata_partitions: dict[TopicPartition, _UpdateMetadataEntry] = {}
+        self.update_metadata_partitions: dict[TopicPartition, UpdateMetadataPartitionState] = {}
 
     def new_batch(self) -> None:
         if self.leader_and_isr_requests or self.stop_replica_requests or self.update_metadata_brokers:
@@ -145,17 +135,11 @@ class ControllerBrokerRequestBatch:
                 continue
             per_broker = self.leader_and_isr_requests.setdefault(b, {})
             previous = per_broker.get(tp)
-            per_broker[tp] = _LeaderAndIsrEntry(
-                controller_epoch=state.controller_epoch,
-                leader=state.leader,
-                leader_epoch=state.leader_epoch,
-                isr=list(state.isr),
-                zk_version=state.zk_version,
-                replicas=list(assignment.replicas),
-                adding_replicas=list(assignment.adding_replicas),
-                removing_replicas=list(assignment.removing_replicas),
-                is_new=is_new or (previous is not None and previous.is_new),
-            )
+            # The request's own partition state, kept as it will be sent: no copy at sending.
+            per_broker[tp] = LeaderAndIsrPartitionState(
+                tp.partition, state.controller_epoch, state.leader, state.leader_epoch, list(state.isr),
+                state.zk_version, list(assignment.replicas), list(assignment.adding_replicas),
+                list(assignment.removing_replicas), is_new or (previous is not None and previous.is_new))
         self.add_update_metadata_request_for_brokers(self.context.live_or_shutting_down_broker_ids, [tp])
 
     def add_stop_replica_request_for_brokers(
@@ -195,15 +179,8 @@ class ControllerBrokerRequestBatch:
                 leader, leader_epoch, zk_version = LEADER_DURING_DELETE, 0, 0
             else:
                 leader, leader_epoch, zk_version = st.leader, st.leader_epoch, st.zk_version
-            self.update_metadata_partitions[tp] = _UpdateMetadataEntry(
-                controller_epoch=st.controller_epoch,
-                leader=leader,
-                leader_epoch=leader_epoch,
-                isr=list(st.isr),
-                zk_version=zk_version,
-                replicas=replicas,
-                offline_replicas=offline,
-            )
+            self.update_metadata_partitions[tp] = UpdateMetadataPartitionState(
+                tp.partition, st.controller_epoch, leader, leader_epoch, list(st.isr), zk_version, replicas, offline)
 
     # ------------------------------------------------------------------ sending
 
@@ -247,9 +224,6 @@ class ControllerBrokerRequestBatch:
 
     def _send_leader_and_isr(self, channel: ControllerChannel, controller_epoch: int) -> None:
         ctx = self.context
-        R = codec.request_class(ApiKey.LEADER_AND_ISR)
-        T = R.LeaderAndIsrTopicState
-        P = T.LeaderAndIsrPartitionState
         for broker, states in self.leader_and_isr_requests.items():
             epoch = ctx.broker_epoch(broker)
             if epoch is None:
@@ -264,61 +238,41 @@ class ControllerBrokerRequestBatch:
                     log.error("Broker %d has no endpoint for the inter-broker listener %s",
                               info.id, self.inter_broker_listener)
                     continue
-                live_leaders.append(R.LeaderAndIsrLiveLeader(broker_id=info.id, host_name=ep.host or "", port=ep.port))
-            by_topic: dict[str, list[Any]] = {}
+                live_leaders.append(LeaderAndIsrLiveLeader(info.id, ep.host or "", ep.port))
+            by_topic: dict[str, list[LeaderAndIsrPartitionState]] = {}
             for tp in sorted(states):
-                e = states[tp]
-                by_topic.setdefault(tp.topic, []).append(P(
-                    partition_index=tp.partition, controller_epoch=e.controller_epoch, leader=e.leader,
-                    leader_epoch=e.leader_epoch, isr=e.isr, zk_version=e.zk_version, replicas=e.replicas,
-                    adding_replicas=e.adding_replicas, removing_replicas=e.removing_replicas, is_new=e.is_new,
-                ))
+                by_topic.setdefault(tp.topic, []).append(states[tp])
             leaders = sum(1 for e in states.values() if e.leader == broker)
             log.info("Sending LeaderAndIsr request to broker %d with %d become-leader and %d become-follower "
                      "partitions", broker, leaders, len(states) - leaders)
-            request = R(
-                controller_id=self.controller_id, controller_epoch=controller_epoch, broker_epoch=epoch,
-                type=0,
-                topic_states=[T(topic_name=t, topic_id=self._topic_id(t), partition_states=ps)
-                              for t, ps in by_topic.items()],
-                live_leaders=live_leaders,
-            )
+            request = LeaderAndIsrRequest(
+                self.controller_id, controller_epoch, epoch, 0,
+                [LeaderAndIsrTopicState(t, self._topic_id(t), ps) for t, ps in by_topic.items()], live_leaders)
             channel.send(broker, ApiKey.LEADER_AND_ISR, request, self._leader_and_isr_callback(broker))
         self.leader_and_isr_requests.clear()
 
     def _send_update_metadata(self, channel: ControllerChannel, controller_epoch: int) -> None:
         ctx = self.context
-        R = codec.request_class(ApiKey.UPDATE_METADATA)
-        T = R.UpdateMetadataTopicState
-        P = T.UpdateMetadataPartitionState
-        B = R.UpdateMetadataBroker
-        E = B.UpdateMetadataEndpoint
         if not self.update_metadata_brokers:
             return
         log.info("Sending UpdateMetadata request to brokers %s for %d partitions",
                  sorted(self.update_metadata_brokers), len(self.update_metadata_partitions))
-        by_topic: dict[str, list[Any]] = {}
+        by_topic: dict[str, list[UpdateMetadataPartitionState]] = {}
         for tp in sorted(self.update_metadata_partitions):
-            e = self.update_metadata_partitions[tp]
-            by_topic.setdefault(tp.topic, []).append(P(
-                partition_index=tp.partition, controller_epoch=e.controller_epoch, leader=e.leader,
-                leader_epoch=e.leader_epoch, isr=e.isr, zk_version=e.zk_version, replicas=e.replicas,
-                offline_replicas=e.offline_replicas,
-            ))
+            by_topic.setdefault(tp.topic, []).append(self.update_metadata_partitions[tp])
         live_brokers = [
-            B(id=info.id, rack=info.rack, endpoints=[
-                E(port=ep.port, host=ep.host or "", listener=ep.listener,
-                  security_protocol=SECURITY_PROTOCOL_IDS.get(ep.security_protocol, 0))
-                for ep in info.endpoints
-            ])
+            UpdateMetadataBroker(info.id, [
+                UpdateMetadataEndpoint(ep.port, ep.host or "", ep.listener,
+                                       SECURITY_PROTOCOL_IDS.get(ep.security_protocol, 0))
+                for ep in info.endpoints], info.rack)
             for info in ctx.live_or_shutting_down_brokers
         ]
-        topic_states = [T(topic_name=t, topic_id=self._topic_id(t), partition_states=ps) for t, ps in by_topic.items()]
+        topic_states = [UpdateMetadataTopicState(t, self._topic_id(t), ps) for t, ps in by_topic.items()]
         for broker in sorted(self.update_metadata_brokers & ctx.live_or_shutting_down_broker_ids):
             epoch = ctx.broker_epoch(broker)
             assert epoch is not None
-            request = R(controller_id=self.controller_id, controller_epoch=controller_epoch, broker_epoch=epoch,
-                        topic_states=topic_states, live_brokers=live_brokers)
+            # Every broker's request shares the topic states: none of them changes a request.
+            request = UpdateMetadataRequest(self.controller_id, controller_epoch, epoch, topic_states, live_brokers)
             channel.send(broker, ApiKey.UPDATE_METADATA, request, self._update_metadata_callback(broker))
         self.update_metadata_brokers.clear()
         self.update_metadata_partitions.clear()

@@ -15,6 +15,7 @@ import struct
 from functools import cache
 from typing import Any
 
+from kaflet.protocol import controller_codec
 from kaflet.protocol.primitives import DecodeError
 
 _MODULES = {
@@ -70,8 +71,22 @@ def response_class(api_key: int) -> Any:
     return _classes(api_key)[1]
 
 
+#: The hand-written decoders of the controller's per-partition messages (controller_codec.py):
+#: (api key, version) -> parser.
+_OWN_REQUEST_DECODERS = {
+    (4, controller_codec.LEADER_AND_ISR_VERSION): controller_codec.decode_leader_and_isr_request,
+    (6, controller_codec.UPDATE_METADATA_VERSION): controller_codec.decode_update_metadata_request,
+}
+_OWN_RESPONSE_DECODERS = {
+    (4, controller_codec.LEADER_AND_ISR_VERSION): controller_codec.decode_leader_and_isr_response,
+}
+
+
 def decode_request(api_key: int, version: int, body: memoryview) -> Any:
     """Decode a request body; raises DecodeError for anything malformed."""
+    own = _OWN_REQUEST_DECODERS.get((api_key, version))
+    if own is not None:
+        return own(body)
     try:
         return request_class(api_key).decode(body, version=version)
     except _DECODE_ERRORS as exc:
@@ -80,6 +95,9 @@ def decode_request(api_key: int, version: int, body: memoryview) -> Any:
 
 def decode_response(api_key: int, version: int, body: memoryview) -> Any:
     """Decode a response body (what another broker answered); raises DecodeError for anything malformed."""
+    own = _OWN_RESPONSE_DECODERS.get((api_key, version))
+    if own is not None:
+        return own(body)
     try:
         return response_class(api_key).decode(body, version=version)
     except _DECODE_ERRORS as exc:

@@ -1,10 +1,11 @@
 """The fields kaflet reads of the controller's requests to a broker and of their responses.
 
-LeaderAndIsr, StopReplica and UpdateMetadata objects are built at run time by kafka-python's
-schema codec (kaflet/protocol/inter_broker.py), so their classes carry no static types. These
-Protocols name the fields the replica manager and the metadata cache read, so the seams that
-pass the objects around (server/ -> replication/, metadata/) are typed; the codec's objects
-fit them structurally.
+LeaderAndIsr and UpdateMetadata requests are the slotted objects of controller_codec.py when
+the controller or the wire made them, and the generic codec's (kafka-python's schema codec, built
+at run time by kaflet/protocol/inter_broker.py, without static types) when a test or a tool
+built them; StopReplica's are always the generic codec's. These Protocols name the fields the
+replica manager and the metadata cache read, so the seams that pass the objects around
+(server/ -> replication/, metadata/) are typed and either kind fits them structurally.
 """
 
 from __future__ import annotations
@@ -12,6 +13,9 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from typing import Protocol, TypeAlias
+
+# The LeaderAndIsr response has one maker and one parser, both in controller_codec.py.
+from kaflet.protocol.controller_codec import LeaderAndIsrResponse
 
 
 class LiveLeader(Protocol):
@@ -38,7 +42,7 @@ class LeaderAndIsrPartitionState(PartitionState, Protocol):
 
 class LeaderAndIsrTopicState(Protocol):
     topic_name: str
-    topic_id: uuid.UUID | None
+    topic_id: uuid.UUID
     partition_states: Sequence[LeaderAndIsrPartitionState]
 
 
@@ -50,21 +54,6 @@ class LeaderAndIsrRequest(Protocol):
     broker_epoch: int
     topic_states: Sequence[LeaderAndIsrTopicState]
     live_leaders: Sequence[LiveLeader]
-
-
-class LeaderAndIsrPartitionError(Protocol):
-    partition_index: int
-    error_code: int
-
-
-class LeaderAndIsrTopicError(Protocol):
-    topic_id: uuid.UUID | None
-    partition_errors: Sequence[LeaderAndIsrPartitionError]
-
-
-class LeaderAndIsrResponse(Protocol):
-    error_code: int
-    topics: Sequence[LeaderAndIsrTopicError]
 
 
 class StopReplicaPartitionState(Protocol):
@@ -117,7 +106,7 @@ class UpdateMetadataPartitionState(PartitionState, Protocol):
 
 class UpdateMetadataTopicState(Protocol):
     topic_name: str
-    topic_id: uuid.UUID | None
+    topic_id: uuid.UUID
     partition_states: Sequence[UpdateMetadataPartitionState]
 
 

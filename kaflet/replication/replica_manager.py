@@ -37,6 +37,8 @@ from kaflet.metadata.zkdata import ZERO_UUID, uuid_to_str
 from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.broker_connection import BrokerConnectionError
+from kaflet.protocol.controller_codec import LeaderAndIsrPartitionError, LeaderAndIsrTopicError
+from kaflet.protocol.controller_codec import LeaderAndIsrResponse as LeaderAndIsrAnswer
 from kaflet.protocol.controller_messages import (
     LeaderAndIsrPartitionState,
     LeaderAndIsrRequest,
@@ -102,13 +104,18 @@ def _is_stale_broker_epoch(request_epoch: int, broker_epoch: int) -> bool:
 
 def leader_and_isr_error_response(request: LeaderAndIsrRequest, error: ErrorCode) -> LeaderAndIsrResponse:
     """A LeaderAndIsr response with ``error`` for the request and each of its partitions."""
-    R = codec.response_class(ApiKey.LEADER_AND_ISR)
-    T = R.LeaderAndIsrTopicError
-    return R(error_code=error, topics=[
-        T(topic_id=t.topic_id, partition_errors=[
-            T.LeaderAndIsrPartitionError(partition_index=p.partition_index, error_code=error)
-            for p in t.partition_states])
+    return LeaderAndIsrAnswer(error, [
+        LeaderAndIsrTopicError(_answer_topic_id(t.topic_id), [
+            LeaderAndIsrPartitionError(p.partition_index, error) for p in t.partition_states])
         for t in request.topic_states])
+
+
+_NO_TOPIC_ID = uuid.UUID(int=0)
+
+
+def _answer_topic_id(topic_id: uuid.UUID | None) -> uuid.UUID:
+    # The generic codec decodes an all-zero id as a UUID too; None only from a hand-built request.
+    return topic_id if topic_id is not None else _NO_TOPIC_ID
 
 
 def stop_replica_error_response(request: StopReplicaRequest, error: ErrorCode, per_partition: bool = True
@@ -327,12 +334,9 @@ class ReplicaManager:
         self.fetcher_manager.shutdown_idle_fetchers()
         if self.on_leadership_change is not None and (leaders or followers):
             self.on_leadership_change(leaders, followers)
-        R = codec.response_class(ApiKey.LEADER_AND_ISR)
-        T = R.LeaderAndIsrTopicError
-        return R(error_code=ErrorCode.NONE, topics=[
-            T(topic_id=t.topic_id, partition_errors=[
-                T.LeaderAndIsrPartitionError(partition_index=ps.partition_index,
-                                             error_code=errors.get((t.topic_name, ps.partition_index), ErrorCode.NONE))
+        return LeaderAndIsrAnswer(ErrorCode.NONE, [
+            LeaderAndIsrTopicError(_answer_topic_id(t.topic_id), [
+                LeaderAndIsrPartitionError(ps.partition_index, errors.get((t.topic_name, ps.partition_index), 0))
                 for ps in t.partition_states])
             for t in request.topic_states])
 

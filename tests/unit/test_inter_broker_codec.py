@@ -55,7 +55,12 @@ def test_request_round_trip(key: ApiKey, version: int, build: object) -> None:
     req = build()  # type: ignore[operator]
     data = bytes(req.encode(version=version))
     assert is_flexible(key, version)
-    assert codec.decode_request(key, version, memoryview(data)) == req
+    decoded = codec.decode_request(key, version, memoryview(data))
+    if key in (ApiKey.LEADER_AND_ISR, ApiKey.UPDATE_METADATA):
+        # controller_codec's objects (test_controller_codec.py compares their fields)
+        assert decoded.encode(version=version) == data
+    else:
+        assert decoded == req
     assert codec.request_class(key).max_version == version
     with pytest.raises(DecodeError):
         codec.decode_request(key, version, memoryview(data[: len(data) // 2]))
@@ -70,4 +75,6 @@ def test_responses_round_trip() -> None:
     T = L.LeaderAndIsrTopicError
     resp2 = L(error_code=0, topics=[T(topic_id=uuid.UUID(int=7), partition_errors=[
         T.LeaderAndIsrPartitionError(partition_index=0, error_code=0)])])
-    assert L.decode(codec.encode_response(ApiKey.LEADER_AND_ISR, 5, resp2), version=5) == resp2
+    data2 = codec.encode_response(ApiKey.LEADER_AND_ISR, 5, resp2)
+    assert L.decode(data2, version=5) == resp2
+    assert codec.decode_response(ApiKey.LEADER_AND_ISR, 5, memoryview(data2)).encode(version=5) == data2
