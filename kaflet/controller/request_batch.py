@@ -278,6 +278,8 @@ class ControllerBrokerRequestBatch:
         self.update_metadata_partitions.clear()
 
     def _send_stop_replica(self, channel: ControllerChannel, controller_epoch: int) -> None:
+        if not self.stop_replica_requests:
+            return  # the generic codec's classes are built on first use: 0.2 s at start-up
         ctx = self.context
         R = codec.request_class(ApiKey.STOP_REPLICA)
         T = R.StopReplicaTopicState

@@ -79,6 +79,7 @@ _OWN_REQUEST_DECODERS = {
 }
 _OWN_RESPONSE_DECODERS = {
     (4, controller_codec.LEADER_AND_ISR_VERSION): controller_codec.decode_leader_and_isr_response,
+    (6, controller_codec.UPDATE_METADATA_VERSION): controller_codec.decode_update_metadata_response,
 }
 
 

@@ -198,6 +198,17 @@ class UpdateMetadataRequest:
         return bytes(out)
 
 
+@dataclass(slots=True)
+class UpdateMetadataResponse:
+    """UpdateMetadata v7's response: one error code."""
+
+    error_code: int
+
+    def encode(self, version: int = UPDATE_METADATA_VERSION) -> bytes:
+        _check_version("UpdateMetadata response", version, UPDATE_METADATA_VERSION)
+        return _I16.pack(self.error_code) + _NO_TAGS
+
+
 def encode_update_metadata_topics(topics: list[UpdateMetadataTopicState]) -> bytes:
     """The topic states array of an UpdateMetadata v7 request."""
     out = bytearray(_length(len(topics)))
@@ -519,3 +530,9 @@ def _leader_and_isr_response(buf: bytes) -> tuple[LeaderAndIsrResponse, int]:
         pos = _tags_at(buf, pos)
         topics.append(LeaderAndIsrTopicError(topic_id, errors))
     return LeaderAndIsrResponse(error_code, topics), _tags_at(buf, pos)
+
+
+def decode_update_metadata_response(body: bytes | bytearray | memoryview) -> UpdateMetadataResponse:
+    """Parse an UpdateMetadata v7 response body; raises DecodeError for anything malformed."""
+    return _parse("UpdateMetadataResponse v7", body,
+                  lambda buf: (UpdateMetadataResponse(_I16.unpack_from(buf, 0)[0]), _tags_at(buf, 2)))

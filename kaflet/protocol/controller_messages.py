@@ -14,8 +14,9 @@ import uuid
 from collections.abc import Sequence
 from typing import Protocol, TypeAlias
 
-# The LeaderAndIsr response has one maker and one parser, both in controller_codec.py.
-from kaflet.protocol.controller_codec import LeaderAndIsrResponse
+# The LeaderAndIsr and UpdateMetadata responses have one maker and one parser each, in
+# controller_codec.py.
+from kaflet.protocol.controller_codec import LeaderAndIsrResponse, UpdateMetadataResponse
 
 
 class LiveLeader(Protocol):
@@ -118,10 +119,6 @@ class UpdateMetadataRequest(Protocol):
     broker_epoch: int
     topic_states: Sequence[UpdateMetadataTopicState]
     live_brokers: Sequence[UpdateMetadataBroker]
-
-
-class UpdateMetadataResponse(Protocol):
-    error_code: int
 
 
 ControllerRequest: TypeAlias = "LeaderAndIsrRequest | StopReplicaRequest | UpdateMetadataRequest"

@@ -128,7 +128,7 @@ def stop_replica_error_response(request: StopReplicaRequest, error: ErrorCode, p
 
 
 def update_metadata_response(error: ErrorCode) -> UpdateMetadataResponse:
-    return codec.response_class(ApiKey.UPDATE_METADATA)(error_code=error)
+    return UpdateMetadataResponse(error)
 
 
 class ReplicaManager:

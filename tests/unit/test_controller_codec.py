@@ -111,6 +111,16 @@ def test_leader_and_isr_response_is_the_generic_codecs(answer: cc.LeaderAndIsrRe
     assert codec.decode_response(ApiKey.LEADER_AND_ISR, 5, memoryview(data)) == answer
 
 
+@given(code=st.integers(-(2**15), 2**15 - 1))
+def test_update_metadata_response_is_the_generic_codecs(code: int) -> None:
+    answer = cc.UpdateMetadataResponse(code)
+    data = answer.encode(version=7)
+    assert data == bytes(codec.response_class(ApiKey.UPDATE_METADATA)(error_code=code).encode(version=7))
+    assert codec.decode_response(ApiKey.UPDATE_METADATA, 7, memoryview(data)) == answer
+    with pytest.raises(DecodeError):
+        cc.decode_update_metadata_response(data[:2])
+
+
 def test_tagged_fields_are_skipped() -> None:
     # A newer sender may add tagged fields anywhere; each section is skipped whole.
     request = cc.LeaderAndIsrRequest(1, 2, 3, 0, [cc.LeaderAndIsrTopicState("t", uuid.UUID(int=9), [
