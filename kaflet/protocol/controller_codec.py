@@ -1,4 +1,4 @@
-"""LeaderAndIsr v5 and UpdateMetadata v7 requests and the LeaderAndIsr v5 response, by hand.
+"""LeaderAndIsr v5 and UpdateMetadata v7, requests and responses, by hand.
 
 These carry a state per partition: after a controller change or a restart, every partition of
 the cluster. At 20,000 partitions the generic codec took about 0.1 s to build such a request's
@@ -181,7 +181,7 @@ class UpdateMetadataRequest:
     def encode(self, version: int = UPDATE_METADATA_VERSION) -> bytes:
         _check_version("UpdateMetadata request", version, UPDATE_METADATA_VERSION)
         out = bytearray(_REQUEST_HEAD.pack(self.controller_id, self.controller_epoch, self.broker_epoch))
-        out += encode_update_metadata_topics(self.topic_states)
+        out += _update_metadata_topics(self.topic_states)
         out += _length(len(self.live_brokers))
         for b in self.live_brokers:
             out += _I32.pack(b.id)
@@ -209,7 +209,7 @@ class UpdateMetadataResponse:
         return _I16.pack(self.error_code) + _NO_TAGS
 
 
-def encode_update_metadata_topics(topics: list[UpdateMetadataTopicState]) -> bytes:
+def _update_metadata_topics(topics: list[UpdateMetadataTopicState]) -> bytes:
     """The topic states array of an UpdateMetadata v7 request."""
     out = bytearray(_length(len(topics)))
     for t in topics:

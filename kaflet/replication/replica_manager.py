@@ -38,7 +38,6 @@ from kaflet.protocol import codec
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.broker_connection import BrokerConnectionError
 from kaflet.protocol.controller_codec import LeaderAndIsrPartitionError, LeaderAndIsrTopicError
-from kaflet.protocol.controller_codec import LeaderAndIsrResponse as LeaderAndIsrAnswer
 from kaflet.protocol.controller_messages import (
     LeaderAndIsrPartitionState,
     LeaderAndIsrRequest,
@@ -104,7 +103,7 @@ def _is_stale_broker_epoch(request_epoch: int, broker_epoch: int) -> bool:
 
 def leader_and_isr_error_response(request: LeaderAndIsrRequest, error: ErrorCode) -> LeaderAndIsrResponse:
     """A LeaderAndIsr response with ``error`` for the request and each of its partitions."""
-    return LeaderAndIsrAnswer(error, [
+    return LeaderAndIsrResponse(error, [
         LeaderAndIsrTopicError(_answer_topic_id(t.topic_id), [
             LeaderAndIsrPartitionError(p.partition_index, error) for p in t.partition_states])
         for t in request.topic_states])
@@ -114,7 +113,7 @@ _NO_TOPIC_ID = uuid.UUID(int=0)
 
 
 def _answer_topic_id(topic_id: uuid.UUID | None) -> uuid.UUID:
-    # The generic codec decodes an all-zero id as a UUID too; None only from a hand-built request.
+    # The generic codec (a request a test or a tool built) reads the all-zero id as None.
     return topic_id if topic_id is not None else _NO_TOPIC_ID
 
 
@@ -334,7 +333,7 @@ class ReplicaManager:
         self.fetcher_manager.shutdown_idle_fetchers()
         if self.on_leadership_change is not None and (leaders or followers):
             self.on_leadership_change(leaders, followers)
-        return LeaderAndIsrAnswer(ErrorCode.NONE, [
+        return LeaderAndIsrResponse(ErrorCode.NONE, [
             LeaderAndIsrTopicError(_answer_topic_id(t.topic_id), [
                 LeaderAndIsrPartitionError(ps.partition_index, errors.get((t.topic_name, ps.partition_index), 0))
                 for ps in t.partition_states])
