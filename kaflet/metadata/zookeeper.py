@@ -18,6 +18,7 @@ import asyncio
 import logging
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from kazoo import exceptions as kz
@@ -173,6 +174,19 @@ def _stat(s: ZnodeStat) -> Stat:
     )
 
 
+@dataclass(slots=True, eq=False)
+class _Watch:
+    """One callback's watch on one path, as handed to kazoo (``bridge``)."""
+
+    kind: str  # "data" (get, exists) or "child" (children)
+    path: str
+    callback: WatchCallback
+    bridge: Callable[[WatchedEvent], None]
+    #: Whether the node existed when the watch was set (False: an exists() watch that waits
+    #: for the node's creation).
+    existed: bool = True
+
+
 def split_chroot(connect: str) -> tuple[str, str]:
     """Split Kafka's ``zookeeper.connect`` into (hosts, chroot); chroot is "" when absent."""
     idx = connect.find("/")
@@ -232,13 +246,15 @@ class ZooKeeperTree(MetadataTree):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
         self._started = False
-        # (kind, path, callback) -> kazoo watcher; see _bridge_watch.
-        self._watch_bridges: dict[tuple[str, str, WatchCallback], Callable[[WatchedEvent], None]] = {}
-        # Watches kazoo dropped when the connection to a server was lost (it does not set them
-        # again on the next server, as ZooKeeper's Java client does): fired on reconnection so
-        # their owners re-read and watch again. Touched on kazoo's threads, under the lock.
-        self._lost_watches: list[tuple[str, str, WatchCallback]] = []
+        # (kind, path, callback) -> the watch kazoo holds for it; see _watch.
+        self._watches: dict[tuple[str, str, WatchCallback], _Watch] = {}
+        # Watches kazoo dropped when the connection to a server was lost, with the last zxid
+        # this client had seen then; set again and fired as needed by _replay_lost_watches.
+        # Appended on kazoo's threads, under the lock.
+        self._lost_watches: list[tuple[_Watch, int]] = []
         self._lost_lock = threading.Lock()
+        self._zxid_at_loss = 0
+        self._replay_task: asyncio.Task[None] | None = None
         # Whether the server answers multiRead (False once one answered UNIMPLEMENTED).
         self._multi_read = True
 
@@ -287,11 +303,11 @@ class ZooKeeperTree(MetadataTree):
             loop.call_soon_threadsafe(self.on_state_change, str(state))
         if state == KazooState.CONNECTED:
             self.outage.succeeded()
-            with self._lost_lock:
-                lost, self._lost_watches = self._lost_watches, []
-            for kind, path, watch in lost:
-                event = WatchEvent(EventType.CHILD if kind == "child" else EventType.CHANGED, path)
-                loop.call_soon_threadsafe(deliver_watch, watch, event)
+            loop.call_soon_threadsafe(self._replay_lost_watches_soon)
+        else:
+            # kazoo calls this before it drops the watches (and, on expiry, before it forgets
+            # the zxid): what changed after this zxid is what the dropped watches missed.
+            self._zxid_at_loss = self._client.last_zxid
         if state == KazooState.LOST and not self._closed and self.on_session_lost is not None:
             loop.call_soon_threadsafe(self.on_session_lost)
 
@@ -346,41 +362,89 @@ class ZooKeeperTree(MetadataTree):
         async_result.rawlink(done)
         return await fut
 
-    def _bridge_watch(
-        self, watch: WatchCallback | None, path: str, kind: str
-    ) -> Callable[[WatchedEvent], None] | None:
-        if watch is None:
+    def _watch(self, callback: WatchCallback | None, path: str, kind: str) -> _Watch | None:
+        """The watch to hand kazoo for ``callback`` on ``path`` (None for no watch)."""
+        if callback is None:
             return None
         loop = self._loop
         assert loop is not None
-        cache = self._watch_bridges
-        key = (kind, path, watch)
+        watches = self._watches
+        key = (kind, path, callback)
         # The same callback on the same path must map to the same kazoo watcher, so that
         # ZooKeeper-style de-duplication (one firing per registered callback) holds.
-        bridge = cache.get(key)
-        if bridge is not None:
-            return bridge
+        w = watches.get(key)
+        if w is not None:
+            return w
 
-        def bridge_fn(ev: WatchedEvent) -> None:
-            cache.pop(key, None)
-            kind = _EVENT_MAP.get(ev.type)
-            if kind is None:
-                # A NONE event: kazoo dropped every watch on a lost connection. Whatever changed
-                # meanwhile would go unnoticed, so the watch fires once connected again (now, if
-                # the client reconnected before kazoo's callback thread got here).
+        def bridge(ev: WatchedEvent) -> None:
+            # kazoo thread
+            if watches.get(key) is record:
+                del watches[key]
+            event_type = _EVENT_MAP.get(ev.type)
+            if event_type is None:
+                # A NONE event: kazoo dropped every watch on a lost connection.
                 with self._lost_lock:
-                    # kazoo marks the client connected before it tells the state listeners, so
-                    # under the lock either the listener will take this watch, or it already ran
-                    # and the client shows connected.
-                    if not self._client.connected:
-                        self._lost_watches.append(key)
-                        return
-                kind = EventType.CHILD if key[0] == "child" else EventType.CHANGED
+                    self._lost_watches.append((record, self._zxid_at_loss))
+                if not loop.is_closed():
+                    loop.call_soon_threadsafe(self._replay_lost_watches_soon)
+                return
             if not loop.is_closed():
-                loop.call_soon_threadsafe(deliver_watch, watch, WatchEvent(kind, ev.path or path))
+                loop.call_soon_threadsafe(deliver_watch, callback, WatchEvent(event_type, ev.path or path))
 
-        cache[key] = bridge_fn
-        return bridge_fn
+        record = _Watch(kind, path, callback, bridge)
+        watches[key] = record
+        return record
+
+    def _replay_lost_watches_soon(self) -> None:
+        if self._replay_task is None and not self._closed:
+            self._replay_task = asyncio.ensure_future(self._replay_lost_watches())
+
+    async def _replay_lost_watches(self) -> None:
+        """Set the dropped watches again and fire those whose node changed meanwhile.
+
+        ZooKeeper's Java client sends its watches to the next server (SetWatches, with the last
+        zxid it saw), and the server fires each one whose node was created, deleted or changed
+        since; kazoo drops them instead. Without this, a deletion made while the connection was
+        down went unnoticed: the controller's watch on /controller must see it as a deletion to
+        start an election, and a watch for a node's creation must see a creation.
+        """
+        try:
+            while True:
+                with self._lost_lock:
+                    lost, self._lost_watches = self._lost_watches, []
+                if not lost:
+                    return
+                for i, (w, zxid) in enumerate(lost):
+                    try:
+                        event_type = await self._set_again(w, zxid)
+                    except SessionLostError:
+                        with self._lost_lock:
+                            self._lost_watches[:0] = lost[i:]
+                        if self._closed or not self._client.connected:
+                            return  # the next connection replays them
+                        break
+                    if event_type is not None:
+                        deliver_watch(w.callback, WatchEvent(event_type, w.path))
+        finally:
+            self._replay_task = None
+
+    async def _set_again(self, w: _Watch, zxid: int) -> EventType | None:
+        """Set ``w`` again; the event it missed after ``zxid`` (ZooKeeper's SetWatches rules)."""
+        if w.kind == "child":
+            try:
+                await self.children(w.path, w.callback)
+            except NoNodeError:
+                return EventType.DELETED
+            # Children are read with the watch set first: a change after it fires the watch, a
+            # change before it shows in pzxid.
+            stat = await self.exists(w.path)
+            return EventType.CHILD if stat is not None and stat.pzxid > zxid else None
+        stat = await self.exists(w.path, w.callback)
+        if not w.existed:
+            return EventType.CREATED if stat is not None else None
+        if stat is None:
+            return EventType.DELETED
+        return EventType.CHANGED if stat.mzxid > zxid else None
 
     def _check_open(self) -> None:
         if self._closed:
@@ -417,9 +481,8 @@ class ZooKeeperTree(MetadataTree):
     async def get(self, path: str, watch: WatchCallback | None = None) -> tuple[bytes | None, Stat]:
         self._check_open()
         validate_path(path)
-        data, stat = await self._await(
-            lambda: self._client.get_async(path, watch=self._bridge_watch(watch, path, "data")), path
-        )
+        w = self._watch(watch, path, "data")
+        data, stat = await self._await(lambda: self._client.get_async(path, watch=w and w.bridge), path)
         return data, _stat(stat)
 
     async def get_many(self, paths: Sequence[str]) -> list[tuple[bytes | None, Stat] | None]:
@@ -504,19 +567,17 @@ class ZooKeeperTree(MetadataTree):
     async def exists(self, path: str, watch: WatchCallback | None = None) -> Stat | None:
         self._check_open()
         validate_path(path)
-        stat = await self._await(
-            lambda: self._client.exists_async(path, watch=self._bridge_watch(watch, path, "data")), path
-        )
+        w = self._watch(watch, path, "data")
+        stat = await self._await(lambda: self._client.exists_async(path, watch=w and w.bridge), path)
+        if w is not None:
+            w.existed = stat is not None  # a watch on a missing node waits for its creation
         return None if stat is None else _stat(stat)
 
     async def children(self, path: str, watch: WatchCallback | None = None) -> list[str]:
         self._check_open()
         validate_path(path)
-        return list(
-            await self._await(
-                lambda: self._client.get_children_async(path, watch=self._bridge_watch(watch, path, "child")), path
-            )
-        )
+        w = self._watch(watch, path, "child")
+        return list(await self._await(lambda: self._client.get_children_async(path, watch=w and w.bridge), path))
 
     async def multi(self, ops: Sequence[Op]) -> list[Any]:
         self._check_open()
@@ -575,6 +636,8 @@ class ZooKeeperTree(MetadataTree):
         if self._closed:
             return
         self._closed = True
+        if self._replay_task is not None:
+            self._replay_task.cancel()
         loop = asyncio.get_running_loop()
 
         def stop() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -158,8 +158,10 @@ def test_stop_leaves_no_process(tmp_path: Path) -> None:
 
 
 async def test_tree_watches_survive_losing_the_server(ensemble: ZooKeeperEnsemble) -> None:
-    """kazoo drops its watches when the connection to a server breaks; the metadata tree fires
-    them once reconnected, so a change made meanwhile is not missed."""
+    """kazoo drops its watches when the connection to a server breaks; the metadata tree sets
+    them again once reconnected and fires each for what happened meanwhile, as ZooKeeper's own
+    client does: a deletion as a deletion (the controller elects on it), a creation as a
+    creation, a change as a change, and nothing for a node left alone (its watch still set)."""
     import asyncio
 
     from kaflet.metadata.tree import EventType, WatchEvent
@@ -167,19 +169,44 @@ async def test_tree_watches_survive_losing_the_server(ensemble: ZooKeeperEnsembl
 
     watched = await ZooKeeperTree.connect(ensemble.connect_string, session_timeout=10)
     writer = await ZooKeeperTree.connect(ensemble.connect_string, session_timeout=10)
+    loop = asyncio.get_running_loop()
+
+    async def until(what: str, predicate: Callable[[], bool]) -> None:
+        deadline = loop.time() + 30
+        while not predicate():
+            assert loop.time() < deadline, f"{what} never fired"
+            await asyncio.sleep(0.05)
+
     try:
         await watched.ensure_path("/w")
-        fired: list[WatchEvent] = []
-        await watched.children("/w", watch=fired.append)
+        for path in ("/deleted", "/changed", "/untouched"):
+            await watched.create(path, b"0")
+        fired: dict[str, list[WatchEvent]] = {p: [] for p in ("/w", "/deleted", "/created", "/changed", "/untouched")}
+        await watched.children("/w", watch=fired["/w"].append)
+        await watched.get("/deleted", watch=fired["/deleted"].append)
+        assert await watched.exists("/created", watch=fired["/created"].append) is None
+        await watched.exists("/changed", watch=fired["/changed"].append)
+        await watched.get("/untouched", watch=fired["/untouched"].append)
+
         port = watched.kazoo._connection._socket.getpeername()[1]
         ensemble.kill(next(i for i in (1, 2, 3) if ensemble.server(i).port == port))
         await writer.create("/w/child", b"")
-        deadline = asyncio.get_running_loop().time() + 30
-        while not fired:
-            assert asyncio.get_running_loop().time() < deadline, "the child watch never fired"
-            await asyncio.sleep(0.05)
-        assert fired[0] == WatchEvent(EventType.CHILD, "/w")
+        await writer.delete("/deleted")
+        await writer.create("/created", b"")
+        await writer.set("/changed", b"1")
+
+        for path in ("/w", "/deleted", "/created", "/changed"):
+            await until(f"the watch on {path}", lambda p=path: bool(fired[p]))  # type: ignore[misc]
+        assert fired["/w"] == [WatchEvent(EventType.CHILD, "/w")]
+        assert fired["/deleted"] == [WatchEvent(EventType.DELETED, "/deleted")]
+        assert fired["/created"] == [WatchEvent(EventType.CREATED, "/created")]
+        assert fired["/changed"] == [WatchEvent(EventType.CHANGED, "/changed")]
         assert await watched.children("/w") == ["child"]
+
+        # The untouched node's watch was set again without firing: its first event is this change.
+        await writer.set("/untouched", b"1")
+        await until("the watch on /untouched", lambda: bool(fired["/untouched"]))
+        assert fired["/untouched"] == [WatchEvent(EventType.CHANGED, "/untouched")]
     finally:
         await watched.close()
         await writer.close()

@@ -13,6 +13,11 @@ from tests.support.raw_client import RawClient
 
 ALTER, DESCRIBE = ApiKey.ALTER_CLIENT_QUOTAS, ApiKey.DESCRIBE_CLIENT_QUOTAS
 
+#: Seconds to wait for an answer: Kafka's admin request.timeout.ms. An alteration commits two
+#: writes, each with an fsync, and on a loaded CI machine one took more than 10 s right after
+#: the throughput test had produced more than a gigabyte (0.02-0.2 s here).
+ADMIN_TIMEOUT = 30.0
+
 
 def alter(bootstrap: str, entity: list[tuple[str, str | None]], ops: dict[str, float | None],
           validate_only: bool = False, version: int = 1) -> Any:
@@ -22,7 +27,7 @@ def alter(bootstrap: str, entity: list[tuple[str, str | None]], ops: dict[str, f
         entity=[A.EntryData.EntityData(entity_type=t, entity_name=n) for t, n in entity],
         ops=[A.EntryData.OpData(key=k, value=v or 0.0, remove=v is None) for k, v in ops.items()])],
         validate_only=validate_only)
-    rc = RawClient(bootstrap)
+    rc = RawClient(bootstrap, timeout=ADMIN_TIMEOUT)
     try:
         return rc.request(ALTER, version, req).entries[0]
     finally:
@@ -34,7 +39,7 @@ def describe(bootstrap: str, components: list[tuple[str, int, str | None]], stri
     """DescribeClientQuotas with (entity type, match type, match) components; the response."""
     D = codec.request_class(DESCRIBE)
     req = D(components=[D.ComponentData(entity_type=t, match_type=m, match=n) for t, m, n in components], strict=strict)
-    rc = RawClient(bootstrap)
+    rc = RawClient(bootstrap, timeout=ADMIN_TIMEOUT)
     try:
         return rc.request(DESCRIBE, version, req)
     finally:
