@@ -51,6 +51,11 @@ class LoadedLogOffsets(NamedTuple):
     log_end_offset: int
 
 
+#: What a crash mid-rename can leave (see ``plan_temp_files``).
+_TEMP_SUFFIXES = (DELETED_SUFFIX, CLEANED_SUFFIX, ".tmp", SWAP_SUFFIX)
+_INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+
+
 class TempFilePlan(NamedTuple):
     """What start-up does with the files a crash left mid-rename (see ``plan_temp_files``)."""
 
@@ -66,6 +71,8 @@ def plan_temp_files(names: Iterable[str]) -> TempFilePlan:
     ``.log`` becomes ``.swap`` last and final before it) belongs to an unfinished swap and
     goes, as does a swap offset or time index (rebuilt with the installed segment)."""
     names = list(names)
+    if not any(n.endswith(_TEMP_SUFFIXES) for n in names):
+        return TempFilePlan([], [])  # every directory after a clean start, at one test a name
     cleaned = [n for n in names if n.endswith(CLEANED_SUFFIX)]
     min_cleaned = min((int(n[:20]) for n in cleaned if n[:20].isdigit()), default=None)
     delete = [n for n in names if n.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, ".tmp"))]
@@ -87,10 +94,9 @@ def orphan_indexes(names: Iterable[str], bases: set[int]) -> list[str]:
     """The index files of ``names`` whose segment (``.log``) is not among ``bases``."""
     out = []
     for n in names:
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-            if (n.endswith(suffix) and n[:20].isdigit() and len(n) == 20 + len(suffix)
-                    and int(n[:20]) not in bases):
-                out.append(n)
+        # Most names are neither an index nor an orphan: one test each at start-up.
+        if n.endswith(_INDEX_SUFFIXES) and n[:20].isdigit() and n[20:] in _INDEX_SUFFIXES and int(n[:20]) not in bases:
+            out.append(n)
     return out
 
 

@@ -89,7 +89,7 @@ def test_the_console_lists_gateways_of_every_manager_process_and_marks_stopped_o
         assert r.status_code == 303, r.text
         version = max(g["version"] for g in setup.admin_b.api("GET", "/gateway-instances").json()) + 1
         wait_for(lambda: all((listed(setup.admin_b, g) or {}).get("version", -1) >= version for g in (one, two)),
-                 timeout=15)
+                 timeout=45)
         page = setup.admin_a.client.get("/gateway-instances").text
         assert one.proc is not None and two.proc is not None
         for gateway in (one, two):
