@@ -78,6 +78,9 @@ _ERROR_MAP: dict[type[Exception], type[MetadataError]] = {
     kz.ConnectionLoss: SessionLostError,
 }
 
+#: Dropped watches set again at once after a reconnection (see _replay_lost_watches).
+_REPLAY_CHUNK = 100
+
 _EVENT_MAP = {
     KzEventType.CREATED: EventType.CREATED,
     KzEventType.DELETED: EventType.DELETED,
@@ -414,17 +417,27 @@ class ZooKeeperTree(MetadataTree):
                     lost, self._lost_watches = self._lost_watches, []
                 if not lost:
                     return
-                for i, (w, zxid) in enumerate(lost):
-                    try:
-                        event_type = await self._set_again(w, zxid)
-                    except SessionLostError:
+                # A controller holds a watch per topic: set them again a chunk at a time, not
+                # one round trip after another.
+                for i in range(0, len(lost), _REPLAY_CHUNK):
+                    chunk = lost[i:i + _REPLAY_CHUNK]
+                    answers = await asyncio.gather(*(self._set_again(w, zxid) for w, zxid in chunk),
+                                                   return_exceptions=True)
+                    failed = [lost_watch for lost_watch, answer in zip(chunk, answers, strict=True)
+                              if isinstance(answer, SessionLostError)]
+                    for (w, _), answer in zip(chunk, answers, strict=True):
+                        if isinstance(answer, EventType):
+                            deliver_watch(w.callback, WatchEvent(answer, w.path))
+                        elif isinstance(answer, BaseException) and not isinstance(answer, SessionLostError):
+                            # Not the connection: trying again would fail again. Its owner
+                            # re-reads at its next event or session.
+                            log.error("could not set the watch on %s again", w.path, exc_info=answer)
+                    if failed:
                         with self._lost_lock:
-                            self._lost_watches[:0] = lost[i:]
+                            self._lost_watches[:0] = failed + lost[i + _REPLAY_CHUNK:]
                         if self._closed or not self._client.connected:
                             return  # the next connection replays them
                         break
-                    if event_type is not None:
-                        deliver_watch(w.callback, WatchEvent(event_type, w.path))
         finally:
             self._replay_task = None
 

@@ -164,7 +164,7 @@ async def test_tree_watches_survive_losing_the_server(ensemble: ZooKeeperEnsembl
     creation, a change as a change, and nothing for a node left alone (its watch still set)."""
     import asyncio
 
-    from kaflet.metadata.tree import EventType, WatchEvent
+    from kaflet.metadata.tree import CreateOp, DeleteOp, EventType, WatchEvent
     from kaflet.metadata.zookeeper import ZooKeeperTree
 
     watched = await ZooKeeperTree.connect(ensemble.connect_string, session_timeout=10)
@@ -187,6 +187,12 @@ async def test_tree_watches_survive_losing_the_server(ensemble: ZooKeeperEnsembl
         assert await watched.exists("/created", watch=fired["/created"].append) is None
         await watched.exists("/changed", watch=fired["/changed"].append)
         await watched.get("/untouched", watch=fired["/untouched"].append)
+        # More watches than are set again at once: every one still gets its own answer.
+        many = [f"/many/n{i}" for i in range(250)]
+        await watched.multi([CreateOp("/many", None), *(CreateOp(path, b"0") for path in many)])
+        for path in many:
+            fired[path] = []
+            await watched.exists(path, watch=fired[path].append)
 
         port = watched.kazoo._connection._socket.getpeername()[1]
         ensemble.kill(next(i for i in (1, 2, 3) if ensemble.server(i).port == port))
@@ -194,19 +200,22 @@ async def test_tree_watches_survive_losing_the_server(ensemble: ZooKeeperEnsembl
         await writer.delete("/deleted")
         await writer.create("/created", b"")
         await writer.set("/changed", b"1")
+        await writer.multi([DeleteOp(path) for path in many[::2]])
 
-        for path in ("/w", "/deleted", "/created", "/changed"):
+        for path in ("/w", "/deleted", "/created", "/changed", *many[::2]):
             await until(f"the watch on {path}", lambda p=path: bool(fired[p]))  # type: ignore[misc]
         assert fired["/w"] == [WatchEvent(EventType.CHILD, "/w")]
         assert fired["/deleted"] == [WatchEvent(EventType.DELETED, "/deleted")]
         assert fired["/created"] == [WatchEvent(EventType.CREATED, "/created")]
         assert fired["/changed"] == [WatchEvent(EventType.CHANGED, "/changed")]
         assert await watched.children("/w") == ["child"]
+        assert all(fired[path] == [WatchEvent(EventType.DELETED, path)] for path in many[::2])
 
         # The untouched node's watch was set again without firing: its first event is this change.
         await writer.set("/untouched", b"1")
         await until("the watch on /untouched", lambda: bool(fired["/untouched"]))
         assert fired["/untouched"] == [WatchEvent(EventType.CHANGED, "/untouched")]
+        assert all(fired[path] == [] for path in many[1::2])
     finally:
         await watched.close()
         await writer.close()
