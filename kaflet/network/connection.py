@@ -139,6 +139,10 @@ class Connection:
                           if self.security.sasl_session_factory is not None else None)
         #: Set by a handler whose response must be the last one (a failed authentication).
         self.close_after_response = False
+        #: Set by a handler with work that must end before this connection's next request is
+        #: read, but that need not hold its response (EndTxn's marker round): awaited once the
+        #: response is written, so the client reads it while the work goes on.
+        self.after_response: Callable[[], Awaitable[None]] | None = None
         #: Set by the quota enforcer: the next request is not read before this time.monotonic()
         #: (Kafka mutes a throttled client's channel after sending its response).
         self.throttled_until = 0.0
@@ -202,6 +206,9 @@ class Connection:
                     self._owe(_ready(result))  # behind deferred responses: it waits its turn
                 elif result is not None:
                     await self._write(result)
+                if self.after_response is not None:
+                    after, self.after_response = self.after_response, None
+                    await after()
                 self._handling = False
                 self.last_active = time.monotonic()
                 if self.close_after_response:

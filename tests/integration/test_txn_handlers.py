@@ -1,9 +1,7 @@
-"""AddPartitionsToTxn, AddOffsetsToTxn and EndTxn through a real broker's dispatcher.
-
-They are not registered in the broker yet (not advertised: a transaction cannot complete
-without the log side's WriteTxnMarkers handler), so this test registers them on an in-process
-broker and checks them as far as they go: partitions and the group's offsets partition join,
-EndTxn is answered once PrepareCommit is written, and the transaction waits for its markers."""
+"""AddPartitionsToTxn, AddOffsetsToTxn and EndTxn through a real broker's dispatcher (an
+in-process broker, raw requests): partitions and the group's offsets partition join, EndTxn is
+answered once PrepareCommit is written, and the connection's next request sees the transaction
+complete."""
 
 from __future__ import annotations
 
@@ -93,10 +91,15 @@ async def test_transaction_apis() -> None:
                 F.OffsetFetchRequestTopic(name="tx-topic", partition_indexes=[0])]))
             assert (plain.topics[0].partitions[0].error_code, plain.topics[0].partitions[0].committed_offset) == (0, -1)
             end = _req(K.END_TXN, transactional_id="h", producer_id=pid, producer_epoch=epoch, committed=True)
+            describe = _req(K.DESCRIBE_TRANSACTIONS, transactional_ids=["h"])
+            # EndTxn is answered once PrepareCommit is written; the connection reads its next
+            # request (sent with it here) only once the marker round and CompleteCommit are done.
+            ended, described = await asyncio.gather(c.send(K.END_TXN, 3, end),
+                                                    c.send(K.DESCRIBE_TRANSACTIONS, 0, describe))
+            assert ended.error_code == E.NONE
+            assert described.transaction_states[0].transaction_state == "CompleteCommit"
+            # The same commit again is answered NONE (Kafka's EndTxn in CompleteCommit).
             assert (await c.send(K.END_TXN, 3, end)).error_code == E.NONE
-            # Again while the markers are in flight: CONCURRENT_TRANSACTIONS; once they are written,
-            # the same commit is answered NONE (Kafka's EndTxn in CompleteCommit).
-            assert (await c.send(K.END_TXN, 3, end)).error_code in (E.CONCURRENT_TRANSACTIONS, E.NONE)
             wrong = _req(K.END_TXN, transactional_id="h", producer_id=pid + 1, producer_epoch=epoch, committed=True)
             assert (await c.send(K.END_TXN, 3, wrong)).error_code == E.INVALID_PRODUCER_ID_MAPPING
 

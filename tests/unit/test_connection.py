@@ -2,7 +2,9 @@
 
 Frames here are two bytes of api key (0: Produce, anything else: another API) and a one-byte
 request number; the handler answers with the number. A Produce numbered with the high bit set
-is answered with a DeferredResponse that completes when the test says so.
+is answered with a DeferredResponse that completes when the test says so. A request of api 7
+is answered at once and leaves work behind it (``Connection.after_response``) that ends when
+the test releases its number.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import pytest
 from kaflet.network.connection import MAX_DEFERRED, Chunk, Connection, DeferredResponse, HandlerResult
 
 DEFER = 0x80
+AFTER = 7
 
 
 class Peer:
@@ -35,6 +38,13 @@ class Peer:
         if api == 0 and number & DEFER:
             fut = self.release.setdefault(number, asyncio.get_running_loop().create_future())
             return DeferredResponse(self._complete(number, fut))
+        if api == AFTER:
+            fut = self.release.setdefault(number, asyncio.get_running_loop().create_future())
+
+            async def after() -> None:
+                await fut
+
+            conn.after_response = after
         return [bytes([number])]
 
     async def _complete(self, number: int, fut: asyncio.Future[None]) -> Sequence[Chunk] | None:
@@ -153,3 +163,17 @@ async def test_a_failed_deferred_request_closes_the_connection(peer: Peer) -> No
     assert peer.conn is not None and peer.conn.task is not None
     await asyncio.wait_for(asyncio.gather(peer.conn.task, return_exceptions=True), 5)
     assert peer.conn.closed and not peer.conn.busy
+
+
+async def test_work_after_a_response_holds_the_next_request_not_the_answer(peer: Peer) -> None:
+    await peer.send(AFTER, 1)
+    await peer.send(3, 2)
+    # Answered before its work ended; the next request is read only once it has.
+    assert await peer.receive(1) == [1]
+    await asyncio.sleep(0.1)
+    assert peer.started == [1]
+    assert peer.conn is not None and peer.conn.busy
+    peer.done(1)
+    assert await peer.receive(1) == [2]
+    assert peer.started == [1, 2]
+    assert not peer.conn.busy and peer.conn.after_response is None

@@ -294,6 +294,16 @@ async def test_end_txn_answers_once_its_markers_are_written(h: Harness) -> None:
     await c.drain()
     assert c.txns["t"].state == S.COMPLETE_ABORT
     assert h.states()[-2:] == [S.PREPARE_ABORT, S.COMPLETE_ABORT]
+    # Without await_markers (the EndTxn handler, which waits after sending its answer) the
+    # answer comes once PrepareCommit is written; await_completion then waits for the round.
+    c.config.completion_wait_ms = 30_000
+    assert await c.add_partitions("t", pid, epoch, {("x", 0)}) == E.NONE
+    h.marker_gate = asyncio.Event()
+    assert await c.end_txn("t", pid, epoch, commit=True, await_markers=False) == E.NONE
+    assert (c.txns["t"].state, c.txns["t"].pending) == (S.PREPARE_COMMIT, S.COMPLETE_COMMIT)
+    asyncio.get_running_loop().call_soon(h.marker_gate.set)
+    await c.await_completion("t")
+    assert (c.txns["t"].state, c.txns["t"].pending) == (S.COMPLETE_COMMIT, None)
 
 
 async def test_next_add_partitions_waits_briefly_for_the_previous_markers(h: Harness) -> None:

@@ -70,9 +70,9 @@ class TxnConfig:
     id_expiration_ms: int = 604_800_000
     abort_interval_ms: int = 10_000
     remove_expired_interval_ms: int = 3_600_000
-    #: How long EndTxn waits for its markers before answering, and AddPartitionsToTxn /
-    #: AddOffsetsToTxn for the previous transaction's before answering CONCURRENT_TRANSACTIONS
-    #: (kaflet's; see ``end_txn`` and ``_await_completion``).
+    #: How long an EndTxn connection waits for its markers before reading its next request,
+    #: and AddPartitionsToTxn / AddOffsetsToTxn for the previous transaction's before answering
+    #: CONCURRENT_TRANSACTIONS (kaflet's; see ``end_txn`` and ``await_completion``).
     completion_wait_ms: int = 20
 
     @classmethod
@@ -342,7 +342,7 @@ class TransactionCoordinator:
         if txn is None:
             return code or E.UNKNOWN_SERVER_ERROR
         if txn.pending in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
-            await self._await_completion(transactional_id)
+            await self.await_completion(transactional_id)
             code, txn = self._check_producer(transactional_id, producer_id, epoch)  # anything may have changed
             if txn is None:
                 return code or E.UNKNOWN_SERVER_ERROR
@@ -352,7 +352,7 @@ class TransactionCoordinator:
             return E.NONE
         return await self._write(txn, txn.prepare_add_partitions(partitions, self._now()))
 
-    async def _await_completion(self, transactional_id: str) -> None:
+    async def await_completion(self, transactional_id: str) -> None:
         """Wait (at most ``completion_wait_ms``) for the marker round of the id's last
         transaction: EndTxn's own (``end_txn``), or the previous one's when AddPartitionsToTxn
         or AddOffsetsToTxn meets it still in flight.
@@ -381,8 +381,12 @@ class TransactionCoordinator:
 
     # ---- EndTxn and the markers ----------------------------------------------------------
 
-    async def end_txn(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> ErrorCode:
-        """Kafka's handleEndTransaction: answered once PrepareCommit/PrepareAbort is written."""
+    async def end_txn(self, transactional_id: str, producer_id: int, epoch: int, commit: bool,
+                      await_markers: bool = True) -> ErrorCode:
+        """Kafka's handleEndTransaction: answered once PrepareCommit/PrepareAbort is written
+        and, with ``await_markers``, the marker round has ended or had ``completion_wait_ms``.
+        Without it the caller waits with ``await_completion`` when it suits it (the EndTxn
+        handler: after its response is sent)."""
         if not transactional_id:
             return E.INVALID_REQUEST
         status = self._status(transactional_id)
@@ -392,7 +396,7 @@ class TransactionCoordinator:
         if txn is None:
             return E.INVALID_PRODUCER_ID_MAPPING
         code = await self._end(txn, producer_id, epoch, commit, from_client=True)
-        if code == E.NONE:
+        if code == E.NONE and await_markers:
             # Answered once PrepareCommit/PrepareAbort is written, as Kafka answers, but not
             # before the marker round has had its (bounded) chance: markers of this broker's
             # own partitions are written in-process at once, so the client that reads this
@@ -401,7 +405,7 @@ class TransactionCoordinator:
             # event loop. Remote or failing markers cost the answer at most
             # ``completion_wait_ms``, less than the CONCURRENT_TRANSACTIONS retry they would
             # otherwise cost the next transaction.
-            await self._await_completion(transactional_id)
+            await self.await_completion(transactional_id)
         return code
 
     async def _end(self, txn: TransactionMetadata, producer_id: int, epoch: int, commit: bool,
