@@ -6,6 +6,8 @@ written (there are no features to report).
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kaflet.protocol.primitives import Reader, Writer
@@ -24,7 +26,7 @@ def decode_api_versions_request(body: memoryview, version: int) -> tuple[str, st
 
 
 def encode_api_versions_response(
-    error_code: int, ranges: list[tuple[int, int, int]], throttle_ms: int, version: int
+    error_code: int, ranges: Sequence[tuple[int, int, int]], throttle_ms: int, version: int
 ) -> bytes:
     """Encode ApiVersionsResponse; `ranges` are (api_key, min_version, max_version)."""
     flexible = version >= 3
@@ -42,13 +44,19 @@ def encode_api_versions_response(
     return bytes(w.buf)
 
 
+#: Every client asks on every connection and the answer is the same bytes each time (~60 API
+#: ranges), so it is encoded once per error, throttle time and version; the bound covers the
+#: throttle times of clients over a request quota.
+_encoded = functools.lru_cache(maxsize=256)(encode_api_versions_response)
+
+
 @dataclass(slots=True)
 class ApiVersionsResponse(OwnEncoding):
     """An ApiVersions response waiting for its throttle time (v1 and later carry one)."""
 
     error_code: int
-    ranges: list[tuple[int, int, int]]
+    ranges: tuple[tuple[int, int, int], ...]
     version: int
 
     def encode(self, throttle_time_ms: int) -> bytes:
-        return encode_api_versions_response(self.error_code, self.ranges, throttle_time_ms, self.version)
+        return _encoded(self.error_code, self.ranges, throttle_time_ms, self.version)

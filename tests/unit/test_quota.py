@@ -165,7 +165,7 @@ def test_fetch_response_carries_the_throttle(version: int) -> None:
 
 @pytest.mark.parametrize("version", range(0, 4))
 def test_api_versions_response_carries_the_throttle_from_v1(version: int) -> None:
-    body = encode_body(ApiKey.API_VERSIONS, version, ApiVersionsResponse(0, [(0, 3, 10), (18, 0, 3)], version), 55)
+    body = encode_body(ApiKey.API_VERSIONS, version, ApiVersionsResponse(0, ((0, 3, 10), (18, 0, 3)), version), 55)
     decoded = codec.response_class(ApiKey.API_VERSIONS).decode(bytes(body), version=version)
     assert decoded.throttle_time_ms == (55 if version >= 1 else 0)
     assert [k.api_key for k in decoded.api_keys] == [0, 18]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from kaflet.protocol.api_keys import ApiKey
 from kaflet.protocol.api_versions import (
     ApiVersionsResponse,
@@ -16,10 +18,12 @@ MIN_VERSION = 0
 MAX_VERSION = 3
 
 
-def _ranges() -> list[tuple[int, int, int]]:
+@functools.cache
+def _ranges() -> tuple[tuple[int, int, int], ...]:
+    # The handlers and their versions are fixed once imported.
     from kaflet.server.handlers import supported_versions
 
-    return supported_versions()
+    return tuple(supported_versions())
 
 
 def unsupported_version_response() -> bytes:
