@@ -268,11 +268,14 @@ class ControllerBrokerRequestBatch:
             for info in ctx.live_or_shutting_down_brokers
         ]
         topic_states = [UpdateMetadataTopicState(t, self._topic_id(t), ps) for t, ps in by_topic.items()]
+        encoded_topics: list[bytes] = []
         for broker in sorted(self.update_metadata_brokers & ctx.live_or_shutting_down_broker_ids):
             epoch = ctx.broker_epoch(broker)
             assert epoch is not None
-            # Every broker's request shares the topic states: none of them changes a request.
-            request = UpdateMetadataRequest(self.controller_id, controller_epoch, epoch, topic_states, live_brokers)
+            # Every broker's request shares the topic states, and their encoding for the remote
+            # brokers: nothing changes a request once it is queued.
+            request = UpdateMetadataRequest(self.controller_id, controller_epoch, epoch, topic_states, live_brokers,
+                                            encoded_topics)
             channel.send(broker, ApiKey.UPDATE_METADATA, request, self._update_metadata_callback(broker))
         self.update_metadata_brokers.clear()
         self.update_metadata_partitions.clear()
