@@ -82,14 +82,14 @@ class FetchSessionHandler:
             self.session_partitions = dict(ready)
             return FetchRequestData(dict(ready), [], metadata)
         session = self.session_partitions
-        to_send: dict[TopicPartition, FetchPartition] = {}
-        to_forget = [tp for tp in session if tp not in ready]
-        for tp in to_forget:
-            del session[tp]
-        for tp, data in ready.items():
-            if session.get(tp) != data:
-                session[tp] = data
-                to_send[tp] = data
+        if len(session) == len(ready) and session.keys() == ready.keys():
+            to_forget: list[TopicPartition] = []  # the usual case, one set comparison in C
+        else:
+            to_forget = [tp for tp in session if tp not in ready]
+            for tp in to_forget:
+                del session[tp]
+        to_send = {tp: data for tp, data in ready.items() if session.get(tp) != data}
+        session.update(to_send)
         return FetchRequestData(to_send, to_forget, metadata)
 
     def handle_response(self, error_code: int, session_id: int, partitions: Iterable[TopicPartition],

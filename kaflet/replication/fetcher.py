@@ -470,12 +470,17 @@ class ReplicaFetcher:
         quota = self.quota
         # Asked once per fetch, as Kafka does (the rate cannot change while the request is built).
         over_quota = quota is not None and quota.is_quota_exceeded()
+        lookup = self._partitions
+        fetching = ReplicaState.FETCHING
+        # Every partition of the fetcher is looked at for every fetch (as Kafka's buildFetch
+        # does; the session sends only the changed ones): the test is PartitionFetchState's
+        # ready_for_fetch inlined, a third of the walk's time at thousands of partitions.
         for tp, st in self.states.items():
-            if not st.ready_for_fetch(now):
+            if st.state is not fetching or st.delayed_until > now:
                 continue
             if over_quota and not st.in_sync and quota is not None and quota.is_throttled(*tp):
                 continue
-            part = self._partitions(*tp)
+            part = lookup(*tp)
             if part is None:
                 continue
             sent[tp] = st

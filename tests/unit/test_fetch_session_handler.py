@@ -48,6 +48,12 @@ def test_full_then_incremental_sends_only_what_changed() -> None:
     # Nothing changed: an empty incremental request.
     third = h.build({(T, 0): fp(0, 10), (T, 1): fp(1, 25), (T, 3): fp(3, 0)})
     assert third.to_send == {} and third.to_forget == [] and third.metadata.epoch == 2
+    assert h.handle_response(ErrorCode.NONE, 77, [])
+    # The same partitions, one moved on: only it is sent, nothing forgotten, the order kept.
+    fourth = h.build({(T, 0): fp(0, 11), (T, 1): fp(1, 25), (T, 3): fp(3, 0)})
+    assert fourth.to_send == {(T, 0): fp(0, 11)} and fourth.to_forget == []
+    assert h.session_partitions == {(T, 0): fp(0, 11), (T, 1): fp(1, 25), (T, 3): fp(3, 0)}
+    assert list(h.session_partitions) == [(T, 0), (T, 1), (T, 3)]
 
 
 def test_sessionless_leader_gets_full_fetches() -> None:
