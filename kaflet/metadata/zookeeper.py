@@ -445,13 +445,13 @@ class ZooKeeperTree(MetadataTree):
         """Set ``w`` again; the event it missed after ``zxid`` (ZooKeeper's SetWatches rules)."""
         if w.kind == "child":
             try:
-                await self.children(w.path, w.callback)
+                _, parent = await self._children_and_stat(w.path, w.callback)
             except NoNodeError:
                 return EventType.DELETED
-            # Children are read with the watch set first: a change after it fires the watch, a
-            # change before it shows in pzxid.
-            stat = await self.exists(w.path)
-            return EventType.CHILD if stat is not None and stat.pzxid > zxid else None
+            # The stat comes with the watch, from the same request: a change before it shows in
+            # pzxid, a change after it fires the watch, and none does both (a stat read later
+            # would also show a change that fires the watch: two events for one change).
+            return EventType.CHILD if parent.pzxid > zxid else None
         stat = await self.exists(w.path, w.callback)
         if not w.existed:
             return EventType.CREATED if stat is not None else None
@@ -591,6 +591,15 @@ class ZooKeeperTree(MetadataTree):
         validate_path(path)
         w = self._watch(watch, path, "child")
         return list(await self._await(lambda: self._client.get_children_async(path, watch=w and w.bridge), path))
+
+    async def _children_and_stat(self, path: str, watch: WatchCallback) -> tuple[list[str], Stat]:
+        """``children`` with the node's stat as of the same read (ZooKeeper's GetChildren2)."""
+        self._check_open()
+        w = self._watch(watch, path, "child")
+        assert w is not None
+        names, stat = await self._await(
+            lambda: self._client.get_children_async(path, watch=w.bridge, include_data=True), path)
+        return list(names), _stat(stat)
 
     async def multi(self, ops: Sequence[Op]) -> list[Any]:
         self._check_open()

@@ -219,3 +219,40 @@ async def test_tree_watches_survive_losing_the_server(ensemble: ZooKeeperEnsembl
     finally:
         await watched.close()
         await writer.close()
+
+
+async def test_a_child_watch_set_again_fires_once_for_a_change_right_after(ensemble: ZooKeeperEnsemble) -> None:
+    """A child created just after the tree sets a dropped child watch again fires that watch,
+    and the tree's check for what was missed while disconnected does not report it a second
+    time (it reads the parent's pzxid in the same request that sets the watch)."""
+    import asyncio
+
+    from kaflet.metadata.tree import EventType, WatchEvent
+    from kaflet.metadata.zookeeper import ZooKeeperTree
+
+    watched = await ZooKeeperTree.connect(ensemble.connect_string, session_timeout=10)
+    writer = await ZooKeeperTree.connect(ensemble.connect_string, session_timeout=10)
+    try:
+        await watched.ensure_path("/v")
+        fired: list[WatchEvent] = []
+        await watched.children("/v", watch=fired.append)
+        set_again = watched._children_and_stat
+
+        async def then_a_child(path: str, watch: Callable[[WatchEvent], None]) -> tuple[list[str], object]:
+            answer = await set_again(path, watch)
+            await writer.create("/v/late", b"")  # after the watch is set again, before anything else
+            return answer
+
+        watched._children_and_stat = then_a_child  # type: ignore[assignment,method-assign]
+        port = watched.kazoo._connection._socket.getpeername()[1]
+        ensemble.kill(next(i for i in (1, 2, 3) if ensemble.server(i).port == port))
+        deadline = asyncio.get_running_loop().time() + 30
+        while not fired:
+            assert asyncio.get_running_loop().time() < deadline, "the child watch never fired"
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(1.0)  # a second event would come within the replay's own round trips
+        assert fired == [WatchEvent(EventType.CHILD, "/v")]
+        assert await writer.children("/v") == ["late"]
+    finally:
+        await watched.close()
+        await writer.close()
