@@ -13,12 +13,15 @@ same run (`--compare-total` records a round). `--latency N` measures, over N tra
 (paced to `--latency-rate` records/s if given), the time from commit_transaction() returning to
 a read_committed consumer receiving the transaction's last record (p50/p99). Needs the whole transaction path (the coordinator's APIs and
 WriteTxnMarkers): against a broker without it, init_transactions fails and the run says so.
-The broker is stopped by PID at the end. See benchmarks/README.md.
+`--target tansu` runs against Tansu's memory engine instead, `--target both` against each (the
+--compare rounds taking turns between them) and adds kaflet's records/s over Tansu's. Brokers
+are stopped by PID at the end. See benchmarks/README.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import sys
@@ -27,7 +30,7 @@ import time
 import uuid
 from pathlib import Path
 
-from bench import cpu_seconds, create_topic, percentile, started_broker
+from bench import BrokerProcess, cpu_seconds, create_topic, percentile, started_broker
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
@@ -73,47 +76,63 @@ def _transactional(bootstrap: str, topic: str) -> Producer:
     return p
 
 
-def compare(bootstrap: str, rounds: int, transactions: int, records: int, record_bytes: int,
-            partitions: int) -> dict[str, object]:
-    """Transactional vs idempotent throughput of the same records, taking turns so both see the
-    same machine load; records/s summed over the rounds."""
-    topic = create_topic(AdminClient({"bootstrap.servers": bootstrap}), partitions)
-    value = b"x" * record_bytes
-    txn = _transactional(bootstrap, topic)
-    idem = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
-    txn_s = idem_s = 0.0
-    per_round: list[tuple[float, float]] = []
-    n = transactions * records
-    for _ in range(rounds):
+class _CompareSide:
+    """One broker's side of --compare: a topic, a transactional and an idempotent producer."""
+
+    def __init__(self, bootstrap: str, record_bytes: int, partitions: int) -> None:
+        self.topic = create_topic(AdminClient({"bootstrap.servers": bootstrap}), partitions)
+        self.partitions = partitions
+        self.value = b"x" * record_bytes
+        self.txn = _transactional(bootstrap, self.topic)
+        self.idem = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+
+    def round(self, transactions: int, records: int) -> tuple[float, float]:
+        """Seconds the transactional producer took for ``transactions`` of ``records`` records,
+        then the idempotent one for as many records (flushed)."""
+        topic, value, partitions = self.topic, self.value, self.partitions
         t0 = time.perf_counter()
         for _t in range(transactions):
-            txn.begin_transaction()
+            self.txn.begin_transaction()
             for i in range(records):
-                txn.produce(topic, value, partition=i % partitions)
-            txn.commit_transaction(30)
+                self.txn.produce(topic, value, partition=i % partitions)
+            self.txn.commit_transaction(30)
         t1 = time.perf_counter()
-        for i in range(n):
+        for i in range(transactions * records):
             while True:
                 try:
-                    idem.produce(topic, value, partition=i % partitions)
+                    self.idem.produce(topic, value, partition=i % partitions)
                     break
                 except BufferError:  # the local queue is full: let deliveries drain it
-                    idem.poll(0.01)
-        if idem.flush(60) != 0:
+                    self.idem.poll(0.01)
+        if self.idem.flush(60) != 0:
             raise KafkaException("idempotent producer did not deliver every record")
-        t2 = time.perf_counter()
-        txn_s += t1 - t0
-        idem_s += t2 - t1
-        per_round.append((n / (t1 - t0), n / (t2 - t1)))
+        return t1 - t0, time.perf_counter() - t1
+
+
+def compare(bootstraps: dict[str, str], rounds: int, transactions: int, records: int, record_bytes: int,
+            partitions: int) -> dict[str, dict[str, object]]:
+    """Transactional vs idempotent throughput of the same records on each broker (name ->
+    bootstrap), taking turns round by round and broker by broker so all see the same machine
+    load; records/s summed over the rounds, per broker."""
+    sides = {name: _CompareSide(bootstrap, record_bytes, partitions) for name, bootstrap in bootstraps.items()}
+    spent = {name: [0.0, 0.0] for name in sides}
+    per_round: dict[str, list[float]] = {name: [] for name in sides}
+    n = transactions * records
+    for _ in range(rounds):
+        for name, side in sides.items():
+            txn_s, idem_s = side.round(transactions, records)
+            spent[name][0] += txn_s
+            spent[name][1] += idem_s
+            per_round[name].append(idem_s / txn_s)
     total = rounds * n
-    return {
+    return {name: {
         "rounds": rounds, "transactions_per_round": transactions, "records_per_transaction": records,
         "record_bytes": record_bytes, "partitions": partitions,
         "transactional_records_per_s": round(total / txn_s),
         "idempotent_records_per_s": round(total / idem_s),
         "transactional_over_idempotent": round(idem_s / txn_s, 3),
-        "per_round_ratio": [round(t / i, 3) for t, i in per_round],
-    }
+        "per_round_ratio": [round(r, 3) for r in per_round[name]],
+    } for name, (txn_s, idem_s) in spent.items()}
 
 
 def latency(bootstrap: str, transactions: int, records: int, record_bytes: int, fetch_wait_ms: int,
@@ -231,38 +250,70 @@ def main() -> int:
     ap.add_argument("--probe", type=int, metavar="ROUNDS", default=0,
                     help="wall and broker CPU ms per transaction (--transactions of --records) against the "
                          "idempotent producer's flush of the same records, taking turns ROUNDS times")
+    ap.add_argument("--target", choices=["kaflet", "tansu", "both"], default="kaflet",
+                    help="the broker(s) to start: both runs each measurement on kaflet and on Tansu's memory "
+                         "engine, --compare rounds taking turns between them")
     ap.add_argument("--json", type=Path, help="also write the result here")
     args = ap.parse_args()
     sizes = _sizes(args.compare_records) if args.compare_records else []
-    with tempfile.TemporaryDirectory(prefix="kaflet-txn-bench-") as tmp, \
-            started_broker("kaflet", Path(tmp)) as broker:
-        try:
-            result: dict[str, object] = {}
-            if args.compare and sizes:
-                for size in sizes:
-                    result[f"compare_{size}"] = compare(broker.bootstrap, args.compare,
-                                                        max(1, args.compare_total // size), size,
-                                                        args.record_bytes, args.partitions)
-            elif args.compare:
-                result["compare"] = compare(broker.bootstrap, args.compare, args.transactions, args.records,
-                                            args.record_bytes, args.partitions)
-            if args.probe:
-                result["probe"] = probe(broker.bootstrap, broker.proc.pid, args.probe, args.transactions,
-                                        args.records, args.record_bytes, args.partitions)
-            if args.latency:
-                result["latency"] = latency(broker.bootstrap, args.latency, args.latency_records or args.records,
-                                            args.record_bytes, args.fetch_wait_ms, args.latency_rate)
-            if not result:
-                result = dict(run(broker.bootstrap, args.transactions, args.records, args.partitions,
-                                  args.abort_every, args.record_bytes))
-        except KafkaException as exc:
-            print(f"transactions are not available on this broker: {exc}", file=sys.stderr)
+    targets = ["kaflet", "tansu"] if args.target == "both" else [args.target]
+    results: dict[str, dict[str, object]] = {}
+    with tempfile.TemporaryDirectory(prefix="kaflet-txn-bench-") as tmp, contextlib.ExitStack() as stack:
+        live: dict[str, BrokerProcess] = {}
+        for target in targets:
+            try:
+                live[target] = stack.enter_context(started_broker(target, Path(tmp) / target))
+            except (RuntimeError, OSError, ImportError) as exc:
+                print(f"[{target}] could not start broker: {exc}", file=sys.stderr)
+        if not live:
             return 1
-    print(json.dumps(result, indent=2))
+        target = ""
+        try:
+            results = {name: {} for name in live}
+            bootstraps = {name: broker.bootstrap for name, broker in live.items()}
+            if args.compare:
+                # Both brokers take turns round by round: a busy moment falls on both.
+                for size in sizes or [0]:
+                    key, n, records = ((f"compare_{size}", max(1, args.compare_total // size), size) if size
+                                       else ("compare", args.transactions, args.records))
+                    target = "/".join(live)
+                    for name, row in compare(bootstraps, args.compare, n, records, args.record_bytes,
+                                             args.partitions).items():
+                        results[name][key] = row
+            for target, broker in live.items():
+                result = results[target]
+                if args.probe:
+                    result["probe"] = probe(broker.bootstrap, broker.proc.pid, args.probe, args.transactions,
+                                            args.records, args.record_bytes, args.partitions)
+                if args.latency:
+                    result["latency"] = latency(broker.bootstrap, args.latency,
+                                                args.latency_records or args.records, args.record_bytes,
+                                                args.fetch_wait_ms, args.latency_rate)
+                if not result:
+                    result.update(run(broker.bootstrap, args.transactions, args.records, args.partitions,
+                                      args.abort_every, args.record_bytes))
+        except KafkaException as exc:
+            print(f"[{target}] transactions are not available on this broker: {exc}", file=sys.stderr)
+            return 1
+    out: dict[str, object] = dict(results[targets[0]]) if len(results) == 1 else dict(results)
+    if len(results) == 2:
+        out["kaflet_over_tansu"] = _ratios(results["kaflet"], results["tansu"])
+    print(json.dumps(out, indent=2))
     if args.json:
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
+        args.json.write_text(json.dumps(out, indent=2) + "\n")
     return 0
 
+
+def _ratios(kaflet: dict[str, object], tansu: dict[str, object]) -> dict[str, dict[str, float]]:
+    """Per --compare size: kaflet's records/s over Tansu's, transactional and idempotent."""
+    out: dict[str, dict[str, float]] = {}
+    for key, row in kaflet.items():
+        other = tansu.get(key)
+        if not key.startswith("compare") or not isinstance(row, dict) or not isinstance(other, dict):
+            continue
+        out[key] = {field: round(row[field] / other[field], 3)
+                    for field in ("transactional_records_per_s", "idempotent_records_per_s") if other[field]}
+    return out
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -8,6 +8,9 @@ Runs a broker in this process (``kaflet.embedded_broker``, its event loop in a t
    the broker thread's CPU per transaction and, per API, what its requests cost from the
    header's parse to the unencoded response (``Dispatcher.__call__``, its awaits included, so
    EndTxn holds its marker round); the rest is reading, framing, sending and the event loop.
+   Then a transaction's timeline: from the commit_transaction() call, when the broker took up
+   and answered each of its requests and when the call returned (medians; client and broker
+   share one clock here), which splits the wall time into the broker's part and the client's.
 2. The same number of transactions driven on the transaction coordinator directly (no
    requests): AddPartitionsToTxn and EndTxn with its markers and completion, the three
    ``__transaction_state`` writes and the marker round timed on their own.
@@ -21,7 +24,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import bisect
 import collections
+import statistics
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -40,25 +45,29 @@ TOPIC = "txn-cpu"
 WARMUP = 100
 
 
-def _per_api(cpu: collections.Counter[int], count: collections.Counter[int]) -> None:
-    """Charge each request's thread CPU, its awaits included, to its API key."""
+def _per_api(cpu: collections.Counter[int], count: collections.Counter[int],
+             handled: list[tuple[int, float, float]]) -> None:
+    """Charge each request's thread CPU, its awaits included, to its API key, and note when
+    each was taken up and handed back (``time.monotonic``, the client's clock too: one process)."""
     original = dispatcher.Dispatcher.__call__
 
     async def timed(self: dispatcher.Dispatcher, conn: Any, frame: memoryview) -> Any:
-        start = time.thread_time()
+        start, began = time.thread_time(), time.monotonic()
         try:
             return await original(self, conn, frame)
         finally:
             key = int.from_bytes(frame[0:2], "big")
             cpu[key] += time.thread_time() - start
             count[key] += 1
+            handled.append((key, began, time.monotonic()))
 
     dispatcher.Dispatcher.__call__ = timed  # type: ignore[method-assign]
 
 
 def over_the_wire(broker: Broker, loop: asyncio.AbstractEventLoop, transactional: bool, n: int, records: int,
-                  record_bytes: int, cpu: collections.Counter[int], count: collections.Counter[int]
-                  ) -> dict[str, float]:
+                  record_bytes: int, cpu: collections.Counter[int], count: collections.Counter[int],
+                  handled: list[tuple[int, float, float]], marks: list[tuple[float, float, float]],
+                  pause_s: float = 0.0) -> dict[str, float]:
     conf: dict[str, Any] = {"bootstrap.servers": broker.bootstrap, "linger.ms": 5}
     conf.update({"transactional.id": f"txn-cpu-{time.monotonic_ns()}"} if transactional
                 else {"enable.idempotence": True})
@@ -68,14 +77,19 @@ def over_the_wire(broker: Broker, loop: asyncio.AbstractEventLoop, transactional
     value = b"x" * record_bytes
 
     def one() -> None:
+        began = time.monotonic()
         if transactional:
             p.begin_transaction()
         for i in range(records):
             p.produce(TOPIC, value, partition=i % 2)
+        if pause_s:
+            time.sleep(pause_s)
+        produced = time.monotonic()
         if transactional:
             p.commit_transaction(30)
         elif p.flush(30):
             raise RuntimeError("the idempotent producer did not deliver every record")
+        marks.append((began, produced, time.monotonic()))
 
     for _ in range(WARMUP):
         one()
@@ -85,6 +99,8 @@ def over_the_wire(broker: Broker, loop: asyncio.AbstractEventLoop, transactional
 
     cpu.clear()
     count.clear()
+    marks.clear()
+    handled.clear()
     c0, t0 = asyncio.run_coroutine_threadsafe(thread_cpu(), loop).result(), time.perf_counter()
     for _ in range(n):
         one()
@@ -94,6 +110,29 @@ def over_the_wire(broker: Broker, loop: asyncio.AbstractEventLoop, transactional
         if count[key] >= n // 2:  # not the odd FindCoordinator or Metadata
             out[f"{ApiKey(key).name} us ({count[key] / n:.0f}/txn)"] = spent / n * 1e6
     return out
+
+
+def timeline(handled: list[tuple[int, float, float]], marks: list[tuple[float, float, float]]
+             ) -> list[tuple[str, float]]:
+    """Per transaction, from the moment commit_transaction() is called: when the broker took up
+    each of the transaction's requests and handed its answer back, and when commit returned;
+    the median of each over the transactions, in the order they happen."""
+    handled = sorted(handled, key=lambda h: h[1])
+    starts = [h[1] for h in handled]
+    steps: dict[str, list[float]] = collections.defaultdict(list)
+    for began, produced, done in marks:
+        steps["begin_transaction()"].append((began - produced) * 1000)
+        seen: collections.Counter[str] = collections.Counter()
+        for key, start, end in handled[bisect.bisect_left(starts, began):bisect.bisect_right(starts, done)]:
+            name = ApiKey(key).name
+            seen[name] += 1
+            label = name if seen[name] == 1 else f"{name} #{seen[name]}"
+            steps[f"{label} taken up"].append((start - produced) * 1000)
+            steps[f"{label} answered"].append((end - produced) * 1000)
+        steps["commit_transaction() returned"].append((done - produced) * 1000)
+    # Steps seen in most transactions only: not the odd Metadata refresh.
+    common = {k: v for k, v in steps.items() if len(v) >= len(marks) // 2}
+    return sorted(((k, statistics.median(v)) for k, v in common.items()), key=lambda kv: kv[1])
 
 
 async def coordinator_parts(broker: Broker, n: int) -> dict[str, float]:
@@ -141,10 +180,15 @@ def main() -> int:
     ap.add_argument("--transactions", type=int, default=1000)
     ap.add_argument("--records", type=int, default=100, help="records per transaction")
     ap.add_argument("--record-bytes", type=int, default=1024)
+    ap.add_argument("--pause-ms", type=float, default=0.0,
+                    help="sleep this long between the last produce() and commit_transaction() (or flush): "
+                         "shows which requests the client sends on its own clock rather than on the commit")
     args = ap.parse_args()
     cpu: collections.Counter[int] = collections.Counter()
     count: collections.Counter[int] = collections.Counter()
-    _per_api(cpu, count)
+    handled: list[tuple[int, float, float]] = []
+    marks: list[tuple[float, float, float]] = []
+    _per_api(cpu, count, handled)
     print(f"kaflet from {kaflet.__file__}")
     with embedded_broker() as (broker, loop):
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
@@ -152,8 +196,12 @@ def main() -> int:
             f.result()
         for name, transactional in (("transactional", True), ("idempotent", False)):
             row = over_the_wire(broker, loop, transactional, args.transactions, args.records, args.record_bytes,
-                                cpu, count)
+                                cpu, count, handled, marks, args.pause_ms / 1000)
             print(f"{name}: " + ", ".join(f"{k} {v:.3f}" if k == "wall_ms" else f"{k} {v:.0f}" for k, v in row.items()))
+            if transactional:
+                print("  a transaction, ms from the commit_transaction() call (median):")
+                for step, at in timeline(handled, marks):
+                    print(f"    {at:+7.3f}  {step}")
         row = asyncio.run_coroutine_threadsafe(coordinator_parts(broker, args.transactions), loop).result()
         print("coordinator alone: " + ", ".join(f"{k} {v:.0f}" for k, v in row.items()))
     return 0
