@@ -295,7 +295,7 @@ def main() -> int:
         except KafkaException as exc:
             print(f"[{target}] transactions are not available on this broker: {exc}", file=sys.stderr)
             return 1
-    out: dict[str, object] = dict(results[targets[0]]) if len(results) == 1 else dict(results)
+    out: dict[str, object] = dict(next(iter(results.values()))) if len(results) == 1 else dict(results)
     if len(results) == 2:
         out["kaflet_over_tansu"] = _ratios(results["kaflet"], results["tansu"])
     print(json.dumps(out, indent=2))
