@@ -24,13 +24,15 @@ public class ElectLeaders {
             System.out.println("before " + leaders(admin, topic));
             print("preferred", admin.electLeaders(ElectionType.PREFERRED, Set.of(p0, p1)).partitions().get());
             // The answer comes once the controller has decided; the brokers learn it just after.
+            // One description is both tested and printed: two calls may reach two brokers, one of
+            // them not yet told.
             long deadline = System.currentTimeMillis() + 15000;
-            String after = leaders(admin, topic);
-            while (!onFirstReplicas(admin, topic) && System.currentTimeMillis() < deadline) {
+            TopicDescription after = describe(admin, topic);
+            while (!onFirstReplicas(after) && System.currentTimeMillis() < deadline) {
                 Thread.sleep(200);
-                after = leaders(admin, topic);
+                after = describe(admin, topic);
             }
-            System.out.println("after " + after);
+            System.out.println("after " + leaders(after));
             print("unclean", admin.electLeaders(ElectionType.UNCLEAN, Set.of(p0)).partitions().get());
         }
     }
@@ -48,13 +50,17 @@ public class ElectLeaders {
 
     // "<partition>:<leader>/<first replica>,..."
     static String leaders(Admin admin, String topic) throws Exception {
-        return describe(admin, topic).partitions().stream()
+        return leaders(describe(admin, topic));
+    }
+
+    static String leaders(TopicDescription description) {
+        return description.partitions().stream()
             .map(p -> p.partition() + ":" + p.leader().id() + "/" + p.replicas().get(0).id())
             .collect(Collectors.joining(","));
     }
 
-    static boolean onFirstReplicas(Admin admin, String topic) throws Exception {
-        for (TopicPartitionInfo p : describe(admin, topic).partitions()) {
+    static boolean onFirstReplicas(TopicDescription description) {
+        for (TopicPartitionInfo p : description.partitions()) {
             if (p.leader() == null || p.leader().id() != p.replicas().get(0).id()) return false;
         }
         return true;
