@@ -15,7 +15,9 @@ lost, a summary every minute, one line when it is back.
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
+import select
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -23,6 +25,7 @@ from typing import Any
 
 from kazoo import exceptions as kz
 from kazoo.client import KazooClient, TransactionRequest
+from kazoo.handlers.threading import SequentialThreadingHandler
 from kazoo.protocol.serialization import (
     Create,
     GetData,
@@ -109,6 +112,48 @@ class _KazooLog(logging.LoggerAdapter[logging.Logger]):
         if msg in _KAZOO_ATTEMPT_NOISE and (self.outage.failing or msg == "Transition to CONNECTING"):
             level = logging.DEBUG
         super().log(level, msg, *args, **kwargs)
+
+
+class _PollingHandler(SequentialThreadingHandler):
+    """kazoo's threading handler, waiting on its connection with poll(2).
+
+    kazoo's own ``select`` makes a new epoll selector, a new descriptor, for every wait on the
+    connection. A broker that has run out of descriptors would then drop a healthy connection to
+    ZooKeeper, fail to open another, and lose its session, its registration and its
+    leaderships, while Kafka's ZooKeeper client, on one long-lived selector, keeps them. A
+    poll object holds no descriptor, and poll, unlike select(2), has no FD_SETSIZE bound (the
+    reason kazoo uses a selector).
+    """
+
+    def select(self, rlist: Sequence[Any], wlist: Sequence[Any], xlist: Sequence[Any],
+               timeout: float | None = None) -> tuple[list[Any], list[Any], list[Any]]:
+        if timeout is not None and timeout < 0:
+            raise ValueError("timeout must be non-negative")
+        wanted: dict[int, int] = {}
+        entries: dict[int, list[tuple[Any, int]]] = {}
+        for objs, flag in ((rlist, select.POLLIN), (wlist, select.POLLOUT), (xlist, select.POLLPRI)):
+            for obj in objs:
+                fd = obj if isinstance(obj, int) else obj.fileno()
+                if fd < 0:
+                    raise ValueError("Invalid event mask or fd")
+                wanted[fd] = wanted.get(fd, 0) | flag
+                entries.setdefault(fd, []).append((obj, flag))
+        poller = select.poll()
+        for fd, flags in wanted.items():
+            poller.register(fd, flags)
+        ready = poller.poll(None if timeout is None else timeout * 1000)
+        lists: dict[int, list[Any]] = {select.POLLIN: [], select.POLLOUT: [], select.POLLPRI: []}
+        for fd, events in ready:
+            if events & select.POLLNVAL:
+                raise OSError(errno.EBADF, "Bad file descriptor")
+            # As with select(2), a hung-up or failed descriptor is ready to read and to write:
+            # the call that follows reports what happened.
+            if events & (select.POLLHUP | select.POLLERR):
+                events |= select.POLLIN | select.POLLOUT
+            for obj, flag in entries[fd]:
+                if events & flag:
+                    lists[flag].append(obj)
+        return lists[select.POLLIN], lists[select.POLLOUT], lists[select.POLLPRI]
 
 
 def _map_error(exc: BaseException, path: str | None) -> BaseException:
@@ -244,7 +289,7 @@ class ZooKeeperTree(MetadataTree):
         self.on_state_change: Callable[[str], Any] | None = None
         #: The connection's failed attempts while the ensemble cannot be reached.
         self.outage = OutageLog(log, f"ZooKeeper connection to {self.hosts}")
-        self._client = KazooClient(hosts=self.hosts, timeout=session_timeout,
+        self._client = KazooClient(hosts=self.hosts, timeout=session_timeout, handler=_PollingHandler(),
                                    logger=_KazooLog(logging.getLogger("kazoo.client"), self.outage))
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False

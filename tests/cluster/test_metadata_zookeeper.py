@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -121,3 +123,18 @@ async def test_an_outage_of_zookeeper_is_one_warning_and_one_recovery(caplog: py
     [recovered] = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO and target in r.getMessage()]
     assert "recovered after" in recovered
     assert int(recovered.split("recovered after ")[1].split(" ")[0]) >= attempts
+
+
+def test_a_process_out_of_descriptors_keeps_its_session(zk_connect: str) -> None:
+    """Waiting on its connection to ZooKeeper needs no new descriptor: a broker that has run out
+    of them keeps its session (and with it its registration and leaderships) and still reads,
+    as Kafka's client on one long-lived selector does. kazoo's own wait opened an epoll
+    descriptor each time; starved, it dropped the connection and the session expired."""
+    session_s = 2.0
+    done = subprocess.run([sys.executable, "-m", "tests.support.zk_starved", zk_connect, str(session_s)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout)
+    assert seen["held"] > 0, seen  # it did run out
+    assert seen["states"] == [] and seen["reads"] == ["x"] * 6, (seen, done.stderr[-3000:])
+    assert seen["after"] == seen["before"] == seen["owner"], seen
