@@ -37,6 +37,7 @@ from kazoo.protocol.serialization import (
 )
 from kazoo.protocol.states import EventType as KzEventType
 from kazoo.protocol.states import KazooState, WatchedEvent, ZnodeStat
+from kazoo.retry import KazooRetry
 from kazoo.security import OPEN_ACL_UNSAFE
 
 from kaflet.metadata.tree import (
@@ -80,6 +81,9 @@ _ERROR_MAP: dict[type[Exception], type[MetadataError]] = {
     kz.ConnectionClosedError: SessionLostError,
     kz.ConnectionLoss: SessionLostError,
 }
+
+#: The longest pause between two attempts to reach the ensemble (kazoo adds up to 40% jitter).
+_RECONNECT_MAX_DELAY_S = 1.0
 
 #: Dropped watches set again at once after a reconnection (see _replay_lost_watches).
 _REPLAY_CHUNK = 100
@@ -289,7 +293,15 @@ class ZooKeeperTree(MetadataTree):
         self.on_state_change: Callable[[str], Any] | None = None
         #: The connection's failed attempts while the ensemble cannot be reached.
         self.outage = OutageLog(log, f"ZooKeeper connection to {self.hosts}")
-        self._client = KazooClient(hosts=self.hosts, timeout=session_timeout, handler=_PollingHandler(),
+        handler = _PollingHandler()
+        # kazoo's default doubles the pause between attempts up to an hour: after a two-minute
+        # outage it came back 40 s after the ensemble did, its session expired by then. Kafka's
+        # client tries again within a second, so a session outlives an outage of the whole
+        # ensemble; the outage log keeps the frequent attempts out of the broker's log.
+        reconnect = KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=_RECONNECT_MAX_DELAY_S,
+                               sleep_func=handler.sleep_func)
+        self._client = KazooClient(hosts=self.hosts, timeout=session_timeout, handler=handler,
+                                   connection_retry=reconnect,
                                    logger=_KazooLog(logging.getLogger("kazoo.client"), self.outage))
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
