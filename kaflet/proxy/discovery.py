@@ -230,11 +230,15 @@ class DiscoverySync:
         """One round of pulls; True when every pull answered (the state then holds what the
         manager has). Raises ManagementServiceError when the manager did not answer."""
         before = self.state
-        state = await self._pull(before)
+        news: list[str] = []
+        state = await self._pull(before, news)
         if state != before:
             self.state = state
             if self.on_change is not None:
                 self.on_change(before, state)
+        # Said once in force, not when read: the round's later pulls still await the manager.
+        for line in news:
+            log.info("%s", line)
         if self.cache_path is not None:
             try:
                 write_cache(self.cache_path, state)
@@ -243,7 +247,8 @@ class DiscoverySync:
         self.last_success = time.monotonic()
         return True
 
-    async def _pull(self, state: DiscoveryState) -> DiscoveryState:
+    async def _pull(self, state: DiscoveryState, news: list[str]) -> DiscoveryState:
+        """The state the manager's answers make of ``state``; what changed goes on ``news``."""
         versions = dict(state.versions)
         got = await self._versioned(UPDATE_PATH, state)
         clusters = dict(state.clusters)
@@ -263,7 +268,7 @@ class DiscoverySync:
                 clusters = {**kept, **parsed}
                 for cid in sorted(set(clusters) | set(state.clusters)):
                     if clusters.get(cid) != state.clusters.get(cid):
-                        log.info("cluster %d: %s", cid, _show(clusters.get(cid)))
+                        news.append(f"cluster {cid}: {_show(clusters.get(cid))}")
             versions[UPDATE_PATH] = version
         limits: dict[str, int | None] = {"max_request_num": state.max_request_num, "app_rate": state.app_rate,
                                          "ip_rate": state.ip_rate}
@@ -275,14 +280,14 @@ class DiscoverySync:
             versions[path] = version
             if data is None:  # the manager deleted the setting: no limit any more
                 limits[name] = None
-                log.info("%s: none (version %d)", path.rsplit("/", 1)[1], version)
+                news.append(f"{path.rsplit('/', 1)[1]}: none (version {version})")
                 continue
             try:
                 limits[name] = parse_whole(data, path.rsplit("/", 1)[1])
             except DiscoveryParseError as exc:
                 log.warning("%s version %d left out: %s", path.rsplit("/", 1)[1], version, exc)
                 continue
-            log.info("%s: %d (version %d)", path.rsplit("/", 1)[1], limits[name], version)
+            news.append(f"{path.rsplit('/', 1)[1]}: {limits[name]} (version {version})")
         sp_limits = state.sp_limits
         got = await self._versioned(SP_LIMIT_PATH, state)
         if got is not None:
@@ -295,7 +300,7 @@ class DiscoverySync:
             else:
                 for message in bad_entries:
                     log.warning("sp-limit version %d: %s; the entry is left out", version, message)
-                log.info("sp-limit: %d special rates (version %d)", len(sp_limits), version)
+                news.append(f"sp-limit: {len(sp_limits)} special rates (version {version})")
         return replace(state, clusters=clusters, max_request_num=limits["max_request_num"],
                        app_rate=limits["app_rate"], ip_rate=limits["ip_rate"], sp_limits=sp_limits,
                        versions=versions)
