@@ -111,9 +111,11 @@ class LogConfig:
             raise ValueError("index.interval.bytes and max.message.bytes must be >= 0")
         if self.flush_messages < 1 or self.flush_ms < 0:
             raise ValueError("flush.messages must be >= 1 and flush.ms >= 0")
-        for p in self.cleanup_policy.split(","):
-            if p.strip() not in ("delete", "compact"):
-                raise ValueError(f"invalid cleanup.policy {self.cleanup_policy!r}")
+        # An empty list is Kafka's too: neither deleted by retention nor compacted.
+        if self.cleanup_policy.strip():
+            for p in self.cleanup_policy.split(","):
+                if p.strip() not in ("delete", "compact"):
+                    raise ValueError(f"invalid cleanup.policy {self.cleanup_policy!r}")
 
     @property
     def target_codec(self) -> int:

@@ -344,6 +344,46 @@ def test_changes_survive_restart(tmp_path: Path) -> None:
             b.kill()
 
 
+def test_an_empty_cleanup_policy_keeps_every_segment_and_survives_restart(tmp_path: Path) -> None:
+    """``cleanup.policy`` is a list and Kafka takes an empty one (what subtracting ``delete`` from
+    ``delete`` leaves): neither retention nor compaction, no DeleteRecords. The other changes of
+    the same request still reach the log, and the broker starts again with it."""
+    b = BrokerProcess(tmp_path / "data")
+    b.start()
+    try:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        topic = new_topic(b.bootstrap, {"segment.bytes": "2048"})
+        for _ in range(8):
+            assert produce_error(b.bootstrap, topic, 600) is None
+        d = b.data_dir / f"{topic}-0"
+        segments = sorted(p.name for p in d.glob("*.log"))
+        assert len(segments) >= 3
+        incremental(admin, TOPIC, topic, cleanup_policy=(AlterConfigOpType.SUBTRACT, "delete"),
+                    retention_ms=(AlterConfigOpType.SET, "1"), max_message_bytes=(AlterConfigOpType.SET, "2000"))
+        assert describe(admin, TOPIC, topic)["cleanup.policy"].value == ""
+        err = produce_error(b.bootstrap, topic, 5000)
+        assert err is not None and err.code() == KafkaError.MSG_SIZE_TOO_LARGE
+        D = codec.request_class(21)
+        T = D.DeleteRecordsTopic
+        req = D(topics=[T(name=topic, partitions=[T.DeleteRecordsPartition(partition_index=0, offset=1)])],
+                timeout_ms=5000)
+        refused = raw_default_broker(b.bootstrap, 21, 1, req)
+        assert refused.topics[0].partitions[0].error_code == 44  # type: ignore[attr-defined]  # POLICY_VIOLATION
+        created = new_topic(b.bootstrap, {"cleanup.policy": ""})
+        assert produce_error(b.bootstrap, created, 100) is None
+        b.restart()
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        assert describe(admin, TOPIC, topic)["cleanup.policy"].value == ""
+        assert produce_error(b.bootstrap, created, 100) is None
+        assert sorted(p.name for p in d.glob("*.log")) == segments  # retention.ms=1 deleted nothing
+        assert "Traceback" not in b.new_log()
+    finally:
+        try:
+            b.stop(timeout=20)
+        finally:
+            b.kill()
+
+
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "kaflet.cli", "configs", *args], capture_output=True, text=True,
                           timeout=60)
