@@ -133,7 +133,7 @@ def test_a_process_out_of_descriptors_keeps_its_session(zk_connect: str) -> None
     of them keeps its session (and with it its registration and leaderships) and still reads,
     as Kafka's client on one long-lived selector does. kazoo's own wait opened an epoll
     descriptor each time; starved, it dropped the connection and the session expired."""
-    session_s = 2.0
+    session_s = 3.0
     done = subprocess.run([sys.executable, "-m", "tests.support.zk_starved", zk_connect, str(session_s)],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
