@@ -111,7 +111,7 @@ async def test_an_outage_of_zookeeper_is_one_warning_and_one_recovery(caplog: py
         try:
             await tree.create("/before", b"1", ephemeral=True)
             await asyncio.to_thread(server.terminate)
-            await until(lambda: tree.outage.attempts >= 12, timeout=60, what="twelve failed attempts")
+            await until(lambda: tree.outage.attempts >= 12, timeout=120, what="twelve failed attempts")
             attempts = tree.outage.attempts
             await asyncio.to_thread(server.restart)
             await until(lambda: not tree.outage.failing, timeout=60, what="the reconnection")

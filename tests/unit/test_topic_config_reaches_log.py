@@ -8,21 +8,18 @@ them at its next start, as an empty ``cleanup.policy`` once did.
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
 from kaflet.log.config import LogConfig
-from kaflet.server.kafka_configs import VERSIONS
+from kaflet.server.kafka_configs import _RANGE_RE, VERSIONS
 from kaflet.server.topic_config import TOPIC_CONFIGS, validate_topic_config
 
-_RANGE = re.compile(r"^\[(-?[\d.]+),\.\.\.(?:,(-?[\d.]+))?\](?: or (-?\d+))?$")
 _LONG_MAX = str(2**63 - 1)
 
 
 def _edge_values(kind: str, validator: str) -> list[str]:
     """The values at the edges of what the key's validator allows."""
-    m = _RANGE.match(validator)
+    m = _RANGE_RE.match(validator)
     if m is not None:
         low, high, also = m.groups()
         values = [low, high or (_LONG_MAX if kind == "long" else str(2**31 - 1) if kind == "int" else "1e300")]
